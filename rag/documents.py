@@ -1,0 +1,183 @@
+"""Source documents: a directory of .txt/.md/.html/.pdf files, one such file, or a JSONL file.
+
+Everything is read and validated before anything is written, so a bad file aborts the whole
+ingest with a message naming it and leaves the index as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+from ragmend.errors import InputError
+
+TEXT_SUFFIXES = {".txt", ".md", ".markdown"}
+HTML_SUFFIXES = {".html", ".htm"}
+PDF_SUFFIXES = {".pdf"}
+SUPPORTED = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES | {".jsonl"}
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    id: str
+    title: str
+    text: str
+    source: str  # the ingest path it came from (resolved), so re-ingesting a source can drop removals
+
+    @property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for part in (self.id, self.title, self.text):
+            h.update(part.encode("utf-8"))
+            h.update(b"\0")
+        return h.hexdigest()
+
+
+def load_source(path: Path, max_file_bytes: int) -> list[SourceDocument]:
+    """All documents under `path`. Raises InputError for anything that cannot be read."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise InputError(f"ingest path does not exist: {path}")
+    source = str(path.resolve())
+    if path.is_dir():
+        files = sorted(
+            p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED - {".jsonl"}
+        )
+        docs = [_read_file(p, str(p.relative_to(path)), source, max_file_bytes) for p in files]
+        docs = [d for d in docs if d.text.strip()]
+    elif path.suffix.lower() == ".jsonl":
+        docs = _read_jsonl(path, source, max_file_bytes)
+    elif path.suffix.lower() in SUPPORTED:
+        docs = [_read_file(path, path.name, source, max_file_bytes)]
+    else:
+        raise InputError(f"unsupported file type '{path.suffix}': {path} (supported: {sorted(SUPPORTED)})")
+    if not docs:
+        raise InputError(f"no documents with text found under {path} (supported: {sorted(SUPPORTED)})")
+    seen: set[str] = set()
+    for d in docs:
+        if d.id in seen:
+            raise InputError(f"duplicate document id '{d.id}' in {path}")
+        seen.add(d.id)
+    return docs
+
+
+def _read_bytes(path: Path, max_file_bytes: int) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > max_file_bytes:
+            raise InputError(f"{path} is {size} bytes, over rag.max_file_bytes={max_file_bytes}")
+        return path.read_bytes()
+    except PermissionError as e:
+        raise InputError(f"cannot read {path}: permission denied") from e
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+
+
+def _decode(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path} is not valid UTF-8 (byte {e.start}): convert it to UTF-8 first") from e
+
+
+def _read_file(path: Path, doc_id: str, source: str, max_file_bytes: int) -> SourceDocument:
+    suffix = path.suffix.lower()
+    data = _read_bytes(path, max_file_bytes)
+    if suffix in PDF_SUFFIXES:
+        text = _pdf_text(path)
+    else:
+        text = _decode(data, path)
+        if suffix in HTML_SUFFIXES:
+            text = html_to_text(text)
+    title = _title(text, path)
+    return SourceDocument(id=doc_id, title=title, text=text.strip(), source=source)
+
+
+def _title(text: str, path: Path) -> str:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            return stripped.lstrip("#").strip()
+        if stripped:
+            break
+    return path.stem.replace("_", " ")
+
+
+def _pdf_text(path: Path) -> str:
+    try:
+        from pypdf import PdfReader
+        from pypdf.errors import PdfReadError
+    except ImportError as e:
+        raise InputError(f"{path}: PDF support needs pypdf: pip install 'ragmend[pdf]'") from e
+    try:
+        return "\n".join(page.extract_text() or "" for page in PdfReader(str(path)).pages)
+    except (PdfReadError, ValueError, KeyError) as e:
+        raise InputError(f"{path} is not a readable PDF: {e}") from e
+
+
+def _read_jsonl(path: Path, source: str, max_file_bytes: int) -> list[SourceDocument]:
+    text = _decode(_read_bytes(path, max_file_bytes), path)
+    docs = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{n}: not valid JSON: {e.msg}") from e
+        if not isinstance(row, dict):
+            raise InputError(f"{path}:{n}: each line must be an object with id, title, text")
+        missing = [
+            k for k in ("id", "text") if not isinstance(row.get(k), str | int) or str(row.get(k)) == ""
+        ]
+        if missing:
+            raise InputError(f"{path}:{n}: missing or empty field(s) {missing} (expected id, title, text)")
+        if not isinstance(row["text"], str):
+            raise InputError(f"{path}:{n}: 'text' must be a string")
+        title = row.get("title") or ""
+        if not isinstance(title, str):
+            raise InputError(f"{path}:{n}: 'title' must be a string")
+        if row["text"].strip():
+            docs.append(
+                SourceDocument(id=str(row["id"]), title=title, text=row["text"].strip(), source=source)
+            )
+    return docs
+
+
+class _TextExtractor(HTMLParser):
+    _SKIP = frozenset({"script", "style", "noscript", "template"})
+    _BLOCK = frozenset(
+        {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "title"}
+    )
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._SKIP:
+            self._skip += 1
+        elif tag in self._BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._SKIP and self._skip:
+            self._skip -= 1
+        elif tag in self._BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.parts.append(data)
+
+
+def html_to_text(html: str) -> str:
+    parser = _TextExtractor()
+    parser.feed(html)
+    parser.close()
+    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
+    return "\n".join(line for line in lines if line)

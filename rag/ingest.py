@@ -1,0 +1,198 @@
+"""Incremental ingest: chunk and embed only documents that are new or changed.
+
+A source (a directory or a JSONL file) is synchronised as a whole: its documents are added or
+updated, documents it no longer holds are removed, and documents of other sources are kept.
+The new generation is built aside and swapped in atomically (rag.store).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core import Document
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import MetadataMode, TextNode
+
+from rag.documents import SourceDocument, load_source
+from rag.store import DocEntry, IndexSnapshot, IndexStore, Manifest, make_node
+from ragmend.errors import InputError
+
+# progress(done, total) after each embedding batch
+Progress = Callable[[int, int], None]
+EMBED_BATCH = 128
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    generation: str
+    documents: int
+    added: int
+    updated: int
+    unchanged: int
+    removed: int
+    chunks: int
+    embedded_chunks: int
+    seconds: float
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.embedded_chunks / self.seconds if self.seconds > 0 else 0.0
+
+
+class Ingestor:
+    def __init__(
+        self,
+        store: IndexStore,
+        embed_model: Any,
+        embed_model_name: str,
+        chunk_size: int,
+        chunk_overlap: int,
+        tokenizer: Callable[[str], list[int]],
+        max_file_bytes: int,
+    ):
+        self.store = store
+        self.embed_model = embed_model
+        self.embed_model_name = embed_model_name
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.max_file_bytes = max_file_bytes
+        self.splitter = SentenceSplitter(
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            tokenizer=tokenizer,
+            include_prev_next_rel=False,
+            id_func=lambda i, doc: f"{doc.doc_id}#{i}",
+        )
+
+    def ingest(
+        self, paths: Sequence[Path], progress: Progress | None = None, rebuild: bool = False
+    ) -> IngestReport:
+        """Synchronise the index with `paths`. `rebuild` discards everything else in the index."""
+        t0 = time.perf_counter()
+        # Read and validate every source before taking the lock or writing anything.
+        incoming: dict[str, SourceDocument] = {}
+        for path in paths:
+            for doc in load_source(Path(path), self.max_file_bytes):
+                incoming[doc.id] = doc
+        with self.store.writer_lock():
+            old = None if rebuild or not self.store.exists() else self.store.load()
+            if old is not None and not self._compatible(old.manifest):
+                m = old.manifest
+                was = f"'{m.embed_model}' {m.chunk_size}/{m.chunk_overlap}"
+                now = f"'{self.embed_model_name}' {self.chunk_size}/{self.chunk_overlap}"
+                raise InputError(
+                    f"the index was built with embeddings and chunking {was}; the configuration now says {now}: "
+                    "rebuild it from all its sources (`ragmend ingest --rebuild PATH...`)"
+                )
+            return self._build(incoming, old, progress, t0)
+
+    def _compatible(self, m: Manifest) -> bool:
+        return (m.embed_model, m.chunk_size, m.chunk_overlap) == (
+            self.embed_model_name,
+            self.chunk_size,
+            self.chunk_overlap,
+        )
+
+    def _build(
+        self,
+        incoming: dict[str, SourceDocument],
+        old: IndexSnapshot | None,
+        progress: Progress | None,
+        t0: float,
+    ) -> IngestReport:
+        sources = {d.source for d in incoming.values()}
+        old_docs = old.manifest.docs if old else {}
+        row_of = {n.node_id: i for i, n in enumerate(old.nodes)} if old else {}
+        nodes: list[TextNode] = []
+        rows: list[np.ndarray] = []
+        entries: dict[str, DocEntry] = {}
+
+        def reuse(doc_id: str, entry: DocEntry) -> None:
+            assert old is not None
+            entries[doc_id] = entry
+            for nid in entry.node_ids:
+                nodes.append(old.nodes[row_of[nid]])
+                rows.append(old.matrix[row_of[nid]])
+
+        # Documents of other sources are carried over as they are.
+        for doc_id, entry in old_docs.items():
+            if entry.source not in sources and doc_id not in incoming:
+                reuse(doc_id, entry)
+        added = updated = unchanged = 0
+        to_chunk: list[SourceDocument] = []
+        for doc in incoming.values():
+            prev = old_docs.get(doc.id)
+            if prev is not None and prev.fingerprint == doc.fingerprint:
+                reuse(doc.id, prev)
+                unchanged += 1
+            else:
+                to_chunk.append(doc)
+                added += prev is None
+                updated += prev is not None
+        removed = sum(1 for k, d in old_docs.items() if d.source in sources and k not in incoming)
+
+        fresh = self._chunk(to_chunk)
+        by_doc: dict[str, list[str]] = {}
+        for n in fresh:
+            by_doc.setdefault(n.metadata["doc_id"], []).append(n.node_id)
+        for doc in to_chunk:
+            entries[doc.id] = DocEntry(doc.fingerprint, doc.source, doc.title, tuple(by_doc.get(doc.id, ())))
+        nodes.extend(fresh)
+        rows.extend(self._embed(fresh, progress))
+        if not nodes:
+            raise InputError("nothing to index: every document is empty")
+        matrix = np.stack(rows).astype(np.float32, copy=False)
+        manifest = Manifest(
+            embed_model=self.embed_model_name,
+            dim=int(matrix.shape[1]),
+            chunk_size=self.chunk_size,
+            chunk_overlap=self.chunk_overlap,
+            docs=entries,
+        )
+        gen = self.store.write(manifest, nodes, matrix)
+        return IngestReport(
+            generation=gen,
+            documents=len(entries),
+            added=added,
+            updated=updated,
+            unchanged=unchanged,
+            removed=removed,
+            chunks=len(nodes),
+            embedded_chunks=len(fresh),
+            seconds=time.perf_counter() - t0,
+        )
+
+    def _chunk(self, docs: list[SourceDocument]) -> list[TextNode]:
+        if not docs:
+            return []
+        documents = [
+            Document(
+                id_=d.id,
+                text=d.text,
+                metadata={"title": d.title, "doc_id": d.id},
+                excluded_embed_metadata_keys=["doc_id"],
+                excluded_llm_metadata_keys=["doc_id"],
+            )
+            for d in docs
+        ]
+        split = self.splitter.get_nodes_from_documents(documents)
+        return [make_node(n.node_id, n.metadata["doc_id"], n.metadata["title"], n.text) for n in split]
+
+    def _embed(self, nodes: list[TextNode], progress: Progress | None) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        for start in range(0, len(texts), EMBED_BATCH):
+            batch = texts[start : start + EMBED_BATCH]
+            out.extend(
+                np.asarray(v, dtype=np.float32) for v in self.embed_model.get_text_embedding_batch(batch)
+            )
+            if progress:
+                progress(min(start + EMBED_BATCH, len(texts)), len(texts))
+        if progress and not texts:
+            progress(0, 0)
+        return out

@@ -1,0 +1,113 @@
+"""answer(query, config): retrieve -> (rerank) -> generate, timed per stage."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rag.prompts import get_prompt
+from rag.retrieval import SnapshotRetriever, rerank
+from rag.store import IndexSnapshot, IndexStore
+from rag.types import Answer, Passage, RAGConfig, StageTimings
+from ragmend.models.registry import ModelRegistry
+from ragmend.settings import Settings
+from ragmend.text import validate_query
+
+
+class IndexHandle:
+    """The live snapshot. Swapping replaces one reference: readers keep the snapshot they took."""
+
+    def __init__(self, store: IndexStore, embed_model: object):
+        self.store = store
+        self._embed_model = embed_model
+        self._lock = threading.Lock()
+        self._retriever: SnapshotRetriever | None = None
+
+    def open(self) -> SnapshotRetriever:
+        """Load the current generation (raises IndexMissing when there is none)."""
+        with self._lock:
+            snapshot = self.store.load()
+            self._retriever = SnapshotRetriever(snapshot, self._embed_model)
+            return self._retriever
+
+    def reload_if_changed(self) -> bool:
+        current = self.store.current_generation()
+        if self._retriever is not None and current == self._retriever.snapshot.generation:
+            return False
+        self.open()
+        return True
+
+    @property
+    def retriever(self) -> SnapshotRetriever:
+        r = self._retriever
+        return r if r is not None else self.open()
+
+    @property
+    def snapshot(self) -> IndexSnapshot:
+        return self.retriever.snapshot
+
+    @property
+    def is_open(self) -> bool:
+        return self._retriever is not None
+
+
+def format_context(passages: list[Passage], max_chars: int) -> tuple[str, list[Passage]]:
+    """Number the passages into a context block; drop those past the budget (the first is truncated)."""
+    parts: list[str] = []
+    used: list[Passage] = []
+    total = 0
+    for i, p in enumerate(passages, start=1):
+        block = f"[{i}] {p.title}: {p.text}" if p.title else f"[{i}] {p.text}"
+        if total + len(block) > max_chars:
+            if used:
+                break
+            block = block[:max_chars]
+        parts.append(block)
+        used.append(p)
+        total += len(block) + 2
+    return "\n\n".join(parts), used
+
+
+class Pipeline:
+    def __init__(self, settings: Settings, models: ModelRegistry, index: IndexHandle):
+        self.settings = settings
+        self.models = models
+        self.index = index
+
+    def default_config(self) -> RAGConfig:
+        return RAGConfig.from_settings(self.settings.rag)
+
+    def retrieve(
+        self, query: str, config: RAGConfig, retriever: SnapshotRetriever | None = None
+    ) -> tuple[list[Passage], StageTimings]:
+        retriever = retriever or self.index.retriever
+        search = config.query or query
+        t0 = time.perf_counter()
+        passages = retriever.retrieve(search, config.mode, config.k)
+        t1 = time.perf_counter()
+        if config.rerank:
+            passages = rerank(self.models.reranker, search, passages, config.rerank_top_n)
+        t2 = time.perf_counter()
+        return passages, StageTimings(retrieve_s=t1 - t0, rerank_s=t2 - t1 if config.rerank else 0.0)
+
+    def answer(self, query: str, config: RAGConfig | None = None) -> Answer:
+        query = validate_query(query, self.settings.rag.max_query_chars)
+        config = config or self.default_config()
+        template = get_prompt(config.prompt)
+        retriever = self.index.retriever  # one snapshot for the whole request
+        passages, timings = self.retrieve(query, config, retriever)
+        context, used = format_context(passages, self.settings.rag.max_context_chars)
+        if not used:
+            context = "(no passages found)"
+        out = self.models.generator.chat(template.messages(context=context, question=query))
+        return Answer(
+            query=query,
+            response=out.text,
+            evidence=tuple(used),
+            config=config,
+            timings=timings.model_copy(update={"generate_s": out.seconds}),
+            model=out.model,
+            prompt_tokens=out.prompt_tokens,
+            completion_tokens=out.completion_tokens,
+            index_generation=retriever.snapshot.generation,
+        )

@@ -1,0 +1,43 @@
+"""Prompt templates are data (prompts.yaml); this module only loads and fills them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from ragmend.errors import InputError
+
+PROMPTS_FILE = Path(__file__).with_name("prompts.yaml")
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    description: str
+    system: str
+    user: str
+
+    def messages(self, **values: str) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.system.format(**values)},
+            {"role": "user", "content": self.user.format(**values)},
+        ]
+
+
+@cache
+def load_prompts(path: Path = PROMPTS_FILE) -> dict[str, PromptTemplate]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {
+        name: PromptTemplate(name, spec.get("description", ""), spec["system"], spec["user"])
+        for name, spec in data.items()
+    }
+
+
+def get_prompt(name: str) -> PromptTemplate:
+    prompts = load_prompts()
+    if name not in prompts:
+        raise InputError(f"unknown prompt variant '{name}'; known: {sorted(prompts)}")
+    return prompts[name]

@@ -1,0 +1,82 @@
+"""Values that cross package boundaries: the frozen RAG configuration and the answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragmend.errors import InputError
+from ragmend.settings import RAGSettings, RetrievalMode
+
+
+class RAGConfig(BaseModel):
+    """P in the paper: what one pipeline pass does. Repair actions are patches of this value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: RetrievalMode = "dense"
+    k: int = Field(5, ge=1, le=100, description="passages retrieved")
+    rerank: bool = False
+    rerank_top_n: int = Field(5, ge=1, le=100, description="passages kept after reranking")
+    prompt: str = "default"
+    # The text used for retrieval when it differs from the user's question (a rewrite action).
+    query: str | None = None
+
+    @classmethod
+    def from_settings(cls, rag: RAGSettings) -> RAGConfig:
+        return cls(
+            mode=rag.mode, k=rag.k, rerank=rag.rerank, rerank_top_n=rag.rerank_top_n, prompt=rag.prompt
+        )
+
+    def patch(self, **changes: Any) -> RAGConfig:
+        """A validated copy with some fields changed (unknown or invalid fields raise InputError)."""
+        try:
+            return type(self).model_validate({**self.model_dump(), **changes})
+        except ValidationError as e:
+            raise InputError(describe_validation(e, prefix="config")) from e
+
+
+def describe_validation(err: ValidationError, prefix: str = "") -> str:
+    parts = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
+        parts.append(f"{key}: {e['msg']}")
+    return "; ".join(parts)
+
+
+class Passage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    retriever: str = Field(description="dense | bm25 | hybrid | rerank: what produced the score")
+
+
+class StageTimings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    retrieve_s: float = 0.0
+    rerank_s: float = 0.0
+    generate_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.retrieve_s + self.rerank_s + self.generate_s
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    query: str
+    response: str
+    evidence: tuple[Passage, ...]
+    config: RAGConfig
+    timings: StageTimings
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    index_generation: str = ""

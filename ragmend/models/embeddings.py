@@ -1,0 +1,50 @@
+"""Embeddings role: a llama-index HuggingFaceEmbedding over a sentence-transformers model."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ragmend.models import bundled
+from ragmend.models.runtime import prepare_libraries
+from ragmend.settings import ModelsSettings
+
+if TYPE_CHECKING:
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+
+def embeddings_source(models: ModelsSettings) -> tuple[str, str]:
+    """(where it comes from, path or hub id) for the configured embeddings model."""
+    spec = models.embeddings.model
+    if spec.startswith(bundled.BUNDLED_PREFIX):
+        m = bundled.resolve_bundled(spec, "embeddings")
+        return m.source, str(m.path())
+    return "local path or hub", bundled.resolve_local_or_hub(spec, "embeddings", models.allow_hub)
+
+
+def load_embeddings(models: ModelsSettings) -> HuggingFaceEmbedding:
+    prepare_libraries(models.allow_hub)
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    _, path = embeddings_source(models)
+    return HuggingFaceEmbedding(
+        model_name=path,
+        device=models.embeddings.device,
+        embed_batch_size=models.embeddings.batch_size,
+        normalize=True,
+        show_progress_bar=False,
+    )
+
+
+def token_counter(embed: HuggingFaceEmbedding) -> Any:
+    """The embedding model's own tokenizer, as the callable llama-index's splitters expect.
+
+    Chunk sizes are counted in the tokens the embedding model actually sees, so a 128-token
+    chunk is never silently truncated by the encoder.
+    """
+    tokenizer = embed._model.tokenizer  # the SentenceTransformer the wrapper holds
+
+    def tokenize(text: str) -> list[int]:
+        # verbose=False: counting a long document's tokens is not an attempt to encode it whole.
+        return tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+
+    return tokenize

@@ -1,0 +1,154 @@
+"""ModelRegistry: loads each role once, on first use, and reports on them (`ragmend models`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragmend.errors import RagmendError
+from ragmend.models.bundled import path_bytes
+from ragmend.models.embeddings import embeddings_source, load_embeddings
+from ragmend.models.generator import Generator, generator_source, load_generator
+from ragmend.models.reranker import Reranker, load_reranker, reranker_source
+from ragmend.models.spacy_model import load_spacy, spacy_source
+from ragmend.settings import Settings
+
+ROLES = ("embeddings", "reranker", "generator", "spacy")
+
+
+@dataclass(frozen=True)
+class RoleReport:
+    role: str
+    status: str  # "ok" | "error"
+    source: str
+    path: str
+    bytes: int
+    load_s: float
+    smoke: str
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("role")
+        return d
+
+
+class ModelRegistry:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._loaded: dict[str, Any] = {}
+        self._load_seconds: dict[str, float] = {}
+        self._locks = {role: threading.Lock() for role in ROLES}
+        m = settings.models
+        self._loaders: dict[str, Callable[[], Any]] = {
+            "embeddings": lambda: load_embeddings(m),
+            "reranker": lambda: load_reranker(m),
+            "generator": lambda: load_generator(settings),
+            "spacy": lambda: load_spacy(m),
+        }
+
+    @classmethod
+    def sharing(cls, other: ModelRegistry, settings: Settings) -> ModelRegistry:
+        """A registry for `settings` that reuses `other`'s loaded models where their configuration matches."""
+        new = cls(settings)
+        if settings.models == other.settings.models:
+            new._loaded = other._loaded
+            new._load_seconds = other._load_seconds
+            new._locks = other._locks
+        return new
+
+    def get(self, role: str) -> Any:
+        if role in self._loaded:
+            return self._loaded[role]
+        with self._locks[role]:
+            if role not in self._loaded:
+                t0 = time.perf_counter()
+                self._loaded[role] = self._loaders[role]()
+                self._load_seconds[role] = time.perf_counter() - t0
+        return self._loaded[role]
+
+    def is_loaded(self, role: str) -> bool:
+        return role in self._loaded
+
+    @property
+    def embeddings(self) -> Any:
+        return self.get("embeddings")
+
+    @property
+    def reranker(self) -> Reranker:
+        return self.get("reranker")
+
+    @property
+    def generator(self) -> Generator:
+        return self.get("generator")
+
+    @property
+    def spacy(self) -> Any:
+        return self.get("spacy")
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    def source(self, role: str) -> tuple[str, str]:
+        m = self.settings.models
+        return {
+            "embeddings": lambda: embeddings_source(m),
+            "reranker": lambda: reranker_source(m),
+            "generator": lambda: generator_source(self.settings),
+            "spacy": lambda: spacy_source(m),
+        }[role]()
+
+    def report(self, role: str) -> RoleReport:
+        source, path, size = "?", "", 0
+        try:
+            source, path = self.source(role)
+            size = path_bytes(Path(path)) if Path(path).exists() else 0
+            t0 = time.perf_counter()
+            model = self.get(role)
+            load_s = self._load_seconds.get(role, time.perf_counter() - t0)
+            smoke = _SMOKE[role](model)
+            return RoleReport(role, "ok", source, path, size, round(load_s, 3), smoke)
+        except RagmendError as e:
+            return RoleReport(role, "error", source, path, size, 0.0, str(e))
+
+
+def _smoke_embeddings(embed: Any) -> str:
+    a, b, c = (
+        np.asarray(embed.get_text_embedding(t))
+        for t in ("Paris is the capital of France.", "France's capital city is Paris.", "Bananas are yellow.")
+    )
+    return f"dim={a.shape[0]} cos(paraphrase)={float(a @ b):.2f} cos(unrelated)={float(a @ c):.2f}"
+
+
+def _smoke_reranker(reranker: Reranker) -> str:
+    rel, irr = reranker.score(
+        "What is the capital of France?",
+        ["Paris is the capital and largest city of France.", "The banana is an elongated, edible fruit."],
+    )
+    return f"relevant={rel:.2f} irrelevant={irr:.2f}"
+
+
+def _smoke_generator(gen: Generator) -> str:
+    out = gen.chat(
+        [{"role": "user", "content": "What is the capital of France? Answer in one word."}], max_tokens=8
+    )
+    rate = out.completion_tokens / out.seconds if out.seconds > 0 else 0.0
+    return f"{out.text[:40]!r} ({out.completion_tokens} tokens, {rate:.1f} tok/s)"
+
+
+def _smoke_spacy(nlp: Any) -> str:
+    doc = nlp("Marie Curie won the Nobel Prize in Physics in 1903.")
+    ents = ", ".join(f"{e.text}/{e.label_}" for e in doc.ents)
+    return f"entities: {ents}"
+
+
+_SMOKE: dict[str, Callable[[Any], str]] = {
+    "embeddings": _smoke_embeddings,
+    "reranker": _smoke_reranker,
+    "generator": _smoke_generator,
+    "spacy": _smoke_spacy,
+}

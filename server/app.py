@@ -1,0 +1,123 @@
+"""The FastAPI application: health, readiness and the native answer endpoint.
+
+Models load in a background thread at start-up, so /healthz answers at once and /readyz turns
+true only when the models are loaded and the index is open. Model calls run in worker threads,
+never on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from anyio import to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.responses import Response
+
+from engine import Engine
+from ragmend import __version__
+from ragmend.errors import NotReady, RagmendError
+from ragmend.settings import Settings
+from server.schemas import AnswerRequest, AnswerResponse, ErrorResponse
+
+log = logging.getLogger("ragmend.server")
+
+
+def error_response(
+    status: int, message: str, kind: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "code": status}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class BodyLimit(BaseHTTPMiddleware):
+    """413 before reading a body whose declared length is over the limit."""
+
+    def __init__(self, app: Any, max_bytes: int):
+        super().__init__(app)
+        self.max_bytes = max_bytes
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                return error_response(400, "invalid Content-Length header", "invalid_request_error")
+            if int(length) > self.max_bytes:
+                return error_response(
+                    413,
+                    f"request body is {length} bytes, over the limit of {self.max_bytes}",
+                    "invalid_request_error",
+                )
+        return await call_next(request)
+
+
+def create_app(settings: Settings, engine: Engine | None = None, load_on_start: bool = True) -> FastAPI:
+    """The ASGI app. `load_on_start=False` leaves loading to the caller (engine.load())."""
+    engine = engine or Engine(settings)
+
+    def load() -> None:
+        try:
+            engine.load()
+            log.info("ready: %s", engine.status())
+        except Exception:
+            log.exception("loading failed; /readyz stays false")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if load_on_start and not engine.ready:
+            threading.Thread(target=load, name="ragmend-load", daemon=True).start()
+        yield
+
+    app = FastAPI(
+        title="ragmend",
+        version=__version__,
+        description="An online, self-repairing RAG server.",
+        lifespan=lifespan,
+        responses={400: {"model": ErrorResponse}, 503: {"model": ErrorResponse}},
+    )
+    app.state.engine = engine
+    app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+
+    @app.exception_handler(RagmendError)
+    async def ragmend_error(request: Request, exc: RagmendError) -> JSONResponse:
+        headers = {"Retry-After": "5"} if isinstance(exc, NotReady) else None
+        return error_response(exc.http_status, str(exc), type(exc).__name__, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for e in exc.errors():
+            loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
+            parts.append(f"{loc or 'body'}: {e.get('msg')}")
+        return error_response(400, "; ".join(parts) or "invalid request", "invalid_request_error")
+
+    @app.get("/healthz", summary="The process is up")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Models loaded and index open", responses={503: {"model": ErrorResponse}})
+    async def readyz() -> JSONResponse:
+        status = engine.status()
+        return JSONResponse(status, status_code=200 if status["ready"] else 503)
+
+    @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
+    async def answer(body: AnswerRequest) -> AnswerResponse:
+        result = await to_thread.run_sync(engine.answer, body.query, body.config)
+        return AnswerResponse(
+            query=result.query,
+            answer=result.response,
+            evidence=list(result.evidence),
+            config=result.config,
+            timings=result.timings,
+            model=result.model,
+            usage={"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
+            index_generation=result.index_generation,
+        )
+
+    return app

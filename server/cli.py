@@ -1,0 +1,308 @@
+"""The `ragmend` command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ragmend.errors import RagmendError
+from ragmend.settings import Settings, load_settings
+
+app = typer.Typer(
+    name="ragmend",
+    help="ragmend: an online, self-repairing RAG server.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+bench_app = typer.Typer(help="Benchmarks (speed is measured here, never in tests).", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+class _State:
+    config: Path | None = None
+    overrides: dict[str, Any] = {}  # noqa: RUF012 - replaced, never mutated, per invocation
+
+
+def settings() -> Settings:
+    return load_settings(_State.config, **_State.overrides)
+
+
+def run(fn: Callable[[], T]) -> T:
+    """Turn ragmend's own errors into a message and the error's exit code."""
+    try:
+        return fn()
+    except RagmendError as e:
+        err.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(e.exit_code) from None
+
+
+@app.callback()
+def main_options(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="YAML config file (or $RAGMEND_CONFIG).")
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Where the index and policy state live.")] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="Generator profile: default (Qwen2.5-0.5B) or tiny (SmolLM2-135M).")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress to stderr.")] = False,
+) -> None:
+    """ragmend: an online, self-repairing RAG server.
+
+    Example: ragmend --profile tiny ask "Who designed the Eiffel Tower?"
+    """
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    _State.config = config
+    overrides: dict[str, Any] = {}
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    if profile is not None:
+        overrides["models"] = {"generator": {"profile": profile}}
+    _State.overrides = overrides
+
+
+def _engine(s: Settings) -> Any:
+    from engine import Engine
+
+    return Engine(s)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=False,
+    )
+
+
+@app.command()
+def ingest(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Directories (.txt .md .html .pdf) or JSONL files {id, title, text}.")
+    ],
+    rebuild: Annotated[bool, typer.Option(help="Discard the current index instead of updating it.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Add or update documents in the index (incremental; unchanged documents are not re-embedded).
+
+    Example: ragmend ingest ./docs ./more/articles.jsonl
+    """
+
+    def work() -> None:
+        engine = _engine(settings())
+        with _progress() as bar:
+            task = bar.add_task("embedding chunks", total=None)
+            report = engine.ingest(
+                paths,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                rebuild=rebuild,
+            )
+        if as_json:
+            print(json.dumps(report.__dict__ | {"chunks_per_s": report.chunks_per_s}))
+            return
+        out.print(
+            f"[green]index {report.generation}[/]: {report.documents} documents ({report.added} added, "
+            f"{report.updated} updated, {report.unchanged} unchanged, {report.removed} removed), "
+            f"{report.chunks} chunks, {report.embedded_chunks} embedded in {report.seconds:.1f} s"
+        )
+
+    run(work)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    mode: Annotated[str | None, typer.Option(help="Retrieval: dense, bm25 or hybrid.")] = None,
+    k: Annotated[int | None, typer.Option(help="Passages to retrieve.")] = None,
+    rerank: Annotated[bool | None, typer.Option("--rerank/--no-rerank", help="Cross-encoder rerank.")] = None,
+    top_n: Annotated[int | None, typer.Option(help="Passages kept after reranking.")] = None,
+    prompt: Annotated[str | None, typer.Option(help="Prompt variant (rag/prompts.yaml).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole answer as JSON.")] = False,
+) -> None:
+    """Answer a question from the index, with its evidence.
+
+    Example: ragmend ask "Which airport is in Michigan?" --mode hybrid --rerank
+    """
+    overrides = {
+        key: value
+        for key, value in {
+            "mode": mode,
+            "k": k,
+            "rerank": rerank,
+            "rerank_top_n": top_n,
+            "prompt": prompt,
+        }.items()
+        if value is not None
+    }
+
+    def work() -> None:
+        from ragmend.text import validate_query
+
+        s = settings()
+        validate_query(question, s.rag.max_query_chars)  # bad input fails before the models load
+        engine = _engine(s)
+        config = engine.config(overrides)
+        engine.load()
+        answer = engine.answer(question, config.model_dump(exclude_none=True))
+        if as_json:
+            print(answer.model_dump_json())
+            return
+        out.print(f"[bold]{answer.response}[/]\n")
+        table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)
+        for i, p in enumerate(answer.evidence, start=1):
+            table.add_row(
+                str(i), f"{p.score:.3f}", p.title, p.text[:160] + ("…" if len(p.text) > 160 else "")
+            )
+        out.print(table)
+        t = answer.timings
+        out.print(
+            f"retrieve {t.retrieve_s * 1000:.0f} ms · rerank {t.rerank_s * 1000:.0f} ms · "
+            f"generate {t.generate_s * 1000:.0f} ms · {answer.model}"
+        )
+
+    run(work)
+
+
+@app.command()
+def models(
+    as_json: Annotated[bool, typer.Option("--json", help='Print {"roles": {...}} as JSON.')] = False,
+    role: Annotated[list[str] | None, typer.Option(help="Only these roles (repeatable).")] = None,
+) -> None:
+    """Load each model role and run a one-line smoke test: source, file, size, load time.
+
+    Example: ragmend models --json
+    """
+    from ragmend.models.registry import ROLES, ModelRegistry
+
+    def work() -> None:
+        registry = ModelRegistry(settings())
+        roles = role or list(ROLES)
+        unknown = sorted(set(roles) - set(ROLES))
+        if unknown:
+            err.print(f"[bold red]error:[/] unknown role(s) {unknown}; roles: {list(ROLES)}")
+            raise typer.Exit(2)
+        reports = [registry.report(r) for r in roles]
+        if as_json:
+            print(json.dumps({"roles": {r.role: r.as_dict() for r in reports}}, indent=2))
+        else:
+            table = Table("role", "status", "source", "size", "load", "smoke")
+            for r in reports:
+                status = "[green]ok[/]" if r.status == "ok" else "[red]error[/]"
+                table.add_row(
+                    r.role, status, r.source, f"{r.bytes / 1e6:.1f} MB", f"{r.load_s:.2f} s", r.smoke
+                )
+            out.print(table)
+        if any(r.status != "ok" for r in reports):
+            raise typer.Exit(3)
+
+    run(work)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default server.host).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default server.port).")] = None,
+) -> None:
+    """Serve the HTTP API (builds the index from the configured sources on first start).
+
+    Example: ragmend serve --port 8000; then curl -s localhost:8000/readyz
+    """
+    import uvicorn
+
+    from server.app import create_app
+
+    def work() -> None:
+        s = settings()
+        logging.getLogger("ragmend").setLevel(logging.INFO)
+        uvicorn.run(
+            create_app(s),
+            host=host or s.server.host,
+            port=port if port is not None else s.server.port,
+            log_level="info",
+            timeout_graceful_shutdown=30,
+        )
+
+    run(work)
+
+
+@bench_app.command("pipeline")
+def bench_pipeline(
+    stage: Annotated[
+        list[str] | None, typer.Option(help="ingest, retrieval, rerank, generate (repeatable; default all).")
+    ] = None,
+    data: Annotated[
+        Path, typer.Option(help="HotpotQA distractor JSON (its paragraphs are the corpus).")
+    ] = Path("../shared/data/hotpotqa/hotpot_dev_distractor_merged.json"),
+    limit: Annotated[int | None, typer.Option(help="Paragraphs to ingest (default all 13,471).")] = None,
+    queries: Annotated[int, typer.Option(help="Dev questions timed per retrieval setting.")] = 200,
+    generations: Annotated[int, typer.Option(help="Questions generated per profile.")] = 10,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where to build the benchmark index (default a temp dir).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Pipeline speed: ingest throughput, retrieval p50/p95, rerank latency, generation tokens/s.
+
+    Example: ragmend bench pipeline --stage retrieval --json
+    """
+    from bench.pipeline_bench import run_pipeline_bench
+
+    def work() -> None:
+        result = run_pipeline_bench(
+            settings(),
+            data,
+            stages=stage,
+            limit=limit,
+            n_queries=queries,
+            n_generations=generations,
+            workdir=workdir,
+            log=lambda m: err.print(m),
+        )
+        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+
+    run(work)
+
+
+@bench_app.command("startup")
+def bench_startup(
+    runs: Annotated[int, typer.Option(help="Server starts to time.")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Seconds from `ragmend serve` to /readyz = 200 on an installed machine with its index built.
+
+    Example: ragmend bench startup --runs 3 --json
+    """
+    from bench.startup_bench import run_startup_bench
+
+    def work() -> None:
+        result = run_startup_bench(_State.config, _State.overrides, runs=runs, log=lambda m: err.print(m))
+        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+
+    run(work)
+
+
+def main() -> None:
+    sys.exit(app())
+
+
+if __name__ == "__main__":
+    main()

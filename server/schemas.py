@@ -1,0 +1,44 @@
+"""HTTP request and response bodies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rag.types import Passage, RAGConfig, StageTimings
+
+
+class AnswerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(
+        description="The question (or claim) to answer.", examples=["Who founded Marvel Comics?"]
+    )
+    config: dict[str, Any] | None = Field(
+        default=None,
+        description="Overrides of the RAG configuration for this request: mode (dense|bm25|hybrid), k, "
+        "rerank, rerank_top_n, prompt, query.",
+        examples=[{"mode": "hybrid", "k": 8, "rerank": True}],
+    )
+
+
+class AnswerResponse(BaseModel):
+    query: str
+    answer: str
+    evidence: list[Passage]
+    config: RAGConfig
+    timings: StageTimings
+    model: str
+    usage: dict[str, int]
+    index_generation: str
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    code: int
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody

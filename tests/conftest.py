@@ -1,0 +1,102 @@
+"""Shared fixtures: real models (tiny generator profile), a small real corpus, real indexes."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from bench.startup_bench import free_port
+from engine import Engine
+from ragmend.models.registry import ModelRegistry
+from ragmend.settings import Settings, load_settings
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_CORPUS = REPO / "rag" / "data" / "sample_corpus.jsonl"
+SAMPLE_QUESTIONS = REPO / "rag" / "data" / "sample_questions.jsonl"
+N_QUESTIONS = 8  # the corpus for tests: every paragraph of the first questions of the sample
+
+
+def sample_questions(n: int = N_QUESTIONS) -> list[dict]:
+    rows = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text().splitlines() if line.strip()]
+    return rows[:n]
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """About 80 paragraphs: gold and distractor paragraphs of the first sample questions."""
+    wanted = set()
+    for q in sample_questions():
+        wanted.update(q["supporting_titles"])
+    rows = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
+    # Gold paragraphs plus the first 70 others as distractors.
+    chosen = [r for r in rows if r["title"] in wanted] + [r for r in rows if r["title"] not in wanted][:70]
+    path = tmp_path_factory.mktemp("corpus") / "small.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in chosen))
+    return path
+
+
+def tiny_settings(data_dir: Path, **overrides: object) -> Settings:
+    return load_settings(
+        data_dir=data_dir,
+        cache_dir=data_dir / "cache",
+        models={"generator": {"profile": "tiny", "max_tokens": 48}},
+        **overrides,
+    )
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> ModelRegistry:
+    """One set of loaded models for the whole session (loading is the slow part)."""
+    return ModelRegistry(tiny_settings(tmp_path_factory.mktemp("models")))
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory, registry: ModelRegistry, small_corpus: Path) -> Engine:
+    data_dir = tmp_path_factory.mktemp("engine")
+    settings = tiny_settings(data_dir, sources=[str(small_corpus)])
+    eng = Engine(settings, models=ModelRegistry.sharing(registry, settings))
+    eng.load()
+    return eng
+
+
+class LiveServer:
+    def __init__(self, app: object):
+        self.port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(self.url + "/healthz", timeout=1)
+                return self
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not start")
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def live_server(engine: Engine) -> Iterator[LiveServer]:
+    from server.app import create_app
+
+    with LiveServer(create_app(engine.settings, engine=engine)) as server:
+        yield server

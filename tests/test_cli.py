@@ -1,0 +1,90 @@
+"""The command line: help with examples, exit codes, and one real `ask` in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from engine import Engine
+from server.cli import app
+from tests.conftest import sample_questions
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["ingest"], ["ask"], ["models"], ["serve"], ["bench", "pipeline"], ["bench", "startup"]]
+)
+def test_every_command_has_help_with_an_example(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0
+    assert "Example" in result.output
+
+
+def test_ingest_missing_path_exits_2(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--data-dir", str(tmp_path), "ingest", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_ask_bad_options_exit_2_before_loading(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--data-dir", str(tmp_path), "ask", "question", "--mode", "sparse"])
+    assert result.exit_code == 2 and "config.mode" in result.output
+    result = runner.invoke(app, ["--data-dir", str(tmp_path), "ask", "question", "--k", "0"])
+    assert result.exit_code == 2 and "config.k" in result.output
+
+
+def test_bad_config_file_exits_2(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("rag:\n  k: many\n")
+    result = runner.invoke(app, ["--config", str(cfg), "ask", "q"])
+    assert result.exit_code == 2 and "rag.k" in result.output
+
+
+def test_models_unknown_role(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["models", "--role", "oracle"])
+    assert result.exit_code == 2 and "unknown role" in result.output
+
+
+def _cli(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, XDG_CACHE_HOME=str(data_dir / "xdg-cache"))
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", "--data-dir", str(data_dir), "--profile", "tiny", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+
+
+def test_models_json_in_a_fresh_process(tmp_path: Path) -> None:
+    proc = _cli(
+        ["models", "--json", "--role", "embeddings", "--role", "reranker", "--role", "generator"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    roles = json.loads(proc.stdout)["roles"]
+    assert set(roles) == {"embeddings", "reranker", "generator"}
+    for r in roles.values():
+        assert r["status"] == "ok" and r["bytes"] > 0 and r["load_s"] >= 0 and r["smoke"]
+
+
+def test_ingest_then_ask_in_fresh_processes(tmp_path: Path, small_corpus: Path, engine: Engine) -> None:
+    proc = _cli(["ingest", str(small_corpus), "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["added"] > 50 and report["embedded_chunks"] == report["chunks"]
+
+    q = sample_questions()[0]
+    proc = _cli(["ask", q["question"], "--json", "--mode", "bm25"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["response"].strip() and answer["config"]["mode"] == "bm25"
+    assert any(p["title"] in q["supporting_titles"] for p in answer["evidence"])
+
+    proc = _cli(["ask", "   "], tmp_path)
+    assert proc.returncode == 2 and "query is empty" in proc.stderr

@@ -1,0 +1,94 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from rag.documents import html_to_text, load_source
+from ragmend.errors import InputError
+
+MAX = 10_000_000
+
+
+def test_directory_of_text_markdown_html(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Plain text about ships.")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.md").write_text("# Harbours\n\nHarbours shelter ships.")
+    (tmp_path / "c.html").write_text(
+        "<html><head><style>p{}</style><script>var x=1;</script></head>"
+        "<body><h1>Lighthouses</h1><p>Lighthouses &amp; beacons guide ships.</p></body></html>"
+    )
+    (tmp_path / "ignored.bin").write_bytes(b"\x00\x01")
+    docs = {d.id: d for d in load_source(tmp_path, MAX)}
+    assert set(docs) == {"a.txt", "sub/b.md", "c.html"}
+    assert docs["sub/b.md"].title == "Harbours"
+    assert "var x" not in docs["c.html"].text and "Lighthouses & beacons guide ships." in docs["c.html"].text
+
+
+def test_jsonl(tmp_path: Path) -> None:
+    p = tmp_path / "c.jsonl"
+    p.write_text(
+        json.dumps({"id": 1, "title": "T", "text": "hello"}) + "\n\n" + json.dumps({"id": "x", "text": "w"})
+    )
+    docs = load_source(p, MAX)
+    assert [(d.id, d.title, d.text) for d in docs] == [("1", "T", "hello"), ("x", "", "w")]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"id": "a", "text": "ok"}\n{not json}\n', r"c\.jsonl:2: not valid JSON"),
+        ('{"id": "a"}\n', "missing or empty field"),
+        ('["a", "b"]\n', "must be an object"),
+        ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "duplicate document id"),
+    ],
+)
+def test_bad_jsonl_names_the_line(tmp_path: Path, content: str, message: str) -> None:
+    p = tmp_path / "c.jsonl"
+    p.write_text(content)
+    with pytest.raises(InputError, match=message):
+        load_source(p, MAX)
+
+
+def test_missing_path_and_unsupported_type(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        load_source(tmp_path / "nope", MAX)
+    (tmp_path / "x.docx").write_bytes(b"PK")
+    with pytest.raises(InputError, match="unsupported file type"):
+        load_source(tmp_path / "x.docx", MAX)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="no documents"):
+        load_source(empty, MAX)
+
+
+def test_non_utf8_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "good.txt").write_text("fine")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(InputError, match=r"latin1\.txt is not valid UTF-8"):
+        load_source(tmp_path, MAX)
+
+
+def test_file_over_the_size_limit(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text("x" * 2000)
+    with pytest.raises(InputError, match=r"over rag\.max_file_bytes"):
+        load_source(tmp_path, 1000)
+
+
+def test_unreadable_file_simulated_permission_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The suite runs as root in CI, where chmod 000 does not stop a read: the OS error is simulated.
+    target = tmp_path / "secret.txt"
+    target.write_text("hidden")
+    original = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self == target:
+            raise PermissionError(13, "Permission denied")
+        return original(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    with pytest.raises(InputError, match="permission denied"):
+        load_source(tmp_path, MAX)
+
+
+def test_html_to_text_blocks() -> None:
+    assert html_to_text("<p>a</p><p>b<br>c</p>") == "a\nb\nc"

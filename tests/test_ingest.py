@@ -1,0 +1,168 @@
+"""Incremental ingest and crash safety over the real embedding model and real llama-index indexes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import Engine
+from rag.store import IndexStore
+from ragmend.errors import InputError
+from ragmend.models.registry import ModelRegistry
+from tests.conftest import tiny_settings
+
+
+def _engine(tmp_path: Path, registry: ModelRegistry) -> Engine:
+    settings = tiny_settings(tmp_path)
+    return Engine(settings, models=ModelRegistry.sharing(registry, settings))
+
+
+def _write(path: Path, docs: dict[str, str]) -> Path:
+    path.write_text("".join(json.dumps({"id": k, "title": k, "text": v}) + "\n" for k, v in docs.items()))
+    return path
+
+
+DOCS = {
+    "Ada Lovelace": "Ada Lovelace wrote the first algorithm meant for Babbage's Analytical Engine.",
+    "Grace Hopper": "Grace Hopper developed the first compiler, A-0, and machine-independent languages.",
+    "Alan Turing": "Alan Turing formalised computation with the Turing machine and broke codes at Bletchley.",
+}
+
+
+def test_incremental_ingest_embeds_only_changes(tmp_path: Path, registry: ModelRegistry) -> None:
+    eng = _engine(tmp_path, registry)
+    src = _write(tmp_path / "docs.jsonl", DOCS)
+    first = eng.ingest([src])
+    assert (first.added, first.embedded_chunks) == (3, first.chunks) and first.chunks >= 3
+
+    again = eng.ingest([src])
+    assert (again.unchanged, again.embedded_chunks, again.chunks) == (3, 0, first.chunks)
+
+    changed = dict(DOCS, **{"Grace Hopper": "Grace Hopper led the team that built the UNIVAC I compiler."})
+    del changed["Alan Turing"]
+    third = eng.ingest([_write(src, changed)])
+    assert (third.updated, third.unchanged, third.removed, third.added) == (1, 1, 1, 0)
+    hopper_chunks = len(IndexStore(eng.store.root).read_manifest().docs["Grace Hopper"].node_ids)
+    assert third.embedded_chunks == hopper_chunks
+
+    # A second source is kept when the first is re-synchronised.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.md").write_text("# Hedy Lamarr\n\nHedy Lamarr co-invented frequency hopping.")
+    fourth = eng.ingest([other])
+    assert fourth.documents == 3 and fourth.embedded_chunks >= 1
+    assert set(eng.store.read_manifest().docs) == {"Ada Lovelace", "Grace Hopper", "notes.md"}
+
+
+def test_reused_vectors_equal_fresh_ones(tmp_path: Path, registry: ModelRegistry) -> None:
+    """Unchanged documents keep their vectors: identical to what a full rebuild computes."""
+    eng = _engine(tmp_path, registry)
+    src = _write(tmp_path / "docs.jsonl", DOCS)
+    eng.ingest([src])
+    eng.ingest([_write(src, dict(DOCS, **{"Alan Turing": "Alan Turing proposed the imitation game."}))])
+    incremental = eng.store.load()
+    eng.ingest([src], rebuild=True)
+    eng.ingest(
+        [_write(src, dict(DOCS, **{"Alan Turing": "Alan Turing proposed the imitation game."}))], rebuild=True
+    )
+    rebuilt = eng.store.load()
+    a = {n.node_id: incremental.matrix[i] for i, n in enumerate(incremental.nodes)}
+    b = {n.node_id: rebuilt.matrix[i] for i, n in enumerate(rebuilt.nodes)}
+    assert a.keys() == b.keys()
+    for nid in a:
+        assert float(a[nid] @ b[nid]) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_bad_input_writes_nothing(tmp_path: Path, registry: ModelRegistry) -> None:
+    eng = _engine(tmp_path, registry)
+    eng.ingest([_write(tmp_path / "docs.jsonl", DOCS)])
+    before = eng.store.current_generation()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "ok.txt").write_text("fine")
+    (bad / "broken.txt").write_bytes(b"\xff\xfe\xfa")
+    with pytest.raises(InputError, match="UTF-8"):
+        eng.ingest([tmp_path / "docs.jsonl", bad])
+    with pytest.raises(InputError, match="does not exist"):
+        eng.ingest([tmp_path / "missing"])
+    assert eng.store.current_generation() == before
+    assert not list(eng.store.root.glob(".build-*"))
+
+
+def test_failure_before_the_swap_keeps_the_old_index(
+    tmp_path: Path, registry: ModelRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eng = _engine(tmp_path, registry)
+    src = _write(tmp_path / "docs.jsonl", DOCS)
+    eng.ingest([src])
+    before = eng.store.current_generation()
+
+    def crash(self: IndexStore, gen: str) -> None:
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(IndexStore, "_point_current_at", crash)
+    with pytest.raises(OSError, match="simulated"):
+        eng.ingest([_write(src, {"New": "Something new entirely."})])
+    monkeypatch.undo()
+    assert eng.store.current_generation() == before
+    assert set(eng.store.load().manifest.docs) == set(DOCS)
+
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from engine import Engine
+    from tests.conftest import tiny_settings
+
+    data_dir, src, marker = map(Path, sys.argv[1:4])
+    engine = Engine(tiny_settings(data_dir))
+
+    def progress(done, total):
+        marker.write_text(f"{done}/{total}")
+        time.sleep(0.5)  # slow enough for the parent to kill us mid-embedding
+
+    engine.ingest([src], progress=progress)
+    """
+)
+
+
+def test_killed_ingest_leaves_previous_index(
+    tmp_path: Path, registry: ModelRegistry, small_corpus: Path
+) -> None:
+    eng = _engine(tmp_path, registry)
+    eng.ingest([_write(tmp_path / "docs.jsonl", DOCS)])
+    before = eng.store.current_generation()
+    n_before = len(eng.store.load().nodes)
+
+    marker = tmp_path / "marker"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, str(tmp_path), str(small_corpus), str(marker)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 240
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+        assert time.monotonic() < deadline, "ingest never started embedding"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    assert eng.store.current_generation() == before
+    snapshot = eng.store.load()
+    assert len(snapshot.nodes) == n_before and set(snapshot.manifest.docs) == set(DOCS)
+    # The next writer clears what the dead one left and succeeds.
+    report = eng.ingest([small_corpus])
+    assert report.generation != before
+    assert not list(eng.store.root.glob(".build-*"))

@@ -1,0 +1,87 @@
+"""The HTTP server over real HTTP on a loopback port, with the real engine behind it."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from engine import Engine
+from server.app import create_app
+from tests.conftest import LiveServer, sample_questions
+
+
+def test_health_and_readiness(live_server: LiveServer) -> None:
+    assert httpx.get(live_server.url + "/healthz").json() == {"status": "ok"}
+    r = httpx.get(live_server.url + "/readyz")
+    assert r.status_code == 200 and r.json()["ready"] is True and r.json()["index"].startswith("gen-")
+
+
+def test_answer_over_http(live_server: LiveServer) -> None:
+    q = sample_questions()[3]
+    r = httpx.post(
+        live_server.url + "/v1/answer",
+        json={"query": q["question"], "config": {"mode": "hybrid"}},
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["answer"].strip() and body["config"]["mode"] == "hybrid"
+    assert any(p["title"] in q["supporting_titles"] for p in body["evidence"])
+    assert set(body["timings"]) >= {"retrieve_s", "rerank_s", "generate_s"}
+    assert body["usage"]["completion_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "message"),
+    [
+        ({"query": ""}, 400, "query is empty"),
+        ({"query": "   "}, 400, "query is empty"),
+        ({"query": "x" * 5000}, 400, "over the maximum"),
+        ({"query": "ok", "config": {"k": 0}}, 400, "config.k"),
+        ({"query": "ok", "config": {"bogus": 1}}, 400, "config.bogus"),
+        ({"query": 42}, 400, "query"),
+        ({}, 400, "query"),
+        ({"query": "ok", "extra": True}, 400, "extra"),
+    ],
+)
+def test_bad_requests_get_4xx_with_a_message(
+    live_server: LiveServer, payload: dict, status: int, message: str
+) -> None:
+    r = httpx.post(live_server.url + "/v1/answer", json=payload)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert message in err["message"] and err["code"] == status
+
+
+def test_malformed_and_oversize_bodies(live_server: LiveServer) -> None:
+    url = live_server.url + "/v1/answer"
+    headers = {"content-type": "application/json"}
+    r = httpx.post(url, content=b'{"query": "unterminated', headers=headers)
+    assert r.status_code == 400 and "JSON" in r.json()["error"]["message"]
+    r = httpx.post(url, content=b'{"query": "caf\xe9"}', headers=headers)
+    assert r.status_code == 400 and r.json()["error"]["message"]
+    r = httpx.post(url, content=b"{" + b" " * 2_000_000 + b"}", headers=headers)
+    assert r.status_code == 413 and "over the limit" in r.json()["error"]["message"]
+
+
+def test_not_ready_is_503_with_retry_after(engine: Engine) -> None:
+    never_loaded = Engine(engine.settings, models=engine.models)
+    with LiveServer(create_app(engine.settings, engine=never_loaded, load_on_start=False)) as server:
+        r = httpx.get(server.url + "/readyz")
+        assert r.status_code == 503 and r.json()["ready"] is False
+        r = httpx.post(server.url + "/v1/answer", json={"query": "anything"})
+        assert r.status_code == 503 and r.headers["retry-after"] == "5"
+        assert "loading" in r.json()["error"]["message"]
+
+
+def test_server_loads_in_the_background_then_turns_ready(engine: Engine) -> None:
+    cold = Engine(engine.settings, models=engine.models)  # index on disk, models shared: loads fast
+    with LiveServer(create_app(engine.settings, engine=cold)) as server:
+        assert httpx.get(server.url + "/healthz").status_code == 200
+        deadline = time.monotonic() + 120
+        while httpx.get(server.url + "/readyz").status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert cold.ready
