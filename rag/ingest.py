@@ -86,7 +86,7 @@ class Ingestor:
                 was = f"'{m.embed_model}' {m.chunk_size}/{m.chunk_overlap}"
                 now = f"'{self.embed_model_name}' {self.chunk_size}/{self.chunk_overlap}"
                 raise InputError(
-                    f"the index was built with embeddings and chunking {was}; the configuration now says {now}: "
+                    f"the index was built with embeddings and chunks {was}; the configuration says {now}: "
                     "rebuild it from all its sources (`ragmend ingest --rebuild PATH...`)"
                 )
             return self._build(incoming, old, progress, t0)
