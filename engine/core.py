@@ -87,15 +87,14 @@ class Engine:
     # -- work ---------------------------------------------------------------------------------
 
     def ingestor(self) -> Ingestor:
-        emb = self.models.embeddings
         rag = self.settings.rag
         return Ingestor(
             self.store,
-            emb,
+            lambda: self.models.embeddings,
             self.settings.models.embeddings.model,
             rag.chunk_size,
             rag.chunk_overlap,
-            token_counter(emb),
+            token_counter,
             rag.max_file_bytes,
         )
 
@@ -108,7 +107,7 @@ class Engine:
         return report
 
     def config(self, overrides: dict[str, Any] | None = None) -> RAGConfig:
-        base = self.pipeline.default_config()
+        base = RAGConfig.from_settings(self.settings.rag)
         return base.patch(**overrides) if overrides else base
 
     def answer(self, query: str, overrides: dict[str, Any] | None = None) -> Answer:

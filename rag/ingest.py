@@ -48,23 +48,27 @@ class Ingestor:
     def __init__(
         self,
         store: IndexStore,
-        embed_model: Any,
+        embed_model: Callable[[], Any],
         embed_model_name: str,
         chunk_size: int,
         chunk_overlap: int,
-        tokenizer: Callable[[str], list[int]],
+        tokenizer: Callable[[Any], Callable[[str], list[int]]],
         max_file_bytes: int,
     ):
+        """`embed_model` is called only once there is something to embed: bad input fails fast."""
         self.store = store
-        self.embed_model = embed_model
+        self._embed_model = embed_model
+        self._tokenizer = tokenizer
         self.embed_model_name = embed_model_name
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.max_file_bytes = max_file_bytes
-        self.splitter = SentenceSplitter(
-            chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap,
-            tokenizer=tokenizer,
+
+    def _splitter(self) -> SentenceSplitter:
+        return SentenceSplitter(
+            chunk_size=self.chunk_size,
+            chunk_overlap=self.chunk_overlap,
+            tokenizer=self._tokenizer(self._embed_model()),
             include_prev_next_rel=False,
             id_func=lambda i, doc: f"{doc.doc_id}#{i}",
         )
@@ -180,17 +184,16 @@ class Ingestor:
             )
             for d in docs
         ]
-        split = self.splitter.get_nodes_from_documents(documents)
+        split = self._splitter().get_nodes_from_documents(documents)
         return [make_node(n.node_id, n.metadata["doc_id"], n.metadata["title"], n.text) for n in split]
 
     def _embed(self, nodes: list[TextNode], progress: Progress | None) -> list[np.ndarray]:
         out: list[np.ndarray] = []
         texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        embed_model = self._embed_model() if texts else None
         for start in range(0, len(texts), EMBED_BATCH):
             batch = texts[start : start + EMBED_BATCH]
-            out.extend(
-                np.asarray(v, dtype=np.float32) for v in self.embed_model.get_text_embedding_batch(batch)
-            )
+            out.extend(np.asarray(v, dtype=np.float32) for v in embed_model.get_text_embedding_batch(batch))
             if progress:
                 progress(min(start + EMBED_BATCH, len(texts)), len(texts))
         if progress and not texts:

@@ -17,6 +17,7 @@ from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.responses import Response
 
@@ -88,6 +89,14 @@ def create_app(settings: Settings, engine: Engine | None = None, load_on_start: 
     async def ragmend_error(request: Request, exc: RagmendError) -> JSONResponse:
         headers = {"Retry-After": "5"} if isinstance(exc, NotReady) else None
         return error_response(exc.http_status, str(exc), type(exc).__name__, headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Starlette's own errors (404, 405, an unparsable body) in the same shape as ours.
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if message == "There was an error parsing the body":
+            message = "the request body is not valid UTF-8 JSON"
+        return error_response(exc.status_code, message, "invalid_request_error", dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -19,12 +19,14 @@ from ragmend.settings import Settings, load_settings
 
 app = typer.Typer(
     name="ragmend",
-    help="ragmend: an online, self-repairing RAG server.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-bench_app = typer.Typer(help="Benchmarks (speed is measured here, never in tests).", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks (speed is measured here, never in tests).\n\nExample: ragmend bench pipeline --json",
+    no_args_is_help=True,
+)
 app.add_typer(bench_app, name="bench")
 
 out = Console()

@@ -15,7 +15,7 @@ import uvicorn
 from bench.startup_bench import free_port
 from engine import Engine
 from ragmend.models.registry import ModelRegistry
-from ragmend.settings import Settings, load_settings
+from ragmend.settings import Settings, load_settings, settings_with
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = REPO / "rag" / "data" / "sample_corpus.jsonl"
@@ -43,12 +43,12 @@ def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tiny_settings(data_dir: Path, **overrides: object) -> Settings:
-    return load_settings(
+    base = load_settings(
         data_dir=data_dir,
         cache_dir=data_dir / "cache",
         models={"generator": {"profile": "tiny", "max_tokens": 48}},
-        **overrides,
     )
+    return settings_with(base, **overrides)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,9 @@ class LocalGGUF:
         except Exception as e:  # llama.cpp reports a bad file as a bare ValueError/RuntimeError
             raise ModelUnavailable(f"generator model {path} could not be loaded: {e}") from e
         self._lock = threading.Lock()
+        # Free the llama.cpp context before interpreter teardown: left to __del__, it runs after
+        # llama_cpp's module globals are gone and prints a TypeError at every exit.
+        weakref.finalize(self, self._llm.close)
 
     def chat(self, messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
         kwargs = {
