@@ -174,6 +174,14 @@ def resolve_local_or_hub(spec: str, role: str, allow_hub: bool) -> str:
     return spec
 
 
+def resolve_spec(spec: str, role: str, allow_hub: bool) -> tuple[str, str]:
+    """(where the model comes from, its path or hub id) for a configured model spec."""
+    if spec.startswith(BUNDLED_PREFIX):
+        m = resolve_bundled(spec, role)
+        return m.source, str(m.path())
+    return "local path or hub", resolve_local_or_hub(spec, role, allow_hub)
+
+
 def path_bytes(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size

@@ -13,12 +13,7 @@ if TYPE_CHECKING:
 
 
 def embeddings_source(models: ModelsSettings) -> tuple[str, str]:
-    """(where it comes from, path or hub id) for the configured embeddings model."""
-    spec = models.embeddings.model
-    if spec.startswith(bundled.BUNDLED_PREFIX):
-        m = bundled.resolve_bundled(spec, "embeddings")
-        return m.source, str(m.path())
-    return "local path or hub", bundled.resolve_local_or_hub(spec, "embeddings", models.allow_hub)
+    return bundled.resolve_spec(models.embeddings.model, "embeddings", models.allow_hub)
 
 
 def load_embeddings(models: ModelsSettings) -> HuggingFaceEmbedding:

@@ -83,11 +83,7 @@ class HubCrossEncoder:
 
 
 def reranker_source(models: ModelsSettings) -> tuple[str, str]:
-    spec = models.reranker.model
-    if spec.startswith(bundled.BUNDLED_PREFIX):
-        m = bundled.resolve_bundled(spec, "reranker")
-        return m.source, str(m.path())
-    return "local path or hub", bundled.resolve_local_or_hub(spec, "reranker", models.allow_hub)
+    return bundled.resolve_spec(models.reranker.model, "reranker", models.allow_hub)
 
 
 def load_reranker(models: ModelsSettings) -> Reranker:
