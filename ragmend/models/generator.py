@@ -48,7 +48,7 @@ class LocalGGUF:
             self._llm = Llama(
                 model_path=str(path),
                 n_ctx=params.n_ctx,
-                n_threads=params.n_threads or os.cpu_count(),
+                n_threads=params.n_threads or max(1, (os.cpu_count() or 2) - 1),
                 seed=params.seed,
                 verbose=False,
             )
