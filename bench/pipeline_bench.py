@@ -18,6 +18,7 @@ from bench.stats import median, percentiles_ms
 from engine import Engine
 from rag.pipeline import format_context
 from rag.prompts import get_prompt
+from ragmend.models.generator import load_generator
 from ragmend.settings import Settings, settings_with
 
 STAGES = ("ingest", "retrieval", "rerank", "generate")
@@ -107,35 +108,60 @@ def run_pipeline_bench(
         log(f"rerank: {result['rerank']}")
 
     if "generate" in stages:
-        result["generate"] = {}
-        template = get_prompt("default")
-        for profile in ("tiny", "default"):
-            gen_settings = settings_with(settings, models={"generator": {"profile": profile}})
-            gen_engine = Engine(gen_settings)
+        result["generate"] = _bench_generate(settings, retriever, questions[:n_generations], log)
+    return result
+
+
+def _bench_generate(
+    settings: Settings, retriever: Any, questions: list[Any], log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Both profiles, at 1 thread and at every core, side by side on the same prompts.
+
+    Each prompt is sent twice: with max_tokens=1 (prefill: the prompt is evaluated) and then in
+    full; llama.cpp reuses the evaluated prefix, so the second call times decoding alone. A cold
+    request costs about the sum, reported as latency.
+    """
+    template = get_prompt("default")
+    prompts = [
+        template.messages(
+            context=format_context(
+                retriever.retrieve(q.question, "dense", 5), settings.rag.max_context_chars
+            )[0],
+            question=q.question,
+        )
+        for q in questions
+    ]
+    out: dict[str, Any] = {}
+    for profile in ("tiny", "default"):
+        for threads in sorted({1, _cpus()}):
+            gen_settings = settings_with(
+                settings, models={"generator": {"profile": profile, "n_threads": threads}}
+            )
             t0 = time.perf_counter()
-            generator = gen_engine.models.generator
+            generator = load_generator(gen_settings)
             load_s = time.perf_counter() - t0
             generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=4)  # warm-up
-            times, rates, ntoks, ptoks = [], [], [], []
-            for q in questions[:n_generations]:
-                context, _ = format_context(
-                    retriever.retrieve(q.question, "dense", 5), settings.rag.max_context_chars
-                )
-                g = generator.chat(template.messages(context=context, question=q.question))
-                times.append(g.seconds)
-                ntoks.append(g.completion_tokens)
-                ptoks.append(g.prompt_tokens)
-                if g.seconds > 0:
-                    rates.append(g.completion_tokens / g.seconds)
-            result["generate"][profile] = percentiles_ms(times) | {
+            latency, prefill, decode, ptoks, ntoks = [], [], [], [], []
+            for messages in prompts:
+                first = generator.chat(messages, max_tokens=1)
+                full = generator.chat(messages)
+                latency.append(first.seconds + full.seconds)
+                prefill.append(first.prompt_tokens / first.seconds)
+                decode.append(full.completion_tokens / full.seconds if full.seconds > 0 else 0.0)
+                ptoks.append(first.prompt_tokens)
+                ntoks.append(full.completion_tokens)
+            key = f"{profile}_threads{threads}"
+            out[key] = percentiles_ms(latency) | {
                 "model": generator.model,
+                "n_threads": threads,
                 "load_s": round(load_s, 2),
                 "prompt_tokens_median": median(ptoks),
                 "completion_tokens_median": median(ntoks),
-                "tokens_per_s_median": round(median(rates), 1),
+                "prefill_tokens_per_s_median": round(median(prefill), 1),
+                "decode_tokens_per_s_median": round(median(decode), 1),
             }
-            log(f"generate {profile}: {result['generate'][profile]}")
-    return result
+            log(f"generate {key}: {out[key]}")
+    return out
 
 
 def _cpus() -> int:

@@ -40,7 +40,12 @@ class _State:
 
 
 def settings() -> Settings:
-    return load_settings(_State.config, **_State.overrides)
+    from ragmend.models.runtime import prepare_libraries
+
+    s = load_settings(_State.config, **_State.overrides)
+    # Before any command imports the model libraries: some read their environment at import.
+    prepare_libraries(s.models.allow_hub)
+    return s
 
 
 def run(fn: Callable[[], T]) -> T:

@@ -10,6 +10,9 @@ from ragmend.settings import ModelsSettings
 
 if TYPE_CHECKING:
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would interleave with server logs
 
 
 def embeddings_source(models: ModelsSettings) -> tuple[str, str]:
@@ -19,6 +22,9 @@ def embeddings_source(models: ModelsSettings) -> tuple[str, str]:
 def load_embeddings(models: ModelsSettings) -> HuggingFaceEmbedding:
     prepare_libraries(models.allow_hub)
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would interleave with server logs
 
     _, path = embeddings_source(models)
     return HuggingFaceEmbedding(

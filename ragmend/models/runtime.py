@@ -16,6 +16,11 @@ _lock = threading.Lock()
 
 def prepare_libraries(allow_hub: bool) -> None:
     with _lock:
-        for key, value in library_env(allow_hub).items():
+        env = library_env(allow_hub)
+        for key, value in env.items():
             # setdefault: an operator's explicit environment wins.
             os.environ.setdefault(key, value)
+        # NumPy may have loaded OpenBLAS before this ran; cap the pool it already started too.
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")
