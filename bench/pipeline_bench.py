@@ -6,10 +6,13 @@ supporting paragraphs) is reported beside its speed; questions come from the DEV
 
 from __future__ import annotations
 
+import contextlib
 import platform
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,16 +135,19 @@ def _bench_generate(
         for q in questions
     ]
     out: dict[str, Any] = {}
-    for profile in ("tiny", "default"):
-        for threads in sorted({1, _cpus()}):
-            gen_settings = settings_with(
-                settings, models={"generator": {"profile": profile, "n_threads": threads}}
-            )
-            t0 = time.perf_counter()
-            generator = load_generator(gen_settings)
-            load_s = time.perf_counter() - t0
-            generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=4)  # warm-up
-            latency, prefill, decode, ptoks, ntoks = [], [], [], [], []
+    # The last two rows repeat the tiny profile with one core kept busy by another process, as
+    # concurrent requests' embedding and reranking would: llama.cpp's spinning workers suffer.
+    runs = [(p, t, False) for p in ("tiny", "default") for t in sorted({1, _cpus()})]
+    runs += [("tiny", t, True) for t in sorted({1, _cpus()})]
+    for profile, threads, contended in runs:
+        gen = {"profile": profile, "n_threads": threads}
+        gen_settings = settings_with(settings, models={"generator": gen})
+        t0 = time.perf_counter()
+        generator = load_generator(gen_settings)
+        load_s = time.perf_counter() - t0
+        generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=4)  # warm-up
+        latency, prefill, decode, ptoks, ntoks = [], [], [], [], []
+        with _busy_core(contended):
             for messages in prompts:
                 first = generator.chat(messages, max_tokens=1)
                 full = generator.chat(messages)
@@ -150,18 +156,34 @@ def _bench_generate(
                 decode.append(full.completion_tokens / full.seconds if full.seconds > 0 else 0.0)
                 ptoks.append(first.prompt_tokens)
                 ntoks.append(full.completion_tokens)
-            key = f"{profile}_threads{threads}"
-            out[key] = percentiles_ms(latency) | {
-                "model": generator.model,
-                "n_threads": threads,
-                "load_s": round(load_s, 2),
-                "prompt_tokens_median": median(ptoks),
-                "completion_tokens_median": median(ntoks),
-                "prefill_tokens_per_s_median": round(median(prefill), 1),
-                "decode_tokens_per_s_median": round(median(decode), 1),
-            }
-            log(f"generate {key}: {out[key]}")
+        key = f"{profile}_threads{threads}" + ("_one_core_busy" if contended else "")
+        out[key] = percentiles_ms(latency) | {
+            "model": generator.model,
+            "n_threads": threads,
+            "one_core_busy": contended,
+            "load_s": round(load_s, 2),
+            "prompt_tokens_median": median(ptoks),
+            "completion_tokens_median": median(ntoks),
+            "prefill_tokens_per_s_median": round(median(prefill), 1),
+            "decode_tokens_per_s_median": round(median(decode), 1),
+        }
+        log(f"generate {key}: {out[key]}")
     return out
+
+
+@contextlib.contextmanager
+def _busy_core(on: bool) -> Iterator[None]:
+    """A process spinning on one core for the duration (bounded: it exits by itself after 600 s)."""
+    if not on:
+        yield
+        return
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 600: pass"
+    proc = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _cpus() -> int:

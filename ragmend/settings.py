@@ -63,9 +63,9 @@ class GeneratorSettings(_Section):
     api_key: SecretStr | None = None
     n_ctx: int = Field(4096, ge=256, le=32768)
     # 0 = one fewer than the cores (at least 1). llama.cpp's OpenMP workers spin while waiting;
-    # when every core is theirs, any concurrent work (embedding, reranking) stalls them: on
-    # 2 cores SmolLM2 fell from ~60 to ~5 tokens/s with one busy core beside it, while 1 thread
-    # kept ~41 (docs/benchmarks.md).
+    # when every core is theirs, any concurrent work stalls them: on 2 cores SmolLM2 decoding
+    # fell from 41 to 3.5 tokens/s with one busy core beside it, while 1 thread kept 25
+    # (`ragmend bench pipeline --stage generate`, docs/benchmarks.md).
     n_threads: int = Field(0, ge=0)
     max_tokens: int = Field(128, ge=1, le=4096)
     temperature: float = Field(0.0, ge=0.0, le=2.0)

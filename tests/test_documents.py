@@ -92,3 +92,38 @@ def test_unreadable_file_simulated_permission_error(tmp_path: Path, monkeypatch:
 
 def test_html_to_text_blocks() -> None:
     assert html_to_text("<p>a</p><p>b<br>c</p>") == "a\nb\nc"
+
+
+def _minimal_pdf(text: str) -> bytes:
+    """A one-page PDF with `text` in Helvetica, with a correct cross-reference table."""
+    stream = f"BT /F1 18 Tf 72 700 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+def test_pdf_text_is_extracted(tmp_path: Path) -> None:
+    (tmp_path / "report.pdf").write_bytes(_minimal_pdf("Tidal power stations turn tides into electricity."))
+    (doc,) = load_source(tmp_path, MAX)
+    assert doc.id == "report.pdf" and "Tidal power stations turn tides into electricity." in doc.text
+
+
+def test_corrupt_pdf_is_named(tmp_path: Path) -> None:
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a pdf")
+    with pytest.raises(InputError, match=r"broken\.pdf is not a readable PDF"):
+        load_source(tmp_path, MAX)
