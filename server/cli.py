@@ -251,11 +251,12 @@ def serve(
     run(work)
 
 
+STAGE_HELP = "ingest, embed, retrieval, rerank, generate (repeatable; default all)."
+
+
 @bench_app.command("pipeline")
 def bench_pipeline(
-    stage: Annotated[
-        list[str] | None, typer.Option(help="ingest, retrieval, rerank, generate (repeatable; default all).")
-    ] = None,
+    stage: Annotated[list[str] | None, typer.Option(help=STAGE_HELP)] = None,
     data: Annotated[
         Path, typer.Option(help="HotpotQA distractor JSON (its paragraphs are the corpus).")
     ] = Path("../shared/data/hotpotqa/hotpot_dev_distractor_merged.json"),

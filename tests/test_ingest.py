@@ -166,3 +166,16 @@ def test_killed_ingest_leaves_previous_index(
     report = eng.ingest([small_corpus])
     assert report.generation != before
     assert not list(eng.store.root.glob(".build-*"))
+
+
+def test_length_sorted_embedding_keeps_node_order(tmp_path: Path, registry: ModelRegistry) -> None:
+    from rag.documents import SourceDocument
+
+    ingestor = _engine(tmp_path, registry).ingestor()
+    docs = [SourceDocument(k, k, v * (i + 1), "t") for i, (k, v) in enumerate(DOCS.items())]
+    nodes = ingestor.chunk(docs)
+    assert len({len(n.text) for n in nodes}) > 1  # lengths differ, so the sort reorders
+    natural = ingestor.embed(nodes, length_sorted=False)
+    ordered = ingestor.embed(nodes, length_sorted=True)
+    for a, b in zip(natural, ordered, strict=True):
+        assert float(a @ b) == pytest.approx(1.0, abs=1e-4)
