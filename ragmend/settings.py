@@ -219,7 +219,7 @@ def library_env(allow_hub: bool) -> dict[str, str]:
         # ragmend draws its own with rich where a person is watching.
         "TQDM_DISABLE": "1",
         # NumPy's OpenBLAS workers spin after each call and starve torch's threads on small
-        # machines (dense retrieval went 20 -> 62 ms p50 on 2 cores). Retrieval's one
+        # machines (dense retrieval p50 55 -> 19 ms on 2 cores, docs/benchmarks.md). Retrieval's one
         # matrix-vector product is fast on one thread.
         "OPENBLAS_NUM_THREADS": "1",
     }
