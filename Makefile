@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.ragmend-installed
 # llama.cpp: portable build (AVX2 baseline, no -march=native) so the wheel pip caches runs on any
-# x86-64 host. The first build takes about 15 minutes on 2 cores; pip caches the wheel after it.
+# x86-64 host. The first build took about 20 minutes on 2 cores here; pip caches the wheel after it.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 HOST ?= 127.0.0.1

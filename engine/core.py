@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rag.documents import BUNDLED_CORPUS
 from rag.ingest import Ingestor, IngestReport, Progress
 from rag.pipeline import IndexHandle, Pipeline
 from rag.store import IndexStore
@@ -18,8 +19,6 @@ from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
 
 log = logging.getLogger("ragmend.engine")
-
-BUNDLED_CORPUS = Path(__file__).resolve().parent.parent / "rag" / "data" / "sample_corpus.jsonl"
 
 
 class Engine:
@@ -113,4 +112,5 @@ class Engine:
     def answer(self, query: str, overrides: dict[str, Any] | None = None) -> Answer:
         if not self.ready:
             raise NotReady("ragmend is still loading its models and index")
+        self.index.reload_if_changed()
         return self.pipeline.answer(query, self.config(overrides))

@@ -14,6 +14,9 @@ from pathlib import Path
 
 from ragmend.errors import InputError
 
+# The sample corpus shipped in the package (see data/ATTRIBUTION.md): the default source.
+BUNDLED_CORPUS = Path(__file__).resolve().parent / "data" / "sample_corpus.jsonl"
+
 TEXT_SUFFIXES = {".txt", ".md", ".markdown"}
 HTML_SUFFIXES = {".html", ".htm"}
 PDF_SUFFIXES = {".pdf"}

@@ -31,10 +31,16 @@ class IndexHandle:
             return self._retriever
 
     def reload_if_changed(self) -> bool:
+        """Pick up a generation another process (`ragmend ingest`) made current. One small read."""
         current = self.store.current_generation()
-        if self._retriever is not None and current == self._retriever.snapshot.generation:
+        r = self._retriever
+        if r is None or current is None or current == r.snapshot.generation:
             return False
-        self.open()
+        with self._lock:
+            r = self._retriever
+            if r is not None and current == r.snapshot.generation:
+                return False  # another request reloaded it meanwhile
+            self._retriever = SnapshotRetriever(self.store.load(), self._embed_model)
         return True
 
     @property

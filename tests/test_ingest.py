@@ -179,3 +179,20 @@ def test_length_sorted_embedding_keeps_node_order(tmp_path: Path, registry: Mode
     ordered = ingestor.embed(nodes, length_sorted=True)
     for a, b in zip(natural, ordered, strict=True):
         assert float(a @ b) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_a_running_engine_picks_up_another_process_ingest(tmp_path: Path, registry: ModelRegistry) -> None:
+    serving = _engine(tmp_path, registry)
+    src = _write(tmp_path / "docs.jsonl", DOCS)
+    serving.ingest([src])
+    serving.index.open()
+    before = serving.index.snapshot.generation
+    # A second engine on the same data directory stands in for `ragmend ingest` in another process.
+    other = _engine(tmp_path, registry)
+    more = {"Hedy Lamarr": "Hedy Lamarr co-invented frequency hopping."}
+    other.ingest([_write(tmp_path / "more.jsonl", more)])
+    assert serving.index.snapshot.generation == before
+    assert serving.index.reload_if_changed() is True
+    assert serving.index.snapshot.generation != before
+    assert "Hedy Lamarr" in serving.index.snapshot.manifest.docs
+    assert serving.index.reload_if_changed() is False
