@@ -39,6 +39,19 @@ class HotpotItem:
     level: str
     supporting_titles: tuple[str, ...]
     context: tuple[tuple[str, str], ...]  # (title, paragraph text)
+    # (title, sentence index); the index is -1 where only the paragraph is known
+    supporting_facts: tuple[tuple[str, int], ...] = ()
+    sentences: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (title, its sentences)
+
+    def supporting_sentences(self) -> list[tuple[str, str, str]]:
+        """(title, paragraph, sentence) for each sentence-level supporting fact."""
+        by_title = dict(self.sentences)
+        out = []
+        for title, sid in self.supporting_facts:
+            sents = by_title.get(title)
+            if sents is not None and 0 <= sid < len(sents):
+                out.append((title, "".join(sents).strip(), sents[sid].strip()))
+        return out
 
     @property
     def split(self) -> Split:
@@ -52,7 +65,7 @@ def _maybe_json(value: object) -> object:
 def load_hotpotqa(path: Path, split: Split | None = None) -> list[HotpotItem]:
     items = []
     for row in json.loads(Path(path).read_text(encoding="utf-8")):
-        context = tuple((title, "".join(sents).strip()) for title, sents in _maybe_json(row["context"]))
+        raw = _maybe_json(row["context"])
         facts = _maybe_json(row["supporting_facts"])
         item = HotpotItem(
             id=row["_id"],
@@ -61,7 +74,9 @@ def load_hotpotqa(path: Path, split: Split | None = None) -> list[HotpotItem]:
             type=row.get("type", ""),
             level=row.get("level", ""),
             supporting_titles=tuple(dict.fromkeys(t for t, _ in facts)),
-            context=context,
+            context=tuple((title, "".join(sents).strip()) for title, sents in raw),
+            supporting_facts=tuple((t, int(i)) for t, i in facts),
+            sentences=tuple((title, tuple(sents)) for title, sents in raw),
         )
         if split is None or item.split == split:
             items.append(item)
@@ -98,3 +113,120 @@ def read_jsonl(path: Path) -> Iterator[dict[str, object]]:
         for line in f:
             if line.strip():
                 yield json.loads(line)
+
+
+# -- NLI ---------------------------------------------------------------------------------------
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+
+
+@dataclass(frozen=True)
+class NLIPair:
+    premise: str
+    hypothesis: str
+    label: str
+    id: str = ""
+
+    def as_json(self) -> dict[str, str]:
+        return {"premise": self.premise, "hypothesis": self.hypothesis, "label": self.label, "id": self.id}
+
+
+@dataclass(frozen=True)
+class NLISet:
+    """One file of ../shared/data/nli, with what its license allows (data README)."""
+
+    name: str
+    relpath: str
+    license: str
+    permissive: bool  # may train a model ragmend ships; False: evaluation only
+
+
+NLI_SETS: tuple[NLISet, ...] = (
+    NLISet("mnli_dev_matched", "nli/mnli/dev_matched.jsonl", "MNLI (OANC)", True),
+    NLISet("mnli_dev_mismatched", "nli/mnli/dev_mismatched.jsonl", "MNLI (OANC)", True),
+    NLISet("snli_dev", "nli/snli/dev.jsonl", "CC BY-SA 4.0", True),
+    NLISet("snli_test", "nli/snli/test.jsonl", "CC BY-SA 4.0", True),
+    NLISet("cad_snli_train", "nli/cad_snli/train.jsonl", "Apache-2.0", True),
+    NLISet("conjnli_adv_train", "nli/conjnli/adv_train.jsonl", "MIT", True),
+    NLISet("breaking_nli", "nli/breaking_nli/all.jsonl", "CC BY-SA 4.0", True),
+    NLISet("med", "nli/med/all.jsonl", "CC BY-SA 4.0", True),
+    NLISet("scitail_dev", "nli/scitail/dev.jsonl", "Apache-2.0", True),
+    NLISet("fever_nli_sufficientfacts", "nli/fever_nli/sufficientfacts_eval.jsonl", "CC BY-SA 3.0", True),
+    NLISet("fever_symmetric_dev", "nli/fever_symmetric/dev.jsonl", "feversym_DATA_LICENSE", False),
+    NLISet("fever_symmetric_test", "nli/fever_symmetric/test.jsonl", "feversym_DATA_LICENSE", False),
+    NLISet("anli_dev_r1", "nli/anli/dev_r1.jsonl", "CC BY-NC 4.0", False),
+    NLISet("anli_dev_r2", "nli/anli/dev_r2.jsonl", "CC BY-NC 4.0", False),
+    NLISet("anli_dev_r3", "nli/anli/dev_r3.jsonl", "CC BY-NC 4.0", False),
+    NLISet("xnli_en_test", "nli/xnli_en/test.jsonl", "CC BY-NC 4.0", False),
+    NLISet("sick_test", "nli/sick/test.jsonl", "CC BY-NC-SA 3.0", False),
+)
+
+
+def load_nli(path: Path, limit: int | None = None) -> list[NLIPair]:
+    """The shared NLI format {premise, hypothesis, label, id}; a bad row names its line."""
+    pairs = []
+    for n, row in enumerate(read_jsonl(Path(path)), start=1):
+        label = str(row.get("label", "")).lower()
+        if (
+            label not in NLI_LABELS
+            or not isinstance(row.get("premise"), str)
+            or not isinstance(row.get("hypothesis"), str)
+        ):
+            raise ValueError(f"{path}:{n}: expected premise, hypothesis and a label in {NLI_LABELS}")
+        pairs.append(NLIPair(row["premise"], row["hypothesis"], label, str(row.get("id", n))))
+        if limit is not None and len(pairs) >= limit:
+            break
+    return pairs
+
+
+# -- FEVER -------------------------------------------------------------------------------------
+
+FEVER_TO_NLI = {
+    "SUPPORTS": "entailment",
+    "REFUTES": "contradiction",
+    "NOT ENOUGH": "neutral",
+    "NOT ENOUGH INFO": "neutral",
+}
+
+
+@dataclass(frozen=True)
+class FeverClaim:
+    claim: str
+    label: str  # SUPPORTS | REFUTES | NOT ENOUGH INFO
+    evidence: tuple[tuple[str, str], ...]  # (title, sentence)
+
+    @property
+    def split(self) -> Split:
+        return split_of(self.claim)
+
+    @property
+    def evidence_text(self) -> str:
+        return " ".join(f"{title}: {sentence}" for title, sentence in self.evidence)
+
+
+def load_fever_claims(path: Path, split: Split | None = None) -> list[FeverClaim]:
+    """fever_claims_with_evidence_text.jsonl: SUPPORTS / REFUTES claims with evidence text."""
+    out = []
+    for row in read_jsonl(Path(path)):
+        evidence = tuple((e["title"], e["sentence"]) for e in row["evidence"])
+        claim = FeverClaim(str(row["claim"]), str(row["label"]), evidence)
+        if split is None or claim.split == split:
+            out.append(claim)
+    return out
+
+
+def load_sufficient_facts(path: Path, split: Split | None = None) -> list[FeverClaim]:
+    """SufficientFacts items whose evidence, with a fact removed, no longer decides the claim.
+
+    Only `label_after == NOT ENOUGH` items are kept, labelled NOT ENOUGH INFO: the source of
+    insufficient-evidence cases. The split is by claim text, as for FEVER.
+    """
+    out = []
+    for row in read_jsonl(Path(path)):
+        if row.get("label_after") != "NOT ENOUGH":
+            continue
+        evidence = tuple((title, sentence) for title, sentence in row["evidence"])
+        claim = FeverClaim(str(row["claim"]), "NOT ENOUGH INFO", evidence)
+        if split is None or claim.split == split:
+            out.append(claim)
+    return out

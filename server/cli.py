@@ -28,6 +28,12 @@ bench_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(bench_app, name="bench")
+nli_app = typer.Typer(
+    help="ragmend's own NLI model: its training data.\n\nExample: ragmend nli pairs --out data/nli",
+    no_args_is_help=True,
+)
+app.add_typer(nli_app, name="nli")
+SHARED_DATA = Path("../shared/data")
 
 out = Console()
 err = Console(stderr=True)
@@ -304,6 +310,38 @@ def bench_startup(
     def work() -> None:
         result = run_startup_bench(_State.config, _State.overrides, runs=runs, log=lambda m: err.print(m))
         print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+
+    run(work)
+
+
+@nli_app.command("pairs")
+def nli_pairs(
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for one JSONL file per source.")],
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    limit: Annotated[
+        int | None, typer.Option(help="Items per dataset (default all of the dev split).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for swaps and neutral sampling.")] = 0,
+) -> None:
+    """Build in-domain NLI pairs from the DEV splits of HotpotQA and FEVER (entity swaps with spaCy).
+
+    Example: ragmend nli pairs --out /tmp/nli-pairs --limit 100
+    """
+    from bench.datasets import write_jsonl
+    from ragmend.errors import InputError
+    from ragmend.models.spacy_model import load_spacy
+    from train.nli_pairs import build_in_domain_pairs
+
+    def work() -> None:
+        s = settings()
+        if not (data_root / "hotpotqa").is_dir() or not (data_root / "fever").is_dir():
+            raise InputError(f"{data_root} does not hold the shared data (hotpotqa/, fever/)")
+        pairs = build_in_domain_pairs(data_root, load_spacy(s.models), seed=seed, limit=limit)
+        summary = {}
+        for source, rows in sorted(pairs.items()):
+            write_jsonl((p.as_json() for p in rows), out_dir / f"{source}.jsonl")
+            summary[source] = len(rows)
+        print(json.dumps({"out": str(out_dir), "pairs": summary, "total": sum(summary.values())}, indent=2))
 
     run(work)
 

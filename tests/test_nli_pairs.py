@@ -1,0 +1,67 @@
+"""In-domain NLI pairs: real spaCy NER swaps over the real dev splits."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from bench.datasets import split_of
+from ragmend.models.registry import ModelRegistry
+from tests.test_datasets import DATA, needs_data
+from train.nli_pairs import EntitySwapper, build_in_domain_pairs
+
+
+def test_swap_uses_an_entity_of_the_same_type_absent_from_the_premise(registry: ModelRegistry) -> None:
+    nlp = registry.spacy
+    swapper = EntitySwapper(nlp, ["Barack Obama visited Berlin.", "Angela Merkel lives in Paris."], seed=1)
+    swap = swapper.swap(
+        "Angela Merkel was born in Hamburg.", avoid="Angela Merkel was born in Hamburg in 1954."
+    )
+    assert swap is not None and swap.old in {"Angela Merkel", "Hamburg"}
+    assert swap.new in {"Barack Obama", "Berlin", "Paris"} and swap.new != swap.old
+    assert swap.text != "Angela Merkel was born in Hamburg." and swap.new in swap.text
+    assert nlp(swap.new).ents[0].label_ == swap.label
+    assert swapper.swap("nothing named here at all") is None
+
+
+@needs_data
+def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: ModelRegistry) -> None:
+    pairs = build_in_domain_pairs(DATA, registry.spacy, seed=0, limit=30)
+    expected = {
+        "fever_claim": {"entailment", "contradiction"},
+        "fever_swap": {"contradiction"},
+        "fever_unrelated": {"neutral"},
+        "fever_insufficient": {"neutral"},
+        "hotpot_support": {"entailment"},
+        "hotpot_swap": {"contradiction"},
+        "hotpot_distractor": {"neutral"},
+    }
+    assert set(pairs) == set(expected)
+    for source, labels in expected.items():
+        assert pairs[source], source
+        assert set(Counter(p.label for p in pairs[source])) == labels, source
+    for p in pairs["fever_claim"] + pairs["fever_insufficient"]:
+        assert split_of(p.hypothesis) == "dev"  # FEVER's split key is the claim text
+    for p in pairs["hotpot_support"]:
+        assert p.hypothesis in p.premise
+    for swap in pairs["hotpot_swap"]:
+        assert swap.hypothesis not in swap.premise
+    again = build_in_domain_pairs(DATA, registry.spacy, seed=0, limit=30)
+    assert again["hotpot_swap"] == pairs["hotpot_swap"]  # seeded: the same data every time
+
+
+@pytest.mark.parametrize("limit", [5])
+@needs_data
+def test_pairs_cli_writes_one_file_per_source(tmp_path, limit: int) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from server.cli import app
+
+    result = CliRunner().invoke(
+        app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(DATA), "--limit", str(limit)]
+    )
+    assert result.exit_code == 0, result.output
+    assert len(list(tmp_path.glob("*.jsonl"))) == 7
+    result = CliRunner().invoke(app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(tmp_path)])
+    assert result.exit_code == 2 and "does not hold the shared data" in " ".join(result.output.split())

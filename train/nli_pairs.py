@@ -1,0 +1,155 @@
+"""In-domain NLI pairs from the DEV splits of HotpotQA and FEVER (never from TEST).
+
+| source | premise | hypothesis | label |
+|---|---|---|---|
+| fever_claim | the claim's evidence sentences | the claim | SUPPORTS: entailment, REFUTES: contradiction |
+| fever_swap | evidence of a SUPPORTS claim | the claim with one entity swapped | contradiction |
+| fever_insufficient | SufficientFacts evidence with a fact removed | the claim | neutral |
+| fever_unrelated | the evidence of another claim | the claim | neutral |
+| hotpot_support | a gold paragraph | one of its supporting sentences | entailment |
+| hotpot_swap | a gold paragraph | that sentence with one entity swapped | contradiction |
+| hotpot_distractor | a distractor paragraph of the same question | the supporting sentence | neutral |
+
+An entity is swapped for another entity of the same spaCy label seen elsewhere in the data and
+absent from the premise, so the swapped statement conflicts with the passage rather than
+restating it. All text is CC BY-SA (Wikipedia via FEVER and HotpotQA) or MIT (SufficientFacts
+annotations): permissive, so a model trained on it may ship.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.datasets import (
+    FEVER_TO_NLI,
+    FeverClaim,
+    HotpotItem,
+    NLIPair,
+    load_fever_claims,
+    load_hotpotqa,
+    load_sufficient_facts,
+)
+
+# Entity types whose swap changes what a sentence asserts.
+SWAP_LABELS = frozenset(
+    {
+        "PERSON",
+        "ORG",
+        "GPE",
+        "LOC",
+        "NORP",
+        "FAC",
+        "EVENT",
+        "WORK_OF_ART",
+        "PRODUCT",
+        "LANGUAGE",
+        "DATE",
+        "CARDINAL",
+        "QUANTITY",
+        "MONEY",
+        "PERCENT",
+        "ORDINAL",
+        "TIME",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Swap:
+    text: str
+    old: str
+    new: str
+    label: str
+
+
+class EntitySwapper:
+    """Swaps one named entity of a sentence for another of the same type from a pool."""
+
+    def __init__(self, nlp: Any, pool_texts: Iterable[str], seed: int = 0):
+        self.nlp = nlp
+        self.rng = random.Random(seed)
+        pool: dict[str, set[str]] = defaultdict(set)
+        for doc in nlp.pipe(pool_texts, batch_size=64):
+            for ent in doc.ents:
+                if ent.label_ in SWAP_LABELS:
+                    pool[ent.label_].add(ent.text.strip())
+        self.pool = {label: sorted(texts) for label, texts in pool.items()}
+
+    def swap(self, sentence: str, avoid: str = "") -> Swap | None:
+        """`sentence` with one entity replaced, or None when nothing swappable is found."""
+        return self.swap_doc(self.nlp(sentence), avoid)
+
+    def swap_doc(self, doc: Any, avoid: str = "") -> Swap | None:
+        ents = [e for e in doc.ents if e.label_ in SWAP_LABELS and self.pool.get(e.label_)]
+        self.rng.shuffle(ents)
+        blocked = (avoid + " " + doc.text).lower()
+        for ent in ents:
+            choices = [t for t in self.pool[ent.label_] if t.lower() not in blocked]
+            if choices:
+                new = self.rng.choice(choices)
+                text = doc.text[: ent.start_char] + new + doc.text[ent.end_char :]
+                return Swap(text, ent.text, new, ent.label_)
+        return None
+
+
+def fever_pairs(
+    claims: list[FeverClaim], insufficient: list[FeverClaim], swapper: EntitySwapper, seed: int = 0
+) -> dict[str, list[NLIPair]]:
+    rng = random.Random(seed)
+    out: dict[str, list[NLIPair]] = defaultdict(list)
+    for i, c in enumerate(claims):
+        premise = c.evidence_text
+        out["fever_claim"].append(NLIPair(premise, c.claim, FEVER_TO_NLI[c.label], f"fever-{i}"))
+        if c.label == "SUPPORTS" and (s := swapper.swap(c.claim, avoid=premise)):
+            out["fever_swap"].append(NLIPair(premise, s.text, "contradiction", f"fever-swap-{i}"))
+        other = claims[rng.randrange(len(claims))]
+        if other.evidence and {t for t, _ in other.evidence}.isdisjoint(t for t, _ in c.evidence):
+            out["fever_unrelated"].append(
+                NLIPair(other.evidence_text, c.claim, "neutral", f"fever-unrel-{i}")
+            )
+    for i, c in enumerate(insufficient):
+        out["fever_insufficient"].append(NLIPair(c.evidence_text, c.claim, "neutral", f"fever-nei-{i}"))
+    return dict(out)
+
+
+def hotpot_pairs(items: list[HotpotItem], swapper: EntitySwapper, seed: int = 0) -> dict[str, list[NLIPair]]:
+    rng = random.Random(seed)
+    out: dict[str, list[NLIPair]] = defaultdict(list)
+    for item in items:
+        distractors = [(t, p) for t, p in item.context if t not in item.supporting_titles]
+        for j, (title, paragraph, sentence) in enumerate(item.supporting_sentences()):
+            if len(sentence) < 20:
+                continue  # fragments ("He was born in 1952.") say too little alone
+            premise = f"{title}: {paragraph}"
+            key = f"{item.id}-{j}"
+            out["hotpot_support"].append(NLIPair(premise, sentence, "entailment", f"hotpot-{key}"))
+            if s := swapper.swap(sentence, avoid=paragraph):
+                out["hotpot_swap"].append(NLIPair(premise, s.text, "contradiction", f"hotpot-swap-{key}"))
+            if distractors:
+                t, p = rng.choice(distractors)
+                out["hotpot_distractor"].append(
+                    NLIPair(f"{t}: {p}", sentence, "neutral", f"hotpot-dis-{key}")
+                )
+    return dict(out)
+
+
+def build_in_domain_pairs(
+    data_root: Path, nlp: Any, seed: int = 0, limit: int | None = None
+) -> dict[str, list[NLIPair]]:
+    """Every in-domain source above, from the DEV splits only. `limit` caps items per dataset."""
+    hotpot = load_hotpotqa(data_root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="dev")[:limit]
+    claims = load_fever_claims(data_root / "fever" / "fever_claims_with_evidence_text.jsonl", split="dev")[
+        :limit
+    ]
+    insufficient = load_sufficient_facts(data_root / "fever" / "sufficientfacts_fever.jsonl", split="dev")[
+        :limit
+    ]
+    pool = [c.claim for c in claims] + [s for c in claims for _, s in c.evidence]
+    pool += [p for item in hotpot for _, p in item.context]
+    swapper = EntitySwapper(nlp, pool, seed=seed)
+    return fever_pairs(claims, insufficient, swapper, seed=seed) | hotpot_pairs(hotpot, swapper, seed=seed)
