@@ -136,7 +136,8 @@ class Ingestor:
         for doc in incoming.values():
             prev = old_docs.get(doc.id)
             if prev is not None and prev.fingerprint == doc.fingerprint:
-                reuse(doc.id, prev)
+                # Same text; the source it now comes from decides what a later re-sync removes.
+                reuse(doc.id, DocEntry(prev.fingerprint, doc.source, prev.title, prev.node_ids))
                 unchanged += 1
             else:
                 to_chunk.append(doc)

@@ -196,3 +196,15 @@ def test_a_running_engine_picks_up_another_process_ingest(tmp_path: Path, regist
     assert serving.index.snapshot.generation != before
     assert "Hedy Lamarr" in serving.index.snapshot.manifest.docs
     assert serving.index.reload_if_changed() is False
+
+
+def test_a_document_moved_to_another_source_follows_it(tmp_path: Path, registry: ModelRegistry) -> None:
+    eng = _engine(tmp_path, registry)
+    a = _write(tmp_path / "a.jsonl", DOCS)
+    b = _write(tmp_path / "b.jsonl", {"Ada Lovelace": DOCS["Ada Lovelace"]})
+    eng.ingest([a])
+    moved = eng.ingest([b])
+    assert moved.unchanged == 1 and moved.embedded_chunks == 0
+    # Re-syncing a without Ada must not remove her: she now belongs to b.
+    eng.ingest([_write(a, {k: v for k, v in DOCS.items() if k != "Ada Lovelace"})])
+    assert "Ada Lovelace" in eng.store.read_manifest().docs
