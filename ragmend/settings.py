@@ -77,6 +77,14 @@ class SpacySettings(_Section):
     model: str = "bundled:en_core_web_sm"
 
 
+class NLISettings(_Section):
+    # A directory with a sequence-classification model (config.json with entailment / neutral /
+    # contradiction labels), or a hub id with allow_hub. Unset until ragmend ships its own (issue 3).
+    model: str | None = None
+    max_length: int = Field(256, ge=16, le=4096)
+    batch_size: int = Field(16, ge=1, le=1024)
+
+
 class ModelsSettings(_Section):
     # Off by default: no hub is reachable in the embedded deployment, and a silent download
     # attempt would hang start-up. Deployments with a hub turn it on.
@@ -85,6 +93,7 @@ class ModelsSettings(_Section):
     reranker: RerankerSettings = RerankerSettings()
     generator: GeneratorSettings = GeneratorSettings()
     spacy: SpacySettings = SpacySettings()
+    nli: NLISettings = NLISettings()
 
 
 class RAGSettings(_Section):

@@ -296,6 +296,45 @@ def bench_pipeline(
     run(work)
 
 
+@bench_app.command("nli")
+def bench_nli(
+    data: Annotated[Path, typer.Option(help="A JSONL file of {premise, hypothesis, label}.")],
+    model: Annotated[
+        str | None, typer.Option(help="NLI model directory or hub id (default models.nli.model).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N pairs.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {n, accuracy, macro_f1, confusion, pairs_per_s}.")
+    ] = False,
+) -> None:
+    """Evaluate an NLI model on a file in the shared NLI format.
+
+    Example: ragmend bench nli --data ../shared/data/nli/mnli/dev_matched.jsonl --limit 500 --json
+    """
+    from bench.datasets import load_nli as load_pairs
+    from bench.nli_eval import evaluate_nli
+    from ragmend.errors import InputError
+    from ragmend.models.nli import load_nli
+
+    def work() -> None:
+        s = settings()
+        if not data.is_file():
+            raise InputError(f"NLI data file not found: {data}")
+        try:
+            pairs = load_pairs(data, limit=limit)
+        except ValueError as e:
+            raise InputError(str(e)) from e
+        models = (
+            s.models.model_copy(update={"nli": s.models.nli.model_copy(update={"model": model})})
+            if model
+            else s.models
+        )
+        result = evaluate_nli(load_nli(models), pairs)
+        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+
+    run(work)
+
+
 @bench_app.command("startup")
 def bench_startup(
     runs: Annotated[int, typer.Option(help="Server starts to time.")] = 3,

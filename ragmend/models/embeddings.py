@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ragmend.models import bundled
-from ragmend.models.runtime import prepare_libraries
+from ragmend.models.runtime import prepare_libraries, quiet_transformers
 from ragmend.settings import ModelsSettings
 
 if TYPE_CHECKING:
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # "Loading weights" bars would interleave with server logs
+    quiet_transformers()
 
 
 def embeddings_source(models: ModelsSettings) -> tuple[str, str]:
@@ -22,9 +21,8 @@ def embeddings_source(models: ModelsSettings) -> tuple[str, str]:
 def load_embeddings(models: ModelsSettings) -> HuggingFaceEmbedding:
     prepare_libraries(models.allow_hub)
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # "Loading weights" bars would interleave with server logs
+    quiet_transformers()
 
     _, path = embeddings_source(models)
     return HuggingFaceEmbedding(

@@ -14,6 +14,13 @@ from ragmend.settings import library_env
 _lock = threading.Lock()
 
 
+def quiet_transformers() -> None:
+    """No "Loading weights" progress bars: they interleave with server logs and CLI output."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def prepare_libraries(allow_hub: bool) -> None:
     with _lock:
         env = library_env(allow_hub)
