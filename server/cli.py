@@ -385,6 +385,44 @@ def nli_pairs(
     run(work)
 
 
+@nli_app.command("train")
+def nli_train(
+    config: Annotated[Path, typer.Option("--mix", help="Training config with the data mix (YAML).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory (model/ and checkpoint.pt).")],
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    epochs: Annotated[int | None, typer.Option(help="Override the config's epochs.")] = None,
+    max_length: Annotated[int | None, typer.Option(help="Override the config's max length.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Override the config's seed.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Stop after N steps (resume later).")] = None,
+) -> None:
+    """Fine-tune an NLI cross-encoder on a data mix; rerun the same command to resume.
+
+    Example: ragmend nli train --mix train/mixes/minilm-v0.yaml --out data/nli-minilm-v0
+    """
+    from train.nli_train import load_train_config, resolve_mix, train_nli
+
+    def work() -> None:
+        s = settings()
+        cfg = load_train_config(config, epochs=epochs, max_length=max_length, seed=seed)
+        pairs = resolve_mix(cfg, data_root, Path.cwd())
+        err.print(f"{len(pairs)} pairs from {len(cfg.mix)} sources")
+        with _progress() as bar:
+            task = bar.add_task("training", total=None)
+            result = train_nli(
+                cfg,
+                pairs,
+                out_dir,
+                allow_hub=s.models.allow_hub,
+                max_steps=max_steps,
+                progress=lambda step, total, loss: bar.update(
+                    task, completed=step, total=total, description=f"training (loss {loss:.3f})"
+                ),
+            )
+        print(json.dumps(result, indent=2))
+
+    run(work)
+
+
 def main() -> None:
     sys.exit(app())
 

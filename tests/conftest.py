@@ -14,6 +14,7 @@ import uvicorn
 
 from bench.startup_bench import free_port
 from engine import Engine
+from ragmend.models import bundled
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings, load_settings, settings_with
 
@@ -100,3 +101,29 @@ def live_server(engine: Engine) -> Iterator[LiveServer]:
 
     with LiveServer(create_app(engine.settings, engine=engine)) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def random_nli_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small randomly initialised BERT cross-encoder with NLI labels: an interface fixture."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    out = tmp_path_factory.mktemp("random-nli")
+    tokenizer = AutoTokenizer.from_pretrained(str(bundled.EMBEDDINGS.path()))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=3,
+        # Deliberately not in NLI_ORDER: the role must reorder the columns.
+        id2label={0: "CONTRADICTION", 1: "ENTAILMENT", 2: "NEUTRAL"},
+        label2id={"CONTRADICTION": 0, "ENTAILMENT": 1, "NEUTRAL": 2},
+    )
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -16,34 +16,8 @@ from typer.testing import CliRunner
 from bench.datasets import NLIPair
 from bench.nli_eval import classification_metrics, evaluate_nli
 from ragmend.errors import ModelUnavailable
-from ragmend.models import bundled
 from ragmend.models.nli import EMPTY_PAIR, TransformersNLI, label_permutation
 from server.cli import app
-
-
-@pytest.fixture(scope="module")
-def random_nli_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    out = tmp_path_factory.mktemp("random-nli")
-    tokenizer = AutoTokenizer.from_pretrained(str(bundled.EMBEDDINGS.path()))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-        num_labels=3,
-        # Deliberately not in NLI_ORDER: the role must reorder the columns.
-        id2label={0: "CONTRADICTION", 1: "ENTAILMENT", 2: "NEUTRAL"},
-        label2id={"CONTRADICTION": 0, "ENTAILMENT": 1, "NEUTRAL": 2},
-    )
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
 
 
 def test_metrics_on_a_hand_table() -> None:

@@ -1,0 +1,220 @@
+"""`ragmend nli train`: fine-tune a 3-way NLI cross-encoder from a data-mix file, resumably.
+
+The mix names shared NLI sets (bench.datasets.NLI_SETS; evaluation-only sets are refused, so a
+shipped model only ever sees permissively licensed data), in-domain pair files from
+`ragmend nli pairs`, or any JSONL in the shared format. Training checkpoints atomically every
+`checkpoint_every` steps; rerunning the same command resumes from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.datasets import NLI_LABELS, NLI_SETS, NLIPair, load_nli, split_of
+from ragmend.errors import InputError
+from ragmend.models import bundled
+
+Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
+
+
+@dataclass(frozen=True)
+class MixEntry:
+    source: str  # an NLI_SETS name, or a JSONL path (absolute or relative to the mix file)
+    limit: int | None = None
+    # Keep only pairs whose hypothesis falls in the DEV split (FEVER-derived data: the split key
+    # is the claim text), so nothing of the TEST split is ever trained on.
+    dev_only: bool = False
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    base: str = "bundled:all-minilm-l6-v2"
+    mix: tuple[MixEntry, ...] = field(default_factory=tuple)
+    epochs: int = 1
+    max_length: int = 128
+    batch_size: int = 16
+    learning_rate: float = 1e-4
+    warmup_ratio: float = 0.06
+    seed: int = 0
+    bf16: bool = True
+    checkpoint_every: int = 200
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError(f"cannot read training config {path}: {e}") from e
+    data |= {k: v for k, v in overrides.items() if v is not None}
+    try:
+        mix = tuple(MixEntry(**m) for m in data.pop("mix", []))
+        cfg = TrainConfig(mix=mix, **data)
+    except TypeError as e:
+        raise InputError(f"training config {path}: {e}") from e
+    if not cfg.mix:
+        raise InputError(f"training config {path}: 'mix' lists no data")
+    return cfg
+
+
+def resolve_mix(cfg: TrainConfig, data_root: Path, relative_to: Path) -> list[NLIPair]:
+    sets = {s.name: s for s in NLI_SETS}
+    pairs: list[NLIPair] = []
+    for entry in cfg.mix:
+        if entry.source in sets:
+            s = sets[entry.source]
+            if not s.permissive:
+                raise InputError(
+                    f"mix entry '{entry.source}' is {s.license}: evaluation only, never trained on"
+                )
+            path = data_root / s.relpath
+        else:
+            path = Path(entry.source)
+            path = path if path.is_absolute() else relative_to / path
+        if not path.is_file():
+            raise InputError(f"mix entry '{entry.source}': no such file {path}")
+        rows = load_nli(path)
+        if entry.dev_only:
+            rows = [p for p in rows if split_of(p.hypothesis) == "dev"]
+        pairs.extend(rows[: entry.limit])
+    return pairs
+
+
+def base_path(spec: str, allow_hub: bool) -> str:
+    if spec.startswith(bundled.BUNDLED_PREFIX):
+        return str(bundled.resolve_bundled(spec, "embeddings").path())
+    return bundled.resolve_local_or_hub(spec, "nli base", allow_hub)
+
+
+def train_nli(
+    cfg: TrainConfig,
+    pairs: list[NLIPair],
+    out_dir: Path,
+    allow_hub: bool = False,
+    progress: Progress | None = None,
+    max_steps: int | None = None,
+) -> dict[str, Any]:
+    """Train and save to out_dir/model. `max_steps` stops early (a checkpoint is kept to resume)."""
+    import torch
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        get_linear_schedule_with_warmup,
+    )
+
+    from ragmend.models.runtime import quiet_transformers
+
+    quiet_transformers()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_path = out_dir / "checkpoint.pt"
+    base = base_path(cfg.base, allow_hub)
+    labels = {i: lab for i, lab in enumerate(NLI_LABELS)}
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        base,
+        num_labels=3,
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
+        ignore_mismatched_sizes=True,
+    )
+    order = list(range(len(pairs)))
+    steps_per_epoch = (len(pairs) + cfg.batch_size - 1) // cfg.batch_size
+    total = steps_per_epoch * cfg.epochs
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
+    step = 0
+    if ckpt_path.exists():
+        state = torch.load(ckpt_path, weights_only=False)
+        if state["fingerprint"] != cfg.fingerprint() or state["n_pairs"] != len(pairs):
+            raise InputError(f"{ckpt_path} belongs to another configuration or data; remove it to start over")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step = int(state["step"])
+    torch.manual_seed(cfg.seed)
+    model.train()
+    label_id = {lab: i for i, lab in labels.items()}
+    t0, losses = time.perf_counter(), []
+    while step < total and (max_steps is None or step < max_steps):
+        epoch, offset = divmod(step, steps_per_epoch)
+        random.Random(cfg.seed + epoch).shuffle(order)  # the same order on resume
+        idx = order[offset * cfg.batch_size : (offset + 1) * cfg.batch_size]
+        batch = [pairs[i] for i in idx]
+        enc = tokenizer(
+            [p.premise for p in batch],
+            [p.hypothesis for p in batch],
+            truncation="only_first",
+            max_length=cfg.max_length,
+            padding=True,
+            return_tensors="pt",
+        )
+        target = torch.tensor([label_id[p.label] for p in batch])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            logits = model(**enc).logits
+        loss = torch.nn.functional.cross_entropy(logits.float(), target)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        step += 1
+        losses.append(loss.item())
+        if progress:
+            progress(step, total, losses[-1])
+        if step % cfg.checkpoint_every == 0 or step == max_steps:
+            _save_checkpoint(ckpt_path, cfg, len(pairs), step, model, optimizer, scheduler)
+    seconds = time.perf_counter() - t0
+    if step < total:
+        return {"finished": False, "step": step, "total_steps": total, "checkpoint": str(ckpt_path)}
+    model.eval()
+    final = out_dir / "model"
+    model.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    (final / "train_config.json").write_text(json.dumps(asdict(cfg), indent=2, default=str))
+    ckpt_path.unlink(missing_ok=True)
+    trained = len(losses) * cfg.batch_size
+    return {
+        "finished": True,
+        "step": step,
+        "total_steps": total,
+        "model": str(final),
+        "pairs": len(pairs),
+        "seconds": round(seconds, 1),
+        "pairs_per_s": round(trained / seconds, 1) if seconds else 0.0,
+        "first_loss": round(losses[0], 4) if losses else None,
+        "final_loss_mean_last_50": round(sum(losses[-50:]) / max(1, len(losses[-50:])), 4),
+    }
+
+
+def _save_checkpoint(
+    path: Path, cfg: TrainConfig, n_pairs: int, step: int, model: Any, optimizer: Any, scheduler: Any
+) -> None:
+    import torch
+
+    tmp = path.with_suffix(".tmp")
+    torch.save(
+        {
+            "fingerprint": cfg.fingerprint(),
+            "n_pairs": n_pairs,
+            "step": step,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+        },
+        tmp,
+    )
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)  # a kill mid-save leaves the previous checkpoint
