@@ -1,21 +1,19 @@
-"""The `ragmend` command line."""
+"""The `ragmend` command line: the everyday commands; bench and nli live beside it."""
 
 from __future__ import annotations
 
 import json
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ragmend.errors import RagmendError
-from ragmend.settings import Settings, load_settings
+from server.cli_bench import bench_app
+from server.cli_common import Invocation, err, make_engine, out, progress_bar, run, settings
+from server.cli_nli import nli_app
 
 app = typer.Typer(
     name="ragmend",
@@ -23,44 +21,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-bench_app = typer.Typer(
-    help="Benchmarks (speed is measured here, never in tests).\n\nExample: ragmend bench pipeline --json",
-    no_args_is_help=True,
-)
 app.add_typer(bench_app, name="bench")
-nli_app = typer.Typer(
-    help="ragmend's own NLI model: its training data.\n\nExample: ragmend nli pairs --out data/nli",
-    no_args_is_help=True,
-)
 app.add_typer(nli_app, name="nli")
-SHARED_DATA = Path("../shared/data")
-
-out = Console()
-err = Console(stderr=True)
-T = TypeVar("T")
-
-
-class _State:
-    config: Path | None = None
-    overrides: dict[str, Any] = {}  # noqa: RUF012 - replaced, never mutated, per invocation
-
-
-def settings() -> Settings:
-    from ragmend.models.runtime import prepare_libraries
-
-    s = load_settings(_State.config, **_State.overrides)
-    # Before any command imports the model libraries: some read their environment at import.
-    prepare_libraries(s.models.allow_hub)
-    return s
-
-
-def run(fn: Callable[[], T]) -> T:
-    """Turn ragmend's own errors into a message and the error's exit code."""
-    try:
-        return fn()
-    except RagmendError as e:
-        err.print(f"[bold red]error:[/] {e}")
-        raise typer.Exit(e.exit_code) from None
 
 
 @app.callback()
@@ -81,30 +43,13 @@ def main_options(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    _State.config = config
+    Invocation.config = config
     overrides: dict[str, Any] = {}
     if data_dir is not None:
         overrides["data_dir"] = data_dir
     if profile is not None:
         overrides["models"] = {"generator": {"profile": profile}}
-    _State.overrides = overrides
-
-
-def _engine(s: Settings) -> Any:
-    from engine import Engine
-
-    return Engine(s)
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=False,
-    )
+    Invocation.overrides = overrides
 
 
 @app.command()
@@ -121,8 +66,8 @@ def ingest(
     """
 
     def work() -> None:
-        engine = _engine(settings())
-        with _progress() as bar:
+        engine = make_engine(settings())
+        with progress_bar() as bar:
             task = bar.add_task("embedding chunks", total=None)
             report = engine.ingest(
                 paths,
@@ -172,7 +117,7 @@ def ask(
 
         s = settings()
         validate_query(question, s.rag.max_query_chars)  # bad input fails before the models load
-        engine = _engine(s)
+        engine = make_engine(s)
         config = engine.config(overrides)
         engine.load()
         answer = engine.answer(question, config.model_dump(exclude_none=True))
@@ -253,172 +198,6 @@ def serve(
             log_level="info",
             timeout_graceful_shutdown=30,
         )
-
-    run(work)
-
-
-STAGE_HELP = "ingest, embed, retrieval, rerank, generate (repeatable; default all)."
-
-
-@bench_app.command("pipeline")
-def bench_pipeline(
-    stage: Annotated[list[str] | None, typer.Option(help=STAGE_HELP)] = None,
-    data: Annotated[
-        Path, typer.Option(help="HotpotQA distractor JSON (its paragraphs are the corpus).")
-    ] = Path("../shared/data/hotpotqa/hotpot_dev_distractor_merged.json"),
-    limit: Annotated[int | None, typer.Option(help="Paragraphs to ingest (default all 13,471).")] = None,
-    queries: Annotated[int, typer.Option(help="Dev questions timed per retrieval setting.")] = 200,
-    generations: Annotated[int, typer.Option(help="Questions generated per profile.")] = 10,
-    workdir: Annotated[
-        Path | None, typer.Option(help="Where to build the benchmark index (default a temp dir).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
-) -> None:
-    """Pipeline speed: ingest throughput, retrieval p50/p95, rerank latency, generation tokens/s.
-
-    Example: ragmend bench pipeline --stage retrieval --json
-    """
-    from bench.pipeline_bench import run_pipeline_bench
-
-    def work() -> None:
-        result = run_pipeline_bench(
-            settings(),
-            data,
-            stages=stage,
-            limit=limit,
-            n_queries=queries,
-            n_generations=generations,
-            workdir=workdir,
-            log=lambda m: err.print(m),
-        )
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
-
-    run(work)
-
-
-@bench_app.command("nli")
-def bench_nli(
-    data: Annotated[Path, typer.Option(help="A JSONL file of {premise, hypothesis, label}.")],
-    model: Annotated[
-        str | None, typer.Option(help="NLI model directory or hub id (default models.nli.model).")
-    ] = None,
-    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N pairs.")] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print {n, accuracy, macro_f1, confusion, pairs_per_s}.")
-    ] = False,
-) -> None:
-    """Evaluate an NLI model on a file in the shared NLI format.
-
-    Example: ragmend bench nli --data ../shared/data/nli/mnli/dev_matched.jsonl --limit 500 --json
-    """
-    from bench.datasets import load_nli as load_pairs
-    from bench.nli_eval import evaluate_nli
-    from ragmend.errors import InputError
-    from ragmend.models.nli import load_nli
-
-    def work() -> None:
-        s = settings()
-        if not data.is_file():
-            raise InputError(f"NLI data file not found: {data}")
-        try:
-            pairs = load_pairs(data, limit=limit)
-        except ValueError as e:
-            raise InputError(str(e)) from e
-        models = (
-            s.models.model_copy(update={"nli": s.models.nli.model_copy(update={"model": model})})
-            if model
-            else s.models
-        )
-        result = evaluate_nli(load_nli(models), pairs)
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
-
-    run(work)
-
-
-@bench_app.command("startup")
-def bench_startup(
-    runs: Annotated[int, typer.Option(help="Server starts to time.")] = 3,
-    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
-) -> None:
-    """Seconds from `ragmend serve` to /readyz = 200 on an installed machine with its index built.
-
-    Example: ragmend bench startup --runs 3 --json
-    """
-    from bench.startup_bench import run_startup_bench
-
-    def work() -> None:
-        result = run_startup_bench(_State.config, _State.overrides, runs=runs, log=lambda m: err.print(m))
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
-
-    run(work)
-
-
-@nli_app.command("pairs")
-def nli_pairs(
-    out_dir: Annotated[Path, typer.Option("--out", help="Directory for one JSONL file per source.")],
-    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
-    limit: Annotated[
-        int | None, typer.Option(help="Items per dataset (default all of the dev split).")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed for swaps and neutral sampling.")] = 0,
-) -> None:
-    """Build in-domain NLI pairs from the DEV splits of HotpotQA and FEVER (entity swaps with spaCy).
-
-    Example: ragmend nli pairs --out /tmp/nli-pairs --limit 100
-    """
-    from bench.datasets import write_jsonl
-    from ragmend.errors import InputError
-    from ragmend.models.spacy_model import load_spacy
-    from train.nli_pairs import build_in_domain_pairs
-
-    def work() -> None:
-        s = settings()
-        if not (data_root / "hotpotqa").is_dir() or not (data_root / "fever").is_dir():
-            raise InputError(f"{data_root} does not hold the shared data (hotpotqa/, fever/)")
-        pairs = build_in_domain_pairs(data_root, load_spacy(s.models), seed=seed, limit=limit)
-        summary = {}
-        for source, rows in sorted(pairs.items()):
-            write_jsonl((p.as_json() for p in rows), out_dir / f"{source}.jsonl")
-            summary[source] = len(rows)
-        print(json.dumps({"out": str(out_dir), "pairs": summary, "total": sum(summary.values())}, indent=2))
-
-    run(work)
-
-
-@nli_app.command("train")
-def nli_train(
-    config: Annotated[Path, typer.Option("--mix", help="Training config with the data mix (YAML).")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Output directory (model/ and checkpoint.pt).")],
-    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
-    epochs: Annotated[int | None, typer.Option(help="Override the config's epochs.")] = None,
-    max_length: Annotated[int | None, typer.Option(help="Override the config's max length.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Override the config's seed.")] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Stop after N steps (resume later).")] = None,
-) -> None:
-    """Fine-tune an NLI cross-encoder on a data mix; rerun the same command to resume.
-
-    Example: ragmend nli train --mix train/mixes/minilm-v0.yaml --out data/nli-minilm-v0
-    """
-    from train.nli_train import load_train_config, resolve_mix, train_nli
-
-    def work() -> None:
-        s = settings()
-        cfg = load_train_config(config, epochs=epochs, max_length=max_length, seed=seed)
-        pairs = resolve_mix(cfg, data_root, Path.cwd())
-        err.print(f"{len(pairs)} pairs from {len(cfg.mix)} sources")
-        with _progress() as bar:
-            task = bar.add_task("training", total=None)
-            result = train_nli(
-                cfg,
-                pairs,
-                out_dir,
-                allow_hub=s.models.allow_hub,
-                max_steps=max_steps,
-                progress=lambda step, total, loss: bar.update(
-                    task, completed=step, total=total, description=f"training (loss {loss:.3f})"
-                ),
-            )
-        print(json.dumps(result, indent=2))
 
     run(work)
 

@@ -1,0 +1,86 @@
+"""`ragmend nli ...`: ragmend's own NLI model, its training data and its training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from server.cli_common import SHARED_DATA, err, progress_bar, run, settings
+
+nli_app = typer.Typer(
+    help="ragmend's own NLI model: training data and training.\n\nExample: ragmend nli pairs --out data/nli",
+    no_args_is_help=True,
+)
+
+
+@nli_app.command("pairs")
+def nli_pairs(
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for one JSONL file per source.")],
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    limit: Annotated[
+        int | None, typer.Option(help="Items per dataset (default all of the dev split).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for swaps and neutral sampling.")] = 0,
+) -> None:
+    """Build in-domain NLI pairs from the DEV splits of HotpotQA and FEVER (entity swaps with spaCy).
+
+    Example: ragmend nli pairs --out /tmp/nli-pairs --limit 100
+    """
+    from bench.datasets import write_jsonl
+    from ragmend.errors import InputError
+    from ragmend.models.spacy_model import load_spacy
+    from train.nli_pairs import build_in_domain_pairs
+
+    def work() -> None:
+        s = settings()
+        if not (data_root / "hotpotqa").is_dir() or not (data_root / "fever").is_dir():
+            raise InputError(f"{data_root} does not hold the shared data (hotpotqa/, fever/)")
+        pairs = build_in_domain_pairs(data_root, load_spacy(s.models), seed=seed, limit=limit)
+        summary = {}
+        for source, rows in sorted(pairs.items()):
+            write_jsonl((p.as_json() for p in rows), out_dir / f"{source}.jsonl")
+            summary[source] = len(rows)
+        print(json.dumps({"out": str(out_dir), "pairs": summary, "total": sum(summary.values())}, indent=2))
+
+    run(work)
+
+
+@nli_app.command("train")
+def nli_train(
+    config: Annotated[Path, typer.Option("--mix", help="Training config with the data mix (YAML).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory (model/ and checkpoint.pt).")],
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    epochs: Annotated[int | None, typer.Option(help="Override the config's epochs.")] = None,
+    max_length: Annotated[int | None, typer.Option(help="Override the config's max length.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Override the config's seed.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Stop after N steps (resume later).")] = None,
+) -> None:
+    """Fine-tune an NLI cross-encoder on a data mix; rerun the same command to resume.
+
+    Example: ragmend nli train --mix train/mixes/minilm-v0.yaml --out data/nli-minilm-v0
+    """
+    from train.nli_train import load_train_config, resolve_mix, train_nli
+
+    def work() -> None:
+        s = settings()
+        cfg = load_train_config(config, epochs=epochs, max_length=max_length, seed=seed)
+        pairs = resolve_mix(cfg, data_root, Path.cwd())
+        err.print(f"{len(pairs)} pairs from {len(cfg.mix)} sources")
+        with progress_bar() as bar:
+            task = bar.add_task("training", total=None)
+            result = train_nli(
+                cfg,
+                pairs,
+                out_dir,
+                allow_hub=s.models.allow_hub,
+                max_steps=max_steps,
+                progress=lambda step, total, loss: bar.update(
+                    task, completed=step, total=total, description=f"training (loss {loss:.3f})"
+                ),
+            )
+        print(json.dumps(result, indent=2))
+
+    run(work)
