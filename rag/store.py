@@ -15,6 +15,7 @@ Readers load a snapshot and keep it: requests in flight finish on the generation
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -113,7 +114,6 @@ class IndexSnapshot:
     path: Path
     manifest: Manifest
     store: NumpyVectorStore
-    bm25_dir: Path
     _bm25: Any  # BM25Retriever loaded once; per-request retrievers share its bm25s index
 
     @property
@@ -176,7 +176,7 @@ class IndexStore:
         except (OSError, ValueError, KeyError) as e:
             raise IndexMissing(f"index generation {path} is unreadable ({e}): re-ingest") from e
         store = NumpyVectorStore(nodes=nodes, matrix=matrix)
-        return IndexSnapshot(gen, path, manifest, store, path / "bm25", bm25)
+        return IndexSnapshot(gen, path, manifest, store, bm25)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -203,7 +203,7 @@ class IndexStore:
         build = self.root / f".build-{uuid.uuid4().hex}"
         build.mkdir(parents=True)
         try:
-            manifest = Manifest(**{**manifest.__dict__, "created": time.time()})
+            manifest = dataclasses.replace(manifest, created=time.time())
             rows = (
                 json.dumps(
                     {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -49,16 +50,14 @@ def test_dev_only_keeps_dev_split_claims(tmp_path: Path) -> None:
     assert kept and len(kept) < 40 and all(split_of(p.hypothesis) == "dev" for p in kept)
 
 
+def _tiny(base: Path, **overrides: object) -> TrainConfig:
+    """A config for the small random BERT: short sequences, small batches, one fake mix entry."""
+    fields = {"base": str(base), "batch_size": 8, "max_length": 32, "mix": (MixEntry("p.jsonl"),)}
+    return TrainConfig(**(fields | overrides))  # type: ignore[arg-type]
+
+
 def test_train_stop_resume_and_load(tmp_path: Path, random_nli_dir: Path) -> None:
-    cfg = TrainConfig(
-        base=str(random_nli_dir),
-        epochs=2,
-        batch_size=8,
-        max_length=32,
-        learning_rate=1e-3,
-        checkpoint_every=100,
-        mix=(MixEntry("p.jsonl"),),
-    )
+    cfg = _tiny(random_nli_dir, epochs=2, learning_rate=1e-3, checkpoint_every=100)
     first = train_nli(cfg, PAIRS, tmp_path / "run", max_steps=2)
     assert first == {
         "finished": False,
@@ -76,21 +75,12 @@ def test_train_stop_resume_and_load(tmp_path: Path, random_nli_dir: Path) -> Non
     # A checkpoint of another configuration is refused, not silently mixed in.
     train_nli(cfg, PAIRS, tmp_path / "other", max_steps=1)
     with pytest.raises(InputError, match="another configuration"):
-        train_nli(TrainConfig(**{**cfg.__dict__, "seed": 1}), PAIRS, tmp_path / "other")
+        train_nli(dataclasses.replace(cfg, seed=1), PAIRS, tmp_path / "other")
 
 
 def test_training_loss_falls(tmp_path: Path, random_nli_dir: Path) -> None:
     """The loop really optimises: on a small repeated set the loss drops well below its start."""
-    cfg = TrainConfig(
-        base=str(random_nli_dir),
-        epochs=40,
-        batch_size=8,
-        max_length=32,
-        learning_rate=3e-3,
-        warmup_ratio=0.0,
-        bf16=False,
-        mix=(MixEntry("p.jsonl"),),
-    )
+    cfg = _tiny(random_nli_dir, epochs=40, learning_rate=3e-3, warmup_ratio=0.0, bf16=False)
     done = train_nli(cfg, PAIRS, tmp_path / "fit")
     assert done["first_loss"] > 0.9  # about ln 3 for a fresh 3-way head
     assert done["final_loss_mean_last_50"] < 0.6 * done["first_loss"]
