@@ -43,19 +43,42 @@ class HotpotItem:
     supporting_facts: tuple[tuple[str, int], ...] = ()
     sentences: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (title, its sentences)
 
-    def supporting_sentences(self) -> list[tuple[str, str, str]]:
-        """(title, paragraph, sentence) for each sentence-level supporting fact."""
+    def supporting_sentences(self, max_words: int | None = None) -> list[tuple[str, str, str]]:
+        """(title, paragraph, sentence) for each sentence-level supporting fact.
+
+        With `max_words`, the paragraph is cut to the sentences around the supporting one (taken
+        alternately after and before it) that fit in that many words: what a retrieval chunk
+        holding the sentence shows, and a premise that still contains the fact after an NLI
+        model's truncation.
+        """
         by_title = dict(self.sentences)
         out = []
         for title, sid in self.supporting_facts:
             sents = by_title.get(title)
             if sents is not None and 0 <= sid < len(sents):
-                out.append((title, "".join(sents).strip(), sents[sid].strip()))
+                lo, hi = _sentence_window(sents, sid, max_words) if max_words else (0, len(sents))
+                out.append((title, "".join(sents[lo:hi]).strip(), sents[sid].strip()))
         return out
 
     @property
     def split(self) -> Split:
         return split_of(self.id)
+
+
+def _sentence_window(sents: list[str], center: int, max_words: int) -> tuple[int, int]:
+    lo, hi = center, center + 1
+    words = len(sents[center].split())
+    grew = True
+    while grew:
+        grew = False
+        for cand in (hi, lo - 1):  # after first: a definition usually precedes what follows it
+            if 0 <= cand < len(sents) and not (lo <= cand < hi):
+                w = len(sents[cand].split())
+                if words + w <= max_words:
+                    words += w
+                    lo, hi = min(lo, cand), max(hi, cand + 1)
+                    grew = True
+    return lo, hi
 
 
 def _maybe_json(value: object) -> object:

@@ -39,6 +39,11 @@ def classification_metrics(
 
 def evaluate_nli(model: Any, pairs: list[NLIPair]) -> dict[str, Any]:
     """Run `model.predict` (the NLI role) over the pairs in one call and score it."""
+    return score_nli(model, pairs)[0]
+
+
+def score_nli(model: Any, pairs: list[NLIPair]) -> tuple[dict[str, Any], np.ndarray]:
+    """The metrics of `evaluate_nli` and the (n, 3) probabilities behind them."""
     t0 = time.perf_counter()
     batch = model.predict([(p.premise, p.hypothesis) for p in pairs])
     seconds = time.perf_counter() - t0
@@ -46,4 +51,4 @@ def evaluate_nli(model: Any, pairs: list[NLIPair]) -> dict[str, Any]:
     out = classification_metrics([p.label for p in pairs], pred)
     out["pairs_per_s"] = round(len(pairs) / seconds, 1) if seconds > 0 else 0.0
     out["truncated"] = int(sum(batch.truncated))
-    return out
+    return out, batch.probs

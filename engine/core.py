@@ -8,6 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from diagnosis.diagnoser import Diagnoser, DiagnosisOptions
+from diagnosis.types import Diagnosis, Thresholds
+from engine.outcome import Outcome
 from rag.documents import BUNDLED_CORPUS
 from rag.ingest import Ingestor, IngestReport, Progress
 from rag.pipeline import IndexHandle, Pipeline
@@ -28,6 +33,7 @@ class Engine:
         self.store = IndexStore(settings.index_dir)
         self._index: IndexHandle | None = None
         self._pipeline: Pipeline | None = None
+        self._diagnoser: Diagnoser | None = None
         self._ready = threading.Event()
         self._load_error: str | None = None
 
@@ -49,12 +55,40 @@ class Engine:
             self._pipeline = Pipeline(self.settings, self.models, self.index)
         return self._pipeline
 
-    def load(
-        self, build_index: bool = True, roles: Sequence[str] = ("embeddings", "reranker", "generator")
-    ) -> None:
+    @property
+    def diagnoser(self) -> Diagnoser:
+        if self._diagnoser is None:
+            d = self.settings.diagnosis
+            options = DiagnosisOptions(
+                thresholds=Thresholds(
+                    d.entail_threshold, d.contradict_threshold, d.relevance_threshold, d.egc_tau
+                ),
+                query_hypothesis=d.query_hypothesis,
+                joint_premise=d.joint_premise,
+                max_claims=d.max_claims,
+            )
+            self._diagnoser = Diagnoser(
+                self.models.nli,
+                self._embed,
+                options,
+                reranker=self.models.reranker if d.query_hypothesis == "rerank" else None,
+            )
+        return self._diagnoser
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        vecs = np.asarray(self.models.embeddings.get_text_embedding_batch(texts), dtype=np.float32)
+        return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The model roles serving a request needs."""
+        base = ("embeddings", "reranker", "generator")
+        return (*base, "nli") if self.settings.diagnosis.enabled else base
+
+    def load(self, build_index: bool = True, roles: Sequence[str] | None = None) -> None:
         """Load the models and open the index (building it from the sources if there is none)."""
         try:
-            for role in roles:
+            for role in self.roles if roles is None else roles:
                 self.models.get(role)
             if build_index and not self.store.exists():
                 log.info("no index at %s: ingesting %s", self.store.root, ", ".join(map(str, self.sources)))
@@ -76,7 +110,7 @@ class Engine:
     def status(self) -> dict[str, Any]:
         return {
             "ready": self.ready,
-            "models": {role: self.models.is_loaded(role) for role in ("embeddings", "reranker", "generator")},
+            "models": {role: self.models.is_loaded(role) for role in self.roles},
             "index": self._index.snapshot.generation
             if self._index is not None and self._index.is_open
             else None,
@@ -114,3 +148,15 @@ class Engine:
             raise NotReady("ragmend is still loading its models and index")
         self.index.reload_if_changed()
         return self.pipeline.answer(query, self.config(overrides))
+
+    def diagnose(self, answer: Answer) -> Diagnosis:
+        mode = "claim" if answer.config.prompt == "claim" else "qa"
+        return self.diagnoser.diagnose(
+            answer.query, answer.evidence, answer.response, mode=mode, reranked=answer.config.rerank
+        )
+
+    def respond(self, query: str, overrides: dict[str, Any] | None = None) -> Outcome:
+        """One request: answer, then diagnose (issue 5 adds the repair between them and the reply)."""
+        answer = self.answer(query, overrides)
+        diagnosis = self.diagnose(answer) if self.settings.diagnosis.enabled else None
+        return Outcome(answer, diagnosis)

@@ -71,6 +71,9 @@ class GeneratorSettings(_Section):
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     seed: int = 0
     timeout_s: float = Field(120.0, gt=0)
+    # An SQLite file caching every call by model, messages and sampling parameters (evaluation
+    # reruns and resumes). Off by default: a live server wants fresh generations.
+    cache: Path | None = None
 
 
 class SpacySettings(_Section):
@@ -78,9 +81,11 @@ class SpacySettings(_Section):
 
 
 class NLISettings(_Section):
-    # A directory with a sequence-classification model (config.json with entailment / neutral /
-    # contradiction labels), or a hub id with allow_hub. Unset until ragmend ships its own (issue 3).
-    model: str | None = None
+    # ragmend's own int8 ONNX cross-encoder (shipped in ragmend/assets), or a model directory
+    # (model.onnx + tokenizer.json + config.json, or any transformers sequence-classification
+    # model whose id2label names entailment / neutral / contradiction), or a hub id with allow_hub
+    # (e.g. cross-encoder/nli-deberta-v3-base).
+    model: str | None = "bundled:ragmend-nli-minilm-l6"
     max_length: int = Field(256, ge=16, le=4096)
     batch_size: int = Field(16, ge=1, le=1024)
 
@@ -117,6 +122,49 @@ class RAGSettings(_Section):
         return self
 
 
+class DiagnosisSettings(_Section):
+    """The diagnosis of every answer (diagnosis/; docs/diagnosis.md has the rule and calibration)."""
+
+    enabled: bool = True
+    # How the query signal e_q is judged: statement (question + answer as a statement, NLI),
+    # question (the raw question as NLI hypothesis), rerank (cross-encoder relevance).
+    query_hypothesis: Literal["statement", "question", "rerank"] = "statement"
+    # AggregateNLI: a passage entails / contradicts a hypothesis at these calibrated probabilities.
+    entail_threshold: float = Field(0.5, gt=0, lt=1)
+    contradict_threshold: float = Field(0.5, gt=0, lt=1)
+    # rerank construction: sigmoid(best reranker logit) at or above this means "answers it".
+    relevance_threshold: float = Field(0.5, gt=0, lt=1)
+    # EGC edge threshold on cosine similarity (seed 002's operating point).
+    egc_tau: float = Field(0.4, gt=0, lt=1)
+    # The top passages concatenated as one more premise (multi-hop facts in two passages).
+    joint_premise: bool = True
+    max_claims: int = Field(8, ge=1, le=64)
+
+
+class KGThresholdSettings(_Section):
+    # Cosine similarity (sentence embeddings of the normalised strings) at or above which a
+    # response triple's part matches a knowledge-graph triple's; the paper's reference code uses
+    # 0.9 / 0.9 / 0.5. Subject and relation must both match for a verdict at all; the object then
+    # decides consistent (match) or conflict (no match, or other numbers, or opposite negation).
+    subject: float = Field(0.9, ge=0.0, le=1.0)
+    relation: float = Field(0.9, ge=0.0, le=1.0)
+    object: float = Field(0.5, ge=0.0, le=1.0)
+
+
+class KGSettings(_Section):
+    # Triple extraction for the corpus graph and for responses: "spacy" (dependency parse of
+    # models.spacy, offline) or "rebel" (a seq2seq model; a local directory, or a hub id with
+    # models.allow_hub). Changing it re-extracts the whole graph at the next ingest.
+    extractor: Literal["spacy", "rebel"] = "spacy"
+    # The REBEL model: a hub id (needs models.allow_hub) or a local directory.
+    rebel_model: str = "Babelscape/rebel-large"
+    # Alignment thresholds (kg.thresholds.subject / relation / object).
+    thresholds: KGThresholdSettings = KGThresholdSettings()
+    # At most this many triples are kept per chunk (in reading order), so one list-like
+    # paragraph cannot flood the graph.
+    max_triples_per_chunk: int = Field(32, ge=1, le=1000)
+
+
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -134,7 +182,9 @@ class Settings(BaseSettings):
     sources: tuple[Path, ...] = ()
     models: ModelsSettings = ModelsSettings()
     rag: RAGSettings = RAGSettings()
+    diagnosis: DiagnosisSettings = DiagnosisSettings()
     server: ServerSettings = ServerSettings()
+    kg: KGSettings = KGSettings()
 
     @field_validator("data_dir", "cache_dir")
     @classmethod

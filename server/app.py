@@ -117,7 +117,8 @@ def create_app(settings: Settings, engine: Engine | None = None, load_on_start: 
 
     @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
     async def answer(body: AnswerRequest) -> AnswerResponse:
-        result = await to_thread.run_sync(engine.answer, body.query, body.config)
+        outcome = await to_thread.run_sync(engine.respond, body.query, body.config)
+        result = outcome.answer
         return AnswerResponse(
             query=result.query,
             answer=result.response,
@@ -127,6 +128,7 @@ def create_app(settings: Settings, engine: Engine | None = None, load_on_start: 
             model=result.model,
             usage={"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
             index_generation=result.index_generation,
+            diagnosis=outcome.diagnosis,
         )
 
     return app

@@ -120,9 +120,12 @@ def ask(
         engine = make_engine(s)
         config = engine.config(overrides)
         engine.load()
-        answer = engine.answer(question, config.model_dump(exclude_none=True))
+        outcome = engine.respond(question, config.model_dump(exclude_none=True))
+        answer, diagnosis = outcome.answer, outcome.diagnosis
         if as_json:
-            print(answer.model_dump_json())
+            body = answer.model_dump(mode="json")
+            body["diagnosis"] = diagnosis.as_dict() if diagnosis else None
+            print(json.dumps(body))
             return
         out.print(f"[bold]{answer.response}[/]\n")
         table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)
@@ -136,8 +139,30 @@ def ask(
             f"retrieve {t.retrieve_s * 1000:.0f} ms · rerank {t.rerank_s * 1000:.0f} ms · "
             f"generate {t.generate_s * 1000:.0f} ms · {answer.model}"
         )
+        if diagnosis:
+            print_diagnosis(diagnosis)
 
     run(work)
+
+
+def print_diagnosis(d: Any) -> None:
+    from rich.markup import escape
+
+    colour = "green" if d.failure == "NoFailure" else "yellow"
+    out.print(
+        f"\n[bold {colour}]{d.failure}[/] · e_q={d.e_q.state} ({d.e_q.construction}) · e_r={d.e_r.state} · "
+        f"kappa={d.kappa}{'' if d.kg.available else ' (no KG)'} · stage={d.stage}: {escape(d.stage_reason)}"
+    )
+    for v in d.e_r.hypotheses:
+        source = f" ← {v.best_passage}" if v.best_passage else ""
+        out.print(escape(f"  claim [{v.state}] {v.hypothesis}{source}"))
+    g = d.egc
+    out.print(
+        f"  EGC score {g.score:.2f} (coverage {g.coverage:.2f}, connectivity {g.connectivity:.2f}) · "
+        f"evidence conflict: {'yes' if d.evidence_conflict else 'no'}"
+        + (f" · label {d.label} → {d.final_label}" if d.mode == "claim" else "")
+    )
+    out.print("  " + " · ".join(f"{k.removesuffix('_s')} {v * 1000:.0f} ms" for k, v in d.timings.items()))
 
 
 @app.command()

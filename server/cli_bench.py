@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from server.cli_common import Invocation, err, out, run, settings
+from server.cli_common import SHARED_DATA, Invocation, err, out, run, settings
 
 bench_app = typer.Typer(
     help="Benchmarks (speed is measured here, never in tests).\n\nExample: ragmend bench pipeline --json",
@@ -56,38 +56,114 @@ def bench_pipeline(
 
 @bench_app.command("nli")
 def bench_nli(
-    data: Annotated[Path, typer.Option(help="A JSONL file of {premise, hypothesis, label}.")],
+    data: Annotated[Path | None, typer.Option(help="A JSONL file of {premise, hypothesis, label}.")] = None,
+    suite: Annotated[
+        bool, typer.Option("--suite", help="Run the standard evaluation sets and write docs/nli.md.")
+    ] = False,
     model: Annotated[
         str | None, typer.Option(help="NLI model directory or hub id (default models.nli.model).")
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N pairs.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N pairs (of each set).")] = None,
+    data_root: Annotated[Path, typer.Option(help="The shared data directory (--suite).")] = SHARED_DATA,
+    doc: Annotated[Path, typer.Option(help="Markdown file the suite's table goes into.")] = Path(
+        "docs/nli.md"
+    ),
     as_json: Annotated[
         bool, typer.Option("--json", help="Print {n, accuracy, macro_f1, confusion, pairs_per_s}.")
     ] = False,
 ) -> None:
-    """Evaluate an NLI model on a file in the shared NLI format.
+    """Evaluate an NLI model on a file in the shared NLI format, or on the standard suite.
 
     Example: ragmend bench nli --data ../shared/data/nli/mnli/dev_matched.jsonl --limit 500 --json
+    Example: ragmend bench nli --suite
     """
+    import shlex
+    import sys
+
     from bench.datasets import load_nli as load_pairs
     from bench.nli_eval import evaluate_nli
     from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_json
     from ragmend.models.nli import load_nli
 
     def work() -> None:
         s = settings()
+        if (data is None) == (not suite):
+            raise InputError("give either --data FILE or --suite")
+        models = (
+            s.models.model_copy(update={"nli": s.models.nli.model_copy(update={"model": model})})
+            if model
+            else s.models
+        )
+        if suite:
+            from bench.nli_suite import (
+                fever_claim_evidence_test,
+                run_suite,
+                speed_check,
+                suite_markdown,
+                write_suite_section,
+            )
+
+            if not (data_root / "nli").is_dir():
+                raise InputError(f"{data_root} does not hold the shared data (nli/)")
+            nli = load_nli(models)
+            results = run_suite(nli, data_root, limit=limit, log=lambda m: err.print(m))
+            speed = speed_check(lambda: load_nli(models), fever_claim_evidence_test(data_root))
+            command = "ragmend " + shlex.join(sys.argv[1:])
+            result = {"command": command, "model": models.nli.model, "sets": results, "speed": speed}
+            if limit is None:  # a partial run never overwrites the recorded one
+                write_suite_section(doc, suite_markdown(results, speed, command))
+                atomic_write_json(doc.parent / "bench" / "nli-suite.json", result)
+            print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+            return
+        assert data is not None
         if not data.is_file():
             raise InputError(f"NLI data file not found: {data}")
         try:
             pairs = load_pairs(data, limit=limit)
         except ValueError as e:
             raise InputError(str(e)) from e
-        models = (
-            s.models.model_copy(update={"nli": s.models.nli.model_copy(update={"model": model})})
-            if model
-            else s.models
-        )
         result = evaluate_nli(load_nli(models), pairs)
+        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+
+    run(work)
+
+
+@bench_app.command("diagnosis")
+def bench_diagnosis(
+    data: Annotated[
+        Path, typer.Option(help="HotpotQA distractor JSON (its paragraphs are the corpus).")
+    ] = Path("../shared/data/hotpotqa/hotpot_dev_distractor_merged.json"),
+    questions: Annotated[int, typer.Option(help="DEV questions answered and diagnosed.")] = 150,
+    heldout: Annotated[
+        Path | None, typer.Option(help="Held-out NLI pairs for the aggregation thresholds.")
+    ] = None,
+    workdir: Annotated[Path, typer.Option(help="Index and generation cache (reused by a rerun).")] = Path(
+        "var/bench-diagnosis"
+    ),
+    doc: Annotated[Path | None, typer.Option(help="Write the result to this JSON file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Compare query-hypothesis constructions against answer correctness on HotpotQA dev, and
+    calibrate the aggregation thresholds on held-out NLI pairs.
+
+    Example: ragmend bench diagnosis --questions 150 --heldout ragmend/assets/nli-minilm-l6/heldout.jsonl
+    """
+    from bench.datasets import load_nli as load_pairs
+    from bench.diagnosis_bench import run_diagnosis_bench
+    from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_json
+
+    def work() -> None:
+        s = settings()
+        if not data.is_file():
+            raise InputError(f"benchmark data not found: {data}")
+        if heldout is not None and not heldout.is_file():
+            raise InputError(f"held-out pairs not found: {heldout}")
+        pairs = load_pairs(heldout) if heldout else None
+        result = run_diagnosis_bench(s, data, workdir, questions, pairs, log=lambda m: err.print(m))
+        if doc:
+            atomic_write_json(doc, result)
         print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
 
     run(work)

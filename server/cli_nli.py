@@ -84,3 +84,60 @@ def nli_train(
         print(json.dumps(result, indent=2))
 
     run(work)
+
+
+@nli_app.command("export")
+def nli_export(
+    model_dir: Annotated[Path, typer.Option("--model", help="A trained model directory (transformers).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for model.onnx, tokenizer, config.")],
+    int8: Annotated[bool, typer.Option("--int8/--fp32", help="Quantise the weights to int8.")] = True,
+    optimize: Annotated[
+        bool, typer.Option("--optimize/--no-optimize", help="Fuse attention and layer norms.")
+    ] = True,
+) -> None:
+    """Export a trained cross-encoder to ONNX for the NLI role (int8 by default), checked against it.
+
+    Example: ragmend nli export --model data/nli-minilm-v0/model --out data/nli-minilm-v0/onnx-int8
+    """
+    from train.nli_export import export_nli
+
+    def work() -> None:
+        settings()
+        print(json.dumps(export_nli(model_dir, out_dir, int8=int8, optimize=optimize), indent=2))
+
+    run(work)
+
+
+@nli_app.command("calibrate")
+def nli_calibrate(
+    model_dir: Annotated[Path, typer.Option("--model", help="The NLI model directory to calibrate.")],
+    data: Annotated[Path, typer.Option(help="Held-out pairs (heldout.jsonl of `nli train`).")],
+    limit: Annotated[int | None, typer.Option(help="Use only the first N pairs.")] = None,
+) -> None:
+    """Fit a softmax temperature on held-out pairs and store it as calibration.json beside the model.
+
+    Example: ragmend nli calibrate --model data/nli-v0/onnx --data data/nli-v0/heldout.jsonl
+    """
+    from bench.datasets import load_nli as load_pairs
+    from ragmend.errors import InputError
+    from ragmend.models.nli import open_nli
+    from train.calibrate import calibrate, save_calibration
+
+    def work() -> None:
+        s = settings()
+        if not data.is_file():
+            raise InputError(f"calibration data not found: {data}")
+        if not model_dir.is_dir():
+            raise InputError(f"not a model directory: {model_dir}")
+        try:
+            pairs = load_pairs(data, limit=limit)
+        except ValueError as e:
+            raise InputError(str(e)) from e
+        if not pairs:
+            raise InputError(f"{data} holds no pairs")
+        nli = open_nli(str(model_dir), s.models.nli.max_length, s.models.nli.batch_size)
+        record = calibrate(nli, pairs, source=str(data))
+        save_calibration(model_dir, record)
+        print(json.dumps(record, indent=2))
+
+    run(work)

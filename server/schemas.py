@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from diagnosis.types import Diagnosis
 from rag.types import Passage, RAGConfig, StageTimings
 
 
@@ -32,6 +33,11 @@ class AnswerResponse(BaseModel):
     model: str
     usage: dict[str, int]
     index_generation: str
+    diagnosis: Diagnosis | None = Field(
+        default=None,
+        description="The diagnosis of this answer: e_q, e_r (passage-level scores), kappa with the "
+        "matched KG triples, failure type, EGC features, evidence conflict, stage, seconds per step.",
+    )
 
 
 class ErrorBody(BaseModel):

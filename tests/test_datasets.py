@@ -44,6 +44,21 @@ def test_hotpotqa_counts_match_the_data_readme() -> None:
     assert len(with_sentences) == 804
     title, paragraph, sentence = with_sentences[0].supporting_sentences()[0]
     assert sentence and sentence in paragraph and title in with_sentences[0].supporting_titles
+    for item in with_sentences[:50]:
+        for _, window, sentence in item.supporting_sentences(max_words=40):
+            # The fact is always kept; neighbours only while they fit.
+            assert sentence in window
+            assert len(window.split()) <= max(40, len(sentence.split()))
+
+
+def test_sentence_window_prefers_the_following_sentence() -> None:
+    from bench.datasets import _sentence_window
+
+    sents = ["a b c. ", "d e. ", "f g h. ", "i j. "]
+    assert _sentence_window(sents, 1, 2) == (1, 2)
+    assert _sentence_window(sents, 1, 5) == (1, 3)
+    assert _sentence_window(sents, 1, 8) == (0, 3)
+    assert _sentence_window(sents, 1, 100) == (0, 4)
 
 
 @needs_data

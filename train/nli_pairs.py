@@ -6,7 +6,7 @@
 | fever_swap | evidence of a SUPPORTS claim | the claim with one entity swapped | contradiction |
 | fever_insufficient | SufficientFacts evidence with a fact removed | the claim | neutral |
 | fever_unrelated | the evidence of another claim | the claim | neutral |
-| hotpot_support | a gold paragraph | one of its supporting sentences | entailment |
+| hotpot_support | gold paragraph, ~90 words around the sentence | a supporting sentence | entailment |
 | hotpot_swap | a gold paragraph | that sentence with one entity swapped | contradiction |
 | hotpot_distractor | a distractor paragraph of the same question | the supporting sentence | neutral |
 
@@ -57,6 +57,12 @@ SWAP_LABELS = frozenset(
         "TIME",
     }
 )
+
+
+# Premise length in words for HotpotQA pairs: about a 128-token retrieval chunk, so the premise
+# the model is trained on looks like the one the diagnosis gives it and the supporting sentence
+# survives truncation (at full length, 22% of them were cut away at 128 tokens).
+PREMISE_WORDS = 90
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,7 @@ def hotpot_pairs(items: list[HotpotItem], swapper: EntitySwapper, seed: int = 0)
     out: dict[str, list[NLIPair]] = defaultdict(list)
     for item in items:
         distractors = [(t, p) for t, p in item.context if t not in item.supporting_titles]
-        for j, (title, paragraph, sentence) in enumerate(item.supporting_sentences()):
+        for j, (title, paragraph, sentence) in enumerate(item.supporting_sentences(PREMISE_WORDS)):
             if len(sentence) < 20:
                 continue  # fragments ("He was born in 1952.") say too little alone
             premise = f"{title}: {paragraph}"
@@ -132,6 +138,7 @@ def hotpot_pairs(items: list[HotpotItem], swapper: EntitySwapper, seed: int = 0)
                 out["hotpot_swap"].append(NLIPair(premise, s.text, "contradiction", f"hotpot-swap-{key}"))
             if distractors:
                 t, p = rng.choice(distractors)
+                p = " ".join(p.split()[:PREMISE_WORDS])  # the same length as the gold premises
                 out["hotpot_distractor"].append(
                     NLIPair(f"{t}: {p}", sentence, "neutral", f"hotpot-dis-{key}")
                 )

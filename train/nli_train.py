@@ -22,6 +22,7 @@ import yaml
 
 from bench.datasets import NLI_LABELS, NLI_SETS, NLIPair, load_nli, split_of
 from ragmend.errors import InputError
+from ragmend.fileio import atomic_write_text
 from ragmend.models import bundled
 
 Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
@@ -34,6 +35,8 @@ class MixEntry:
     # Keep only pairs whose hypothesis falls in the DEV split (FEVER-derived data: the split key
     # is the claim text), so nothing of the TEST split is ever trained on.
     dev_only: bool = False
+    # Show these pairs this many times per epoch (small in-domain sets next to large generic ones).
+    repeat: int = 1
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,9 @@ class TrainConfig:
     seed: int = 0
     bf16: bool = True
     checkpoint_every: int = 200
+    # Fraction of the mix held out (by a hash of the pair, so stable across runs) for calibration
+    # and an honest in-mix score; written to heldout.jsonl beside the model, never trained on.
+    holdout: float = 0.05
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -88,8 +94,25 @@ def resolve_mix(cfg: TrainConfig, data_root: Path, relative_to: Path) -> list[NL
         rows = load_nli(path)
         if entry.dev_only:
             rows = [p for p in rows if split_of(p.hypothesis) == "dev"]
-        pairs.extend(rows[: entry.limit])
+        pairs.extend(rows[: entry.limit] * max(1, entry.repeat))
     return pairs
+
+
+def is_held_out(pair: NLIPair, fraction: float) -> bool:
+    digest = hashlib.sha256(f"{pair.premise}\x1f{pair.hypothesis}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") / 2**32 < fraction
+
+
+def split_holdout(pairs: list[NLIPair], fraction: float) -> tuple[list[NLIPair], list[NLIPair]]:
+    """(train, held out); a repeated pair lands wholly on one side. Held-out pairs are unique."""
+    train, held, seen = [], [], set()
+    for p in pairs:
+        if not is_held_out(p, fraction):
+            train.append(p)
+        elif (p.premise, p.hypothesis) not in seen:
+            seen.add((p.premise, p.hypothesis))
+            held.append(p)
+    return train, held
 
 
 def base_path(spec: str, allow_hub: bool) -> str:
@@ -106,7 +129,10 @@ def train_nli(
     progress: Progress | None = None,
     max_steps: int | None = None,
 ) -> dict[str, Any]:
-    """Train and save to out_dir/model. `max_steps` stops early (a checkpoint is kept to resume)."""
+    """Train and save to out_dir/model. `max_steps` stops early (a checkpoint is kept to resume).
+
+    `cfg.holdout` of the pairs are set aside in out_dir/heldout.jsonl for calibration.
+    """
     import torch
     from transformers import (
         AutoModelForSequenceClassification,
@@ -119,6 +145,8 @@ def train_nli(
     quiet_transformers()
     out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = out_dir / "checkpoint.pt"
+    pairs, held = split_holdout(pairs, cfg.holdout)
+    _write_pairs(out_dir / "heldout.jsonl", held)
     base = base_path(cfg.base, allow_hub)
     labels = {i: lab for i, lab in enumerate(NLI_LABELS)}
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -191,11 +219,16 @@ def train_nli(
         "total_steps": total,
         "model": str(final),
         "pairs": len(pairs),
+        "held_out": len(held),
         "seconds": round(seconds, 1),
         "pairs_per_s": round(trained / seconds, 1) if seconds else 0.0,
         "first_loss": round(losses[0], 4) if losses else None,
         "final_loss_mean_last_50": round(sum(losses[-50:]) / max(1, len(losses[-50:])), 4),
     }
+
+
+def _write_pairs(path: Path, pairs: list[NLIPair]) -> None:
+    atomic_write_text(path, "".join(json.dumps(p.as_json(), ensure_ascii=False) + "\n" for p in pairs))
 
 
 def _save_checkpoint(

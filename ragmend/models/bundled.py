@@ -81,7 +81,18 @@ SPACY_SM = BundledModel(
     "MIT",
 )
 
-BY_NAME: dict[str, BundledModel] = {m.name: m for m in (EMBEDDINGS, RERANKER, SMOLLM2, SPACY_SM)}
+# ragmend's own NLI cross-encoder, trained by `ragmend nli train` and shipped in this repository
+# (issue 3; its model card is MODEL_CARD.md in that directory).
+RAGMEND_NLI = BundledModel(
+    "ragmend-nli-minilm-l6",
+    "nli",
+    "ragmend",
+    "ragmend",
+    "assets/nli-minilm-l6",
+    "Apache-2.0 (weights); data CC BY-SA 4.0 / MIT / CC BY 4.0, see the model card",
+)
+
+BY_NAME: dict[str, BundledModel] = {m.name: m for m in (EMBEDDINGS, RERANKER, SMOLLM2, SPACY_SM, RAGMEND_NLI)}
 
 
 @dataclass(frozen=True)

@@ -12,26 +12,17 @@ import os
 import threading
 import time
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ragmend.errors import GeneratorError, ModelUnavailable
 from ragmend.models import bundled
+from ragmend.models.generation import Generation
+from ragmend.models.generation_cache import GenerationCache, cache_key
 from ragmend.models.runtime import prepare_libraries
 from ragmend.settings import GeneratorSettings, Settings
 
 PROVIDER = "ragmend"
-
-
-@dataclass(frozen=True)
-class Generation:
-    text: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    seconds: float
-    finish_reason: str | None = None
 
 
 class LocalGGUF:
@@ -129,6 +120,7 @@ class Generator:
     def __init__(self, model: str, params: GeneratorSettings):
         self.model = model
         self._params = params
+        self.cache = GenerationCache(params.cache) if params.cache else None
 
     def chat(
         self,
@@ -150,6 +142,12 @@ class Generator:
         }
         if stop:
             kwargs["stop"] = stop
+        key = None
+        if self.cache is not None:
+            sampling = {k: kwargs[k] for k in ("max_tokens", "temperature", "seed")} | {"stop": stop}
+            key = cache_key(self.model, messages, sampling)
+            if (hit := self.cache.get(key)) is not None:
+                return hit
         if p.api_base:
             kwargs["api_base"] = p.api_base
         if p.api_key:
@@ -164,7 +162,7 @@ class Generator:
         seconds = time.perf_counter() - t0
         choice = resp.choices[0]
         usage = getattr(resp, "usage", None)
-        return Generation(
+        gen = Generation(
             text=(choice.message.content or "").strip(),
             model=self.model,
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
@@ -172,6 +170,9 @@ class Generator:
             seconds=seconds,
             finish_reason=getattr(choice, "finish_reason", None),
         )
+        if self.cache is not None and key is not None:
+            self.cache.put(key, gen)
+        return gen
 
 
 def load_generator(settings: Settings) -> Generator:

@@ -1,15 +1,24 @@
 """NLI role: a 3-way cross-encoder, premise (evidence) against hypothesis (query, claim, answer).
 
 Probabilities always come back in NLI_ORDER whatever the model's own label order, read from its
-config's id2label. Only the premise is truncated: the hypothesis is what is being judged.
+config's id2label. Only the premise is truncated: the hypothesis is what is being judged (a
+hypothesis that alone overflows the limit is the one exception; it is cut and flagged too).
+
+Two runtimes share one encoding and batching core (`_CrossEncoderNLI`): an ONNX graph run by
+onnxruntime (ragmend's shipped int8 model; no torch on the request path) and any transformers
+sequence-classification model (a local directory or, with `models.allow_hub`, a hub id such as
+cross-encoder/nli-deberta-v3-base). Pairs are sorted by length before batching so a batch pads to
+its own longest pair, not the request's.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +38,7 @@ class NLIBatch:
     truncated: tuple[bool, ...]  # premise cut to fit max_length
 
 
-def label_permutation(id2label: dict[int, str]) -> list[int]:
+def label_permutation(id2label: dict[Any, str]) -> list[int]:
     """Model output column for each of NLI_ORDER; accepts the usual spellings."""
     names = {int(i): str(n).lower() for i, n in id2label.items()}
     aliases = {
@@ -48,56 +57,200 @@ def label_permutation(id2label: dict[int, str]) -> list[int]:
     return cols
 
 
-class TransformersNLI:
+def read_temperature(model_dir: Path) -> float:
+    """The calibration temperature stored beside a model (1.0, i.e. none, when absent)."""
+    calib = model_dir / "calibration.json"
+    if not calib.exists():
+        return 1.0
+    try:
+        t = float(json.loads(calib.read_text())["temperature"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ModelUnavailable(f"{calib} is not a calibration file: {e}") from e
+    if not t > 0:
+        raise ModelUnavailable(f"{calib}: temperature must be positive, got {t}")
+    return t
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    ids: list[int]
+    type_ids: list[int]
+    truncated: bool
+
+
+class _CrossEncoderNLI:
+    """Tokenise pairs (premise-only truncation), batch by length, softmax with temperature."""
+
+    def __init__(self, tokenizer: Any, id2label: dict[Any, str], max_length: int, batch_size: int):
+        # `tokenizer` is a `tokenizers.Tokenizer`; our own copy, with truncation and padding off,
+        # because those settings are mutable state on the object.
+        self._tokenizer = tokenizer
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        self._pad_id = self._tokenizer.token_to_id("[PAD]") or self._tokenizer.token_to_id("<pad>") or 0
+        self.columns = label_permutation(id2label)
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.temperature = 1.0
+        self._lock = threading.Lock()
+
+    def _logits(self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def count_tokens(self, premise: str, hypothesis: str) -> int:
+        """Tokens of the pair as the model sees it before truncation (special tokens included)."""
+        with self._lock:
+            return len(self._tokenizer.encode(premise, hypothesis).ids)
+
+    def _encode(self, premises: list[str], hypotheses: list[str]) -> list[_Encoded]:
+        encs = self._tokenizer.encode_batch(list(zip(premises, hypotheses, strict=True)))
+        out = []
+        for enc in encs:
+            ids, types = enc.ids, enc.type_ids
+            over = len(ids) - self.max_length
+            if over <= 0:
+                out.append(_Encoded(ids, types, False))
+                continue
+            # Drop premise tokens from its end (just before its closing separator); only when the
+            # premise is gone entirely does the hypothesis lose its own tail.
+            seq = enc.sequence_ids
+            premise_pos = [i for i, s in enumerate(seq) if s == 0]
+            cut = premise_pos[len(premise_pos) - min(over, len(premise_pos)) :]
+            keep = np.ones(len(ids), dtype=bool)
+            keep[cut] = False
+            over -= len(cut)
+            if over > 0:
+                hyp_pos = [i for i, s in enumerate(seq) if s == 1]
+                keep[hyp_pos[len(hyp_pos) - over :]] = False
+            out.append(
+                _Encoded(
+                    [t for t, k in zip(ids, keep, strict=True) if k],
+                    [t for t, k in zip(types, keep, strict=True) if k],
+                    True,
+                )
+            )
+        return out
+
+    def predict(self, pairs: list[tuple[str, str]]) -> NLIBatch:
+        probs = np.tile(EMPTY_PAIR, (len(pairs), 1))
+        truncated = [False] * len(pairs)
+        live = [i for i, (p, h) in enumerate(pairs) if p.strip() and h.strip()]
+        if not live:
+            return NLIBatch(probs.astype(np.float32), tuple(truncated))
+        with self._lock:
+            encoded = self._encode([pairs[i][0] for i in live], [pairs[i][1] for i in live])
+        order = sorted(range(len(live)), key=lambda j: len(encoded[j].ids))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            width = max(len(encoded[j].ids) for j in chunk)
+            ids = np.full((len(chunk), width), self._pad_id, dtype=np.int64)
+            types = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
+            for row, j in enumerate(chunk):
+                e = encoded[j]
+                ids[row, : len(e.ids)] = e.ids
+                types[row, : len(e.ids)] = e.type_ids
+                mask[row, : len(e.ids)] = 1
+            logits = self._logits(ids, mask, types).astype(np.float64) / self.temperature
+            logits -= logits.max(axis=1, keepdims=True)
+            p = np.exp(logits)
+            p /= p.sum(axis=1, keepdims=True)
+            for row, j in enumerate(chunk):
+                probs[live[j]] = p[row, self.columns]
+                truncated[live[j]] = encoded[j].truncated
+        return NLIBatch(probs.astype(np.float32), tuple(truncated))
+
+
+class OnnxNLI(_CrossEncoderNLI):
+    """An exported cross-encoder: model.onnx, tokenizer.json, config.json (id2label)."""
+
+    def __init__(self, model_dir: Path, max_length: int = 256, batch_size: int = 16, threads: int = 0):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        files = {n: model_dir / n for n in ("model.onnx", "tokenizer.json", "config.json")}
+        for p in files.values():
+            if not p.exists():
+                raise ModelUnavailable(f"NLI model file missing: {p}")
+        config = json.loads(files["config.json"].read_text())
+        limit = int(config.get("max_position_embeddings", max_length))
+        super().__init__(
+            Tokenizer.from_file(str(files["tokenizer.json"])),
+            config.get("id2label", {}),
+            min(max_length, limit),
+            batch_size,
+        )
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if threads:
+            opts.intra_op_num_threads = threads
+        try:
+            self._session = ort.InferenceSession(
+                str(files["model.onnx"]), opts, providers=["CPUExecutionProvider"]
+            )
+        except Exception as e:  # onnxruntime raises its own untyped errors on a corrupt graph
+            raise ModelUnavailable(f"NLI model {files['model.onnx']} could not be loaded: {e}") from e
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self.temperature = read_temperature(model_dir)
+
+    def _logits(self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray) -> np.ndarray:
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
+        return np.asarray(self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0])
+
+
+class TransformersNLI(_CrossEncoderNLI):
+    """Any transformers sequence-classification NLI model (a local directory or a hub id)."""
+
     def __init__(self, model: str, max_length: int = 256, batch_size: int = 16):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         quiet_transformers()
-
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model)
+            tokenizer = AutoTokenizer.from_pretrained(model)
             self.model = AutoModelForSequenceClassification.from_pretrained(model).eval()
         except (OSError, ValueError) as e:
             raise ModelUnavailable(f"NLI model '{model}' could not be loaded: {e}") from e
-        self.columns = label_permutation(self.model.config.id2label)
-        self.max_length = max_length
-        self.batch_size = batch_size
-        calib = Path(model) / "calibration.json"
-        self.temperature = float(json.loads(calib.read_text())["temperature"]) if calib.exists() else 1.0
-        self._lock = threading.Lock()
+        if not getattr(tokenizer, "is_fast", False):
+            raise ModelUnavailable(f"NLI model '{model}' has no fast tokenizer (tokenizer.json)")
+        self.tokenizer = tokenizer
+        limit = int(getattr(self.model.config, "max_position_embeddings", max_length))
+        super().__init__(
+            tokenizer.backend_tokenizer.__class__.from_str(tokenizer.backend_tokenizer.to_str()),
+            self.model.config.id2label,
+            min(max_length, limit),
+            batch_size,
+        )
+        self.temperature = read_temperature(Path(model))
+        # Some architectures (RoBERTa-style, DistilBERT) take no token_type_ids.
+        self._accepted = set(inspect.signature(self.model.forward).parameters)
 
-    def predict(self, pairs: list[tuple[str, str]]) -> NLIBatch:
+    def _logits(self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray) -> np.ndarray:
         import torch
 
-        probs = np.tile(EMPTY_PAIR, (len(pairs), 1))
-        truncated = [False] * len(pairs)
-        live = [i for i, (p, h) in enumerate(pairs) if p.strip() and h.strip()]
-        for start in range(0, len(live), self.batch_size):
-            idx = live[start : start + self.batch_size]
-            premises = [pairs[i][0] for i in idx]
-            hypotheses = [pairs[i][1] for i in idx]
-            with self._lock, torch.inference_mode():
-                enc = self.tokenizer(
-                    premises,
-                    hypotheses,
-                    truncation="only_first",
-                    max_length=self.max_length,
-                    padding=True,
-                    return_tensors="pt",
-                )
-                full = self.tokenizer(premises, hypotheses, truncation=False)["input_ids"]
-                logits = self.model(**enc).logits.float() / self.temperature
-            p = torch.softmax(logits, dim=-1).numpy()[:, self.columns]
-            for j, i in enumerate(idx):
-                probs[i] = p[j]
-                truncated[i] = len(full[j]) > self.max_length
-        return NLIBatch(probs.astype(np.float32), tuple(truncated))
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
+        with torch.inference_mode():
+            tensors = {k: torch.from_numpy(v) for k, v in feeds.items() if k in self._accepted}
+            return self.model(**tensors).logits.float().numpy()
 
 
-def load_nli(models: ModelsSettings) -> TransformersNLI:
-    prepare_libraries(models.allow_hub)
+NLIModel = OnnxNLI | TransformersNLI
+
+
+def open_nli(path: str, max_length: int = 256, batch_size: int = 16) -> NLIModel:
+    """A model directory with model.onnx runs on onnxruntime; anything else on transformers."""
+    if (Path(path) / "model.onnx").exists():
+        return OnnxNLI(Path(path), max_length, batch_size)
+    return TransformersNLI(path, max_length, batch_size)
+
+
+def nli_source(models: ModelsSettings) -> tuple[str, str]:
     spec = models.nli.model
     if spec is None:
-        raise ModelUnavailable("no NLI model configured (models.nli.model); ragmend's own ships with issue 3")
-    path = bundled.resolve_local_or_hub(spec, "nli", models.allow_hub)
-    return TransformersNLI(path, models.nli.max_length, models.nli.batch_size)
+        raise ModelUnavailable("no NLI model configured (models.nli.model)")
+    return bundled.resolve_spec(spec, "nli", models.allow_hub)
+
+
+def load_nli(models: ModelsSettings) -> NLIModel:
+    prepare_libraries(models.allow_hub)
+    _, path = nli_source(models)
+    return open_nli(path, models.nli.max_length, models.nli.batch_size)

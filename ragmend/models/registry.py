@@ -15,11 +15,12 @@ from ragmend.errors import RagmendError
 from ragmend.models.bundled import path_bytes
 from ragmend.models.embeddings import embeddings_source, load_embeddings
 from ragmend.models.generator import Generator, generator_source, load_generator
+from ragmend.models.nli import NLIModel, load_nli, nli_source
 from ragmend.models.reranker import Reranker, load_reranker, reranker_source
 from ragmend.models.spacy_model import load_spacy, spacy_source
 from ragmend.settings import Settings
 
-ROLES = ("embeddings", "reranker", "generator", "spacy")
+ROLES = ("embeddings", "reranker", "generator", "spacy", "nli")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class ModelRegistry:
             "reranker": lambda: load_reranker(m),
             "generator": lambda: load_generator(settings),
             "spacy": lambda: load_spacy(m),
+            "nli": lambda: load_nli(m),
         }
 
     @classmethod
@@ -91,6 +93,10 @@ class ModelRegistry:
     def spacy(self) -> Any:
         return self.get("spacy")
 
+    @property
+    def nli(self) -> NLIModel:
+        return self.get("nli")
+
     # -- reporting ----------------------------------------------------------------------------
 
     def source(self, role: str) -> tuple[str, str]:
@@ -100,6 +106,7 @@ class ModelRegistry:
             "reranker": lambda: reranker_source(m),
             "generator": lambda: generator_source(self.settings),
             "spacy": lambda: spacy_source(m),
+            "nli": lambda: nli_source(m),
         }[role]()
 
     def report(self, role: str) -> RoleReport:
@@ -146,9 +153,19 @@ def _smoke_spacy(nlp: Any) -> str:
     return f"entities: {ents}"
 
 
+def _smoke_nli(nli: NLIModel) -> str:
+    premise = "Marie Curie won the Nobel Prize in Physics in 1903."
+    batch = nli.predict(
+        [(premise, "Marie Curie won a Nobel Prize."), (premise, "Marie Curie never won a Nobel Prize.")]
+    )
+    ent, con = batch.probs[0][0], batch.probs[1][2]
+    return f"P(entail | restated)={ent:.2f} P(contradict | negated)={con:.2f}"
+
+
 _SMOKE: dict[str, Callable[[Any], str]] = {
     "embeddings": _smoke_embeddings,
     "reranker": _smoke_reranker,
     "generator": _smoke_generator,
     "spacy": _smoke_spacy,
+    "nli": _smoke_nli,
 }

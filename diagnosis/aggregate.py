@@ -1,0 +1,56 @@
+"""AggregateNLI: passage-level probabilities -> one state per hypothesis -> one state per signal.
+
+The rule (thresholds from configuration, calibrated on dev; docs/diagnosis.md):
+
+  per hypothesis h, over the premises (each passage, plus the joint premise when enabled):
+    entail      if some premise has P(entail | premise, h) >= tau_e
+    contradict  else, if some premise has P(contradict | premise, h) >= tau_c
+    neutral     otherwise
+  per signal, over its hypotheses (one for the query; one per claim for the response):
+    contradict  if any hypothesis is contradicted    (one false claim makes the answer wrong)
+    entail      else, if every hypothesis is entailed (each claim needs support somewhere)
+    neutral     otherwise
+
+Entailment wins over contradiction within one hypothesis: retrieved sets often hold an outdated
+or off-topic passage that "contradicts" what another states, and the answer is still supported.
+That mix is reported separately as the evidence-conflict flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from diagnosis.types import HypothesisVerdict, NLIState, PassageScores, Thresholds
+
+
+def hypothesis_state(hypothesis: str, scores: Sequence[PassageScores], t: Thresholds) -> HypothesisVerdict:
+    if scores:
+        best_e = max(scores, key=lambda s: s.entail)
+        if best_e.entail >= t.entail:
+            return HypothesisVerdict(hypothesis, "entail", best_e.passage, tuple(scores))
+        best_c = max(scores, key=lambda s: s.contradict)
+        if best_c.contradict >= t.contradict:
+            return HypothesisVerdict(hypothesis, "contradict", best_c.passage, tuple(scores))
+    return HypothesisVerdict(hypothesis, "neutral", None, tuple(scores))
+
+
+def signal_state(verdicts: Sequence[HypothesisVerdict]) -> NLIState:
+    states = [v.state for v in verdicts]
+    if not states:
+        return "neutral"
+    if "contradict" in states:
+        return "contradict"
+    if all(s == "entail" for s in states):
+        return "entail"
+    return "neutral"
+
+
+def mixed_evidence(verdicts: Sequence[HypothesisVerdict], t: Thresholds) -> bool:
+    """Two different passages, one entailing and one contradicting the same hypothesis."""
+    for v in verdicts:
+        passages = [s for s in v.scores if s.passage != "joint"]
+        pro = {s.passage for s in passages if s.entail >= t.entail}
+        con = {s.passage for s in passages if s.contradict >= t.contradict}
+        if pro and con and (pro | con) != (pro & con):
+            return True
+    return False

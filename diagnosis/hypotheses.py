@@ -1,0 +1,105 @@
+"""What the NLI model is asked: hypotheses built from the query, the response and the label.
+
+Query signal (e_q). A question is not a proposition, so an NLI model cannot judge "the evidence
+answers it" from the question alone. Constructions (diagnosis.query_hypothesis; compared on
+HotpotQA dev in docs/diagnosis.md):
+  statement   the question turned into a statement with the generated answer in its slot
+              ("Who directed Jaws?" + "Steven Spielberg" -> "Steven Spielberg directed Jaws.")
+  question    the raw question (the paper's literal reading: query as hypothesis)
+  rerank      no NLI: the ms-marco cross-encoder's relevance of the best passage decides
+In claim mode the claim itself is the hypothesis.
+
+Response signal (e_r). The response is split into sentences (claims); each must be entailed.
+In claim mode the response is "LABEL, reason": the reason sentences are the claims; a bare label
+asserts the claim (SUPPORTS), its negation (REFUTES) or nothing decidable (NOT ENOUGH INFO).
+"""
+
+from __future__ import annotations
+
+import re
+
+from diagnosis.types import CLAIM_LABELS
+
+QUERY_CONSTRUCTIONS = ("statement", "question", "rerank")
+
+_ABSTAIN = re.compile(
+    r"\b(i don'?t know|not (?:enough|sufficient) information|cannot (?:be )?determine)", re.I
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_ABBREVIATION_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Inc|Ltd|Co|vs|No|Mt|Ft|U\.S))\.$")
+_PARTICIPLES = frozenset({"born", "built", "made", "held", "written", "known", "found", "shot", "set", "run"})
+_AUX = r"(is|was|are|were|has|had|have|will|can|could|should|would)"
+
+
+def split_claims(text: str, max_claims: int = 8) -> list[str]:
+    """Sentences of a response, without citations like [1] and without empty fragments."""
+    text = re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", text).strip()
+    parts: list[str] = []
+    for piece in (p.strip() for p in _SENTENCE_END.split(text)):
+        if parts and _ABBREVIATION_END.search(parts[-1]):
+            parts[-1] = f"{parts[-1]} {piece}"  # "J. D. Fetzer", "Dr. No": not a sentence end
+        elif piece:
+            parts.append(piece)
+    return [p for p in parts if len(p.split()) >= 2 or any(c.isdigit() for c in p)][:max_claims] or (
+        [text] if text else []
+    )
+
+
+def is_abstention(response: str) -> bool:
+    return bool(_ABSTAIN.search(response))
+
+
+def _clean_answer(answer: str) -> str:
+    a = answer.strip().rstrip(".").strip()
+    return a[:1].upper() + a[1:] if a else a
+
+
+def question_statement(question: str, answer: str) -> str:
+    """The question with the answer in its slot; a template when no pattern fits.
+
+    When the response is already a full sentence that restates the question's terms, it is the
+    statement (the default prompt answers in one sentence).
+    """
+    q = question.strip().rstrip("?").strip()
+    a = _clean_answer(answer)
+    if not a:
+        return q
+    words = lambda s: {w.lower() for w in re.findall(r"\w+", s) if len(w) > 3}  # noqa: E731
+    if len(answer.split()) >= 5 and len(words(q) & words(answer)) >= max(1, len(words(q)) // 3):
+        return answer.strip()
+    low = q.lower()
+    # "When was X born" -> "X was born in A"; "Where is X located" -> "X is located in A".
+    if m := re.match(rf"^(when|where|in what year|in which year)\s+{_AUX}\s+(.+)$", low):
+        aux, rest = m.group(2), q[m.end(2) :].strip()
+        head, _, last = rest.rpartition(" ")
+        if head and (last.endswith("ed") or last in _PARTICIPLES):
+            rest = f"{head} {aux} {last}"  # "X born" -> "X was born"
+        else:
+            rest = f"{rest} {aux}"
+        return f"{rest[:1].upper()}{rest[1:]} in {a}."
+    # "Who/What is X" -> "X is A" (the answer names X); "Which N is X" likewise.
+    if m := re.match(rf"^(who|what|which(?:\s+\w+){{0,3}}?)\s+{_AUX}\s+(.+)$", low):
+        aux, rest = m.group(2), q[m.start(3) :]
+        return f"{rest[:1].upper()}{rest[1:]} {aux} {a}."
+    # "Who directed X" / "Which band released Y" -> the answer takes the subject's place.
+    if m := re.match(r"^(who|what|which(?:\s+\w+){0,3}?)\s+(\w+ed|\w+s)\b(.*)$", low):
+        return f"{a} {q[m.start(2) :]}."
+    # "How many X did Y" and the rest: a neutral template that keeps the whole question.
+    return f'The answer to the question "{q}?" is {a}.'
+
+
+def parse_claim_label(response: str) -> tuple[str | None, str]:
+    """(label, reason) from a claim-mode response "LABEL. reason"; label None when absent."""
+    text = response.strip()
+    up = text.upper()
+    for label in sorted(CLAIM_LABELS, key=len, reverse=True):
+        at = up.find(label)
+        if 0 <= at <= 10:  # the label leads (after a quote, "Label:" or a bullet)
+            return label, text[at + len(label) :].lstrip(" .:,-\n").strip()
+    if up.startswith(("NOT ENOUGH", "NEI", "UNVERIFIED")):
+        return "NOT ENOUGH INFO", ""
+    return None, text
+
+
+def negate(claim: str) -> str:
+    return f"It is not true that {claim[:1].lower()}{claim[1:].rstrip('.')}."

@@ -1,0 +1,115 @@
+"""The values a diagnosis produces. Frozen: they cross into policy/, engine/ and the server."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+NLIState = Literal["entail", "neutral", "contradict"]
+Kappa = Literal["consistent", "conflict", "missing", "no_triplet"]
+FailureType = Literal["NoFailure", "WP", "IE", "WR", "LEM"]
+Stage = Literal["none", "chunking", "retrieval", "reranking", "generation"]
+Mode = Literal["qa", "claim"]
+
+NLI_STATES: tuple[NLIState, ...] = ("entail", "neutral", "contradict")
+KAPPAS: tuple[Kappa, ...] = ("consistent", "conflict", "missing", "no_triplet")
+FAILURE_TYPES: tuple[FailureType, ...] = ("NoFailure", "WP", "IE", "WR", "LEM")
+STAGES: tuple[Stage, ...] = ("none", "chunking", "retrieval", "reranking", "generation")
+# FEVER labels; "Unverified" is the evidence-gated abstention (NOT ENOUGH INFO).
+CLAIM_LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
+ABSTAIN_LABEL = "NOT ENOUGH INFO"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The aggregation rule's thresholds (configuration: diagnosis.*; calibrated on dev)."""
+
+    entail: float = 0.5  # a passage entails a hypothesis when P(entail) >= this
+    contradict: float = 0.5  # ... contradicts it when P(contradict) >= this (and none entails)
+    relevance: float = 0.5  # rerank construction: sigmoid(max reranker logit) >= this = answers
+    egc_tau: float = 0.4  # EGC edge threshold on cosine similarity (seed 002)
+
+
+@dataclass(frozen=True)
+class PassageScores:
+    """One passage (or the joint premise) against one hypothesis: calibrated probabilities."""
+
+    passage: str  # passage id, or "joint" for the concatenated top passages
+    entail: float
+    neutral: float
+    contradict: float
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class HypothesisVerdict:
+    """A hypothesis (the query statement, or one claim of the response) over all passages."""
+
+    hypothesis: str
+    state: NLIState
+    best_passage: str | None  # the passage that decided the state (None when neutral)
+    scores: tuple[PassageScores, ...]
+
+
+@dataclass(frozen=True)
+class NLISignal:
+    state: NLIState
+    hypotheses: tuple[HypothesisVerdict, ...]
+    construction: str  # how the hypothesis was built (query signal) or "claims" (response)
+
+
+@dataclass(frozen=True)
+class TripleMatch:
+    """A response triple and the KG triple it was aligned with (the explanation of kappa)."""
+
+    triple: tuple[str, str, str]
+    verdict: str  # consistent | conflict | missing
+    kg_triple: tuple[str, str, str] | None = None
+    similarity: tuple[float, float, float] | None = None  # subject, relation, object
+    source: str = ""  # the KG triple's node id
+
+
+@dataclass(frozen=True)
+class KGSignal:
+    kappa: Kappa
+    matches: tuple[TripleMatch, ...] = ()
+    available: bool = True  # False: no knowledge graph was built for this index
+
+
+@dataclass(frozen=True)
+class EGCFeatures:
+    """Evidence Graph Consistency (seed 002): claim / evidence / question nodes, cosine edges."""
+
+    coverage: float
+    support_density: float
+    agreement: float
+    connectivity: float
+    isolation: float
+    score: float  # (coverage + support_density + connectivity - isolation) / 3, in [-1/3, 1]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    mode: Mode
+    e_q: NLISignal
+    e_r: NLISignal
+    kg: KGSignal
+    failure: FailureType
+    egc: EGCFeatures
+    evidence_conflict: bool  # some passages entail what others contradict (mixed evidence)
+    stage: Stage
+    stage_reason: str
+    label: str | None = None  # the task label y read from the response (claim mode)
+    final_label: str | None = None  # y, or the abstention label when the evidence gate closes
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per diagnosis step
+
+    @property
+    def kappa(self) -> Kappa:
+        return self.kg.kappa
+
+    @property
+    def failed(self) -> bool:
+        return self.failure != "NoFailure"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,16 @@
+"""The value one generator call returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    finish_reason: str | None = None
+    cached: bool = False  # served from the generation cache; `seconds` is the original call's

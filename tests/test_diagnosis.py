@@ -1,0 +1,125 @@
+"""Diagnosis of real answers: the shipped NLI model, real embeddings, the real pipeline (tiny
+generator), through the engine, the CLI and HTTP. Accuracy of the rule is measured by
+`ragmend bench diagnosis`, not here; these pin what every answer carries and that the pieces
+agree with each other."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from diagnosis.diagnoser import Diagnoser, DiagnosisOptions
+from diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES, STAGES
+from engine import Engine
+from rag.types import Passage
+from tests.conftest import sample_questions
+
+
+def passage(pid: str, title: str, text: str) -> Passage:
+    return Passage(id=pid, doc_id=pid.split("#")[0], title=title, text=text, score=1.0, retriever="dense")
+
+
+CURIE = passage(
+    "Marie Curie#0",
+    "Marie Curie",
+    "Marie Curie was a Polish and naturalised-French physicist and chemist. She was born in Warsaw in "
+    "1867 and won the Nobel Prize in Physics in 1903.",
+)
+OFF_TOPIC = passage(
+    "Banana#0", "Banana", "A banana is an elongated, edible fruit produced by plants of the genus Musa."
+)
+
+
+def test_every_answer_carries_a_full_diagnosis(engine: Engine) -> None:
+    q = sample_questions(1)[0]
+    outcome = engine.respond(q["question"])
+    d = outcome.diagnosis
+    assert d is not None
+    assert d.failure in FAILURE_TYPES and d.kappa in KAPPAS and d.stage in STAGES
+    assert d.e_q.state in NLI_STATES and d.e_r.state in NLI_STATES
+    # Passage-level scores: one per evidence passage plus the joint premise, probabilities summing to 1.
+    scores = d.e_q.hypotheses[0].scores
+    assert [s.passage for s in scores[:-1]] == [p.id for p in outcome.answer.evidence]
+    assert scores[-1].passage == "joint"
+    for s in scores:
+        assert s.entail + s.neutral + s.contradict == pytest.approx(1.0, abs=2e-3)
+    assert set(d.timings) >= {"nli_s", "kg_s", "egc_s", "total_s"} and d.timings["total_s"] > 0
+    assert d.stage_reason and -1 / 3 - 1e-6 <= d.egc.score <= 1.0
+
+
+def test_all_pairs_of_one_answer_go_in_one_nli_call(engine: Engine) -> None:
+    calls: list[int] = []
+
+    class CountingNLI:
+        """The real model, counting its calls (a thin wrapper, not a fake)."""
+
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def predict(self, pairs: list[tuple[str, str]]) -> object:
+            calls.append(len(pairs))
+            return self.inner.predict(pairs)  # type: ignore[attr-defined]
+
+    d = Diagnoser(CountingNLI(engine.models.nli), engine.diagnoser.embed, DiagnosisOptions())
+    response = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
+    diagnosis = d.diagnose("Where was Marie Curie born?", [CURIE, OFF_TOPIC], response)
+    # (query statement + 2 claims) x (2 passages + the joint premise), in one call.
+    assert calls == [3 * 3]
+    assert len(diagnosis.e_r.hypotheses) == 2
+
+
+def test_supported_and_contradicted_answers_differ(engine: Engine) -> None:
+    d = engine.diagnoser
+    good = d.diagnose("Where was Marie Curie born?", [CURIE, OFF_TOPIC], "Marie Curie was born in Warsaw.")
+    bad = d.diagnose("Where was Marie Curie born?", [CURIE, OFF_TOPIC], "Marie Curie was born in Lisbon.")
+    p_good = max(s.entail for s in good.e_r.hypotheses[0].scores)
+    p_bad = max(s.entail for s in bad.e_r.hypotheses[0].scores)
+    assert p_good > p_bad
+    off = d.diagnose("Where was Marie Curie born?", [OFF_TOPIC], "I don't know.")
+    assert off.failure == "IE" and off.e_r.construction == "abstained"
+    assert off.stage == "retrieval"
+
+
+def test_claim_mode_gates_the_label(engine: Engine) -> None:
+    d = engine.diagnoser.diagnose("Bananas are a kind of fish.", [OFF_TOPIC, CURIE], "SUPPORTS", mode="claim")
+    assert d.label == "SUPPORTS"
+    if d.failure in ("IE", "LEM"):
+        assert d.final_label == "NOT ENOUGH INFO"
+    else:
+        assert d.final_label == "SUPPORTS"
+
+
+def test_empty_evidence_and_empty_response_are_defined(engine: Engine) -> None:
+    d = engine.diagnoser.diagnose("Who?", [], "")
+    assert d.failure == "IE" and d.e_r.construction == "empty" and d.egc.coverage == 0.0
+
+
+def test_http_and_cli_return_the_diagnosis(engine: Engine, live_server: object) -> None:
+    q = sample_questions(2)[1]
+    r = httpx.post(live_server.url + "/v1/answer", json={"query": q["question"]}, timeout=120)  # type: ignore[attr-defined]
+    assert r.status_code == 200, r.text
+    d = r.json()["diagnosis"]
+    assert d["failure"] in FAILURE_TYPES and d["kg"]["kappa"] in KAPPAS
+    assert {"e_q", "e_r", "egc", "evidence_conflict", "stage", "stage_reason", "timings"} <= set(d)
+    assert np.isfinite(d["egc"]["score"])
+
+
+def test_ask_json_includes_the_diagnosis(engine: Engine) -> None:
+    from server.cli import app
+
+    env = {
+        "RAGMEND_DATA_DIR": str(engine.settings.data_dir),
+        "RAGMEND_CACHE_DIR": str(engine.settings.cache_dir),
+    }
+    sources = json.dumps([str(p) for p in engine.settings.sources])
+    env["RAGMEND_SOURCES"] = sources
+    result = CliRunner().invoke(
+        app, ["--profile", "tiny", "ask", sample_questions(1)[0]["question"], "--json"], env=env
+    )
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["diagnosis"]["failure"] in FAILURE_TYPES

@@ -1,0 +1,123 @@
+"""The diagnosis rules on hand-made inputs: aggregation, Algorithm 1, the label gate, EGC, stage
+attribution and hypothesis construction. Pure functions: no model needed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
+from diagnosis.egc import egc_features
+from diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label, label_compatible
+from diagnosis.hypotheses import parse_claim_label, question_statement, split_claims
+from diagnosis.types import PassageScores, Thresholds
+
+T = Thresholds(entail=0.6, contradict=0.7)
+
+
+def s(pid: str, e: float, c: float) -> PassageScores:
+    return PassageScores(pid, e, round(1 - e - c, 4), c)
+
+
+def test_aggregation_rule_per_hypothesis() -> None:
+    assert hypothesis_state("h", [s("a", 0.1, 0.1), s("b", 0.65, 0.0)], T).state == "entail"
+    v = hypothesis_state("h", [s("a", 0.1, 0.75), s("b", 0.3, 0.1)], T)
+    assert v.state == "contradict" and v.best_passage == "a"
+    # Entailment wins over contradiction from another passage: the answer is supported.
+    assert hypothesis_state("h", [s("a", 0.0, 0.9), s("b", 0.61, 0.0)], T).state == "entail"
+    # Just under both thresholds: neutral, with no deciding passage.
+    v = hypothesis_state("h", [s("a", 0.59, 0.0), s("b", 0.0, 0.69)], T)
+    assert v.state == "neutral" and v.best_passage is None
+    assert hypothesis_state("h", [], T).state == "neutral"
+
+
+def test_signal_state_over_claims() -> None:
+    ent, neu, con = (hypothesis_state("h", [x], T) for x in (s("a", 0.9, 0), s("a", 0.2, 0.2), s("a", 0, 1)))
+    assert signal_state([ent, ent]) == "entail"
+    assert signal_state([ent, neu]) == "neutral"  # every claim needs support
+    assert signal_state([ent, neu, con]) == "contradict"  # one false claim is enough
+    assert signal_state([]) == "neutral"
+
+
+def test_mixed_evidence_needs_two_different_passages() -> None:
+    mixed = hypothesis_state("h", [s("a", 0.9, 0.0), s("b", 0.0, 0.9)], T)
+    assert mixed_evidence([mixed], T)
+    one_sided = hypothesis_state("h", [s("a", 0.9, 0.0), s("joint", 0.0, 0.9)], T)
+    assert not mixed_evidence([one_sided], T)
+
+
+@pytest.mark.parametrize(
+    ("kappa", "e_q", "e_r", "label", "expected"),
+    [
+        ("conflict", "entail", "entail", None, "WP"),  # WP is checked first
+        ("consistent", "neutral", "contradict", None, "IE"),  # IE before WR
+        ("missing", "entail", "neutral", None, "WR"),
+        ("no_triplet", "contradict", "contradict", None, "WR"),
+        ("consistent", "entail", "entail", "REFUTES", "LEM"),
+        ("consistent", "contradict", "entail", "REFUTES", "NoFailure"),
+        ("missing", "entail", "entail", None, "NoFailure"),
+    ],
+)
+def test_algorithm_1_order(kappa: str, e_q: str, e_r: str, label: str | None, expected: str) -> None:
+    assert failure_type(kappa, e_q, e_r, label) == expected  # type: ignore[arg-type]
+
+
+def test_label_gate_abstains_only_in_claim_mode_on_ie_and_lem() -> None:
+    assert label_compatible("SUPPORTS", "entail") and not label_compatible("SUPPORTS", "neutral")
+    assert gated_label("claim", "IE", "SUPPORTS") == "NOT ENOUGH INFO"
+    assert gated_label("claim", "LEM", "REFUTES") == "NOT ENOUGH INFO"
+    assert gated_label("claim", "WR", "REFUTES") == "REFUTES"
+    assert gated_label("qa", "IE", None) is None
+
+
+def test_egc_features_on_a_hand_graph() -> None:
+    e = np.eye(4)
+    q = e[0]
+    evidence = np.stack([e[0], e[1], (e[0] + e[1]) / np.sqrt(2)])  # e0~q, e1 off-topic, e2 both
+    claims = np.stack([e[1], e[3]])  # claim 0 supported by e1 and e2, claim 1 by nothing
+    f = egc_features(q, evidence, claims, tau=0.4)
+    assert f.coverage == 0.5 and f.isolation == 0.5
+    assert f.support_density == pytest.approx((2 / 3 + 0) / 2, abs=1e-4)
+    # E-E edges: (e0,e2) and (e1,e2) both at cos 0.707.
+    assert f.agreement == pytest.approx(0.7071, abs=1e-3)
+    assert f.connectivity == 0.5  # q -> e0 -> e2 -> claim 0
+    assert f.score == pytest.approx((0.5 + 1 / 3 + 0.5 - 0.5) / 3, abs=1e-3)
+    empty = egc_features(q, evidence[:0], claims, tau=0.4)
+    assert empty.coverage == 0.0 and empty.isolation == 1.0
+
+
+def test_stage_cascade() -> None:
+    base = dict(reranked=False, on_topic=True, best_query_similarity=0.6, cut_evidence=False)
+    assert attribute_stage(StageEvidence("NoFailure", "entail", **base))[0] == "none"
+    assert attribute_stage(StageEvidence("WR", "entail", **base))[0] == "generation"
+    assert attribute_stage(StageEvidence("IE", "neutral", **(base | {"reranked": True})))[0] == "reranking"
+    assert attribute_stage(StageEvidence("IE", "neutral", **(base | {"cut_evidence": True})))[0] == "chunking"
+    assert attribute_stage(StageEvidence("IE", "neutral", **base))[0] == "retrieval"
+    stage, reason = attribute_stage(StageEvidence("IE", "neutral", **(base | {"on_topic": False})))
+    assert stage == "retrieval" and "0.60" in reason
+
+
+def test_question_statements() -> None:
+    assert question_statement("Who directed Jaws?", "Steven Spielberg") == "Steven Spielberg directed Jaws."
+    assert question_statement("When was Marie Curie born?", "1867.") == "Marie Curie was born in 1867."
+    assert question_statement("What is the capital of France?", "paris") == "The capital of France is Paris."
+    sentence = "Arthur's Magazine was started before First for Women."
+    question = "Which magazine was started first, Arthur's Magazine or First for Women?"
+    assert question_statement(question, sentence) == sentence
+    assert question_statement("How many moons has Mars?", "2").startswith("The answer to the question")
+
+
+def test_claims_and_labels() -> None:
+    assert split_claims("Paris is the capital [1]. It has 2 million people [2, 3]. Yes.") == [
+        "Paris is the capital.",
+        "It has 2 million people.",
+    ]
+    assert split_claims("") == []
+    assert split_claims("It was founded by J. D. Fetzer in 1965. Dr. No is a film.") == [
+        "It was founded by J. D. Fetzer in 1965.",
+        "Dr. No is a film.",
+    ]
+    assert parse_claim_label("SUPPORTS. The passage says so.") == ("SUPPORTS", "The passage says so.")
+    assert parse_claim_label("Label: REFUTES - born in 1900") == ("REFUTES", "born in 1900")
+    assert parse_claim_label("NOT ENOUGH INFO") == ("NOT ENOUGH INFO", "")
+    assert parse_claim_label("maybe") == (None, "maybe")

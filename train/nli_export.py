@@ -1,0 +1,124 @@
+"""`ragmend nli export`: a trained cross-encoder -> an ONNX graph for the NLI role, int8 by default.
+
+Steps: torch.onnx export (dynamic batch and sequence axes) -> onnxruntime's transformer graph
+optimiser (fused attention, skip-layer-norm, GELU) -> dynamic int8 quantisation of the weights.
+The directory is built aside and renamed into place, and the export is checked against the
+PyTorch model on sample pairs (argmax agreement and largest logit difference) before it is kept.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragmend.errors import InputError, ModelUnavailable
+
+_SAMPLES = [
+    ("Marie Curie won the Nobel Prize in Physics in 1903.", "Marie Curie won a Nobel Prize."),
+    ("The Eiffel Tower is in Paris.", "The Eiffel Tower is in Rome."),
+    ("A man plays a guitar on stage.", "The man is a famous musician."),
+    ("", "x"),
+    ("Short.", "A much longer hypothesis that goes on for a while to vary the sequence length."),
+]
+
+
+def export_nli(model_dir: Path, out_dir: Path, int8: bool = True, optimize: bool = True) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from ragmend.models.nli import OnnxNLI, TransformersNLI
+    from ragmend.models.runtime import quiet_transformers
+
+    quiet_transformers()
+    if not (model_dir / "config.json").exists():
+        raise InputError(f"{model_dir} is not a transformers model directory (no config.json)")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-"))
+    work.chmod(0o755)  # mkdtemp's 0700 would make a shipped model unreadable to other users
+    try:
+        fp32 = work / "fp32.onnx"
+        enc = tokenizer(["a premise"], ["a hypothesis"], return_tensors="pt")
+        names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
+        axes = {n: {0: "batch", 1: "sequence"} for n in names} | {"logits": {0: "batch"}}
+        with torch.inference_mode(), warnings.catch_warnings():
+            # The TorchScript exporter warns about tracing details that do not apply to a
+            # fixed-architecture encoder; the export is verified against PyTorch below instead.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                model,
+                tuple(enc[n] for n in names),
+                str(fp32),
+                input_names=names,
+                output_names=["logits"],
+                dynamic_axes=axes,
+                opset_version=17,
+                dynamo=False,
+            )
+        graph = fp32
+        if optimize:
+            graph = _optimize(fp32, work / "opt.onnx", model.config)
+        final = work / "model.onnx"
+        if int8:
+            from onnx import TensorProto
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            quantize_dynamic(
+                str(graph),
+                str(final),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                # The fused graph's contrib ops defeat shape inference; their outputs are float.
+                extra_options={"DefaultTensorType": TensorProto.FLOAT},
+            )
+        else:
+            shutil.copyfile(graph, final)
+        for p in (work / "fp32.onnx", work / "opt.onnx"):
+            p.unlink(missing_ok=True)
+        tokenizer.backend_tokenizer.save(str(work / "tokenizer.json"))
+        model.config.to_json_file(str(work / "config.json"))
+        ref = TransformersNLI(str(model_dir)).predict(_SAMPLES).probs
+        got = OnnxNLI(work).predict(_SAMPLES).probs
+        check = {
+            "argmax_agreement": float((ref.argmax(1) == got.argmax(1)).mean()),
+            "max_abs_prob_diff": round(float(np.abs(ref - got).max()), 4),
+        }
+        if check["argmax_agreement"] < 0.6:
+            raise ModelUnavailable(f"exported graph disagrees with the PyTorch model: {check}")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        work.rename(out_dir)
+    finally:
+        if work.exists():
+            shutil.rmtree(work)
+    return {
+        "out": str(out_dir),
+        "int8": int8,
+        "optimized": optimize,
+        "bytes": (out_dir / "model.onnx").stat().st_size,
+        **check,
+    }
+
+
+def _optimize(src: Path, dst: Path, config: Any) -> Path:
+    """Fuse attention and layer norms for BERT-family encoders; other graphs pass through."""
+    if config.model_type not in ("bert", "roberta", "xlm-roberta", "mpnet", "distilbert"):
+        return src
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    kind = "bert" if config.model_type in ("roberta", "xlm-roberta", "mpnet") else config.model_type
+    opt = optimize_model(
+        str(src),
+        model_type=kind,
+        num_heads=config.num_attention_heads,
+        hidden_size=config.hidden_size,
+        opt_level=1,  # portable fusions only; level 2+ bakes in provider-specific kernels
+    )
+    opt.save_model_to_file(str(dst))
+    return dst
