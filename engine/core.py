@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from actions.catalogue import BY_NAME as ACTIONS_BY_NAME
+from actions.meter import CostMeter
 from diagnosis.diagnoser import Diagnoser, DiagnosisOptions
 from diagnosis.types import Diagnosis, Thresholds
 from engine.outcome import Outcome
+from engine.repair import Repairer
+from engine.services import EngineServices
+from policy import Policy
 from rag.documents import BUNDLED_CORPUS
 from rag.ingest import Ingestor, IngestReport, Progress
 from rag.pipeline import IndexHandle, Pipeline
 from rag.store import IndexStore
 from rag.types import Answer, RAGConfig
-from ragmend.errors import NotReady
+from ragmend.errors import ConfigError, NotReady
 from ragmend.models.embeddings import token_counter
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
@@ -34,6 +40,13 @@ class Engine:
         self._index: IndexHandle | None = None
         self._pipeline: Pipeline | None = None
         self._diagnoser: Diagnoser | None = None
+        self._repairer: Repairer | None = None
+        self._repairer_lock = threading.Lock()
+        unknown = sorted(set(settings.policy.enabled_actions) - set(ACTIONS_BY_NAME))
+        if unknown:
+            raise ConfigError(
+                f"policy.enabled_actions: unknown action(s) {unknown}; actions: {sorted(ACTIONS_BY_NAME)}"
+            )
         self._ready = threading.Event()
         self._load_error: str | None = None
 
@@ -155,8 +168,34 @@ class Engine:
             answer.query, answer.evidence, answer.response, mode=mode, reranked=answer.config.rerank
         )
 
+    @property
+    def repairer(self) -> Repairer:
+        with self._repairer_lock:
+            if self._repairer is None:
+                self._repairer = Repairer(
+                    Policy.from_settings(self.settings),
+                    EngineServices(self),
+                    self.pipeline.answer,
+                    self.diagnose,
+                    self._embed,
+                    CostMeter(),
+                    refresh_cooldown_s=self.settings.policy.refresh_cooldown_s,
+                )
+            return self._repairer
+
     def respond(self, query: str, overrides: dict[str, Any] | None = None) -> Outcome:
-        """One request: answer, then diagnose (issue 5 adds the repair between them and the reply)."""
+        """One request: answer, diagnose, and when it failed, one budgeted repair (engine/repair.py)."""
+        started = time.monotonic()
         answer = self.answer(query, overrides)
-        diagnosis = self.diagnose(answer) if self.settings.diagnosis.enabled else None
-        return Outcome(answer, diagnosis)
+        if not self.settings.diagnosis.enabled:
+            return Outcome(answer, None, seconds=time.monotonic() - started)
+        diagnosis = self.diagnose(answer)
+        if not diagnosis.failed or not self.settings.policy.repair:
+            return Outcome(answer, diagnosis, seconds=time.monotonic() - started)
+        final, final_diagnosis, trace = self.repairer.repair(answer, diagnosis, started)
+        return Outcome(final, final_diagnosis, answer, diagnosis, trace, time.monotonic() - started)
+
+    def close(self) -> None:
+        """Release what holds files: the policy's state store."""
+        if self._repairer is not None:
+            self._repairer.policy.close()

@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnosis.types import Diagnosis
+from engine.repair import RepairSkip, RepairTrace
 from rag.types import Answer
 
 
 @dataclass(frozen=True)
 class Outcome:
-    answer: Answer
-    diagnosis: Diagnosis | None  # None when diagnosis.enabled is off
+    answer: Answer  # the answer the reply carries (the repaired one when it is better supported)
+    diagnosis: Diagnosis | None  # its diagnosis; None when diagnosis.enabled is off
+    first: Answer | None = None  # the first pass, when a repair ran
+    first_diagnosis: Diagnosis | None = None
+    repair: RepairTrace | RepairSkip | None = None  # None: no failure, or repair is off
+    seconds: float = 0.0  # the whole request: first pass, diagnosis, repair

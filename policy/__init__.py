@@ -3,5 +3,39 @@
 Belongs here: a small ridge-regression core shared by LinUCB (Sherman-Morrison inverse updates)
 and linear Thompson sampling, the paper's context-free Beta-Bernoulli Thompson sampling, the
 context vector of Appendix B, the reward of Eq. 2 with its ablation variants, and the policy
-state store (SQLite, atomic commits, export / import / reset).
+state store (SQLite, atomic commits, export / import / reset). docs/policy.md describes it all.
+
+The engine uses the facade: Policy.from_settings, context, select, reward, update.
 """
+
+from policy.beta import BetaTS
+from policy.context import ContextBuilder
+from policy.core import Policy, state_path
+from policy.linear import LinTS, LinUCB, RidgeArm
+from policy.reward import BUDGET_SCALES, Budgets, Reward, compute_reward, reward_from_signals
+from policy.store import MemoryStore, PolicyStore, SQLiteStore
+from policy.types import POLICY_KINDS, ArmStats, ArmSummary, Decision, PolicyKind, PolicyState
+
+__all__ = [
+    "BUDGET_SCALES",
+    "POLICY_KINDS",
+    "ArmStats",
+    "ArmSummary",
+    "BetaTS",
+    "Budgets",
+    "ContextBuilder",
+    "Decision",
+    "LinTS",
+    "LinUCB",
+    "MemoryStore",
+    "Policy",
+    "PolicyKind",
+    "PolicyState",
+    "PolicyStore",
+    "Reward",
+    "RidgeArm",
+    "SQLiteStore",
+    "compute_reward",
+    "reward_from_signals",
+    "state_path",
+]

@@ -141,6 +141,71 @@ class DiagnosisSettings(_Section):
     max_claims: int = Field(8, ge=1, le=64)
 
 
+class PolicySettings(_Section):
+    """The repair policy (policy/; docs/policy.md has the algorithms, the reward and the store)."""
+
+    # linucb: Eq. 1 (the paper's policy); lints: linear Thompson sampling (contextual);
+    # beta_ts: the paper's context-free Beta-Bernoulli Thompson sampling baseline.
+    kind: Literal["linucb", "lints", "beta_ts"] = "linucb"
+    # LinUCB exploration weight alpha (the paper trains with 2); changeable at runtime.
+    alpha: float = Field(2.0, ge=0)
+    # LinTS posterior scale v: theta ~ N(theta_a, v^2 A_a^-1). v is the reward-noise standard
+    # deviation under the Gaussian model; rewards lie in [0, 1], so it is at most 0.5.
+    lints_v: float = Field(0.5, gt=0)
+    # beta_ts: a reward at or above this counts as a success (the reference code's threshold).
+    beta_threshold: float = Field(0.4, ge=0, le=1)
+    # Ridge prior: every A_a starts at ridge_lambda * I (Algorithm 2 starts at I).
+    ridge_lambda: float = Field(1.0, gt=0)
+    # A_a^-1 is recomputed from A_a after this many Sherman-Morrison updates of an arm.
+    refresh_every: int = Field(1000, ge=1)
+    # Size of the fixed random projection of the query embedding in the context (0: leave the
+    # embedding out). Changing it or projection_seed invalidates a learned state (new state_path).
+    context_dim: int = Field(16, ge=0, le=1024)
+    projection_seed: int = 0
+    # Seed of the decisions' random numbers (Thompson samples, tie-breaking).
+    seed: int = 0
+    # Eq. 2 as in the paper, or its ablations: unweighted (hard budget gates only),
+    # unconstrained (soft cost factors only, no gates: an overrun is a negative reward).
+    reward_variant: Literal["paper", "unweighted", "unconstrained"] = "paper"
+    # Multiplies the per-action budgets: the paper's Stringent variant is 0.7, Relaxed 1.5.
+    budget_scale: float = Field(1.0, gt=0)
+    # Per-action budgets (reward gates and masking). The paper's were 3 s and 6 MB additional
+    # VRAM (MB = 2^20 bytes) with an API generator on a GPU host; a repair pass here repeats a
+    # CPU generation of 4-8 s, so the default latency budget is 12 s (docs/policy.md).
+    latency_budget_s: float = Field(12.0, gt=0)
+    memory_budget_bytes: int = Field(6 * 1024 * 1024, gt=0)
+    # End-to-end budget of one request (first pass, diagnosis, repair): actions that would not
+    # fit what is left are masked before selection. Generous because the default generator runs
+    # on CPU (5-8 s per answer).
+    request_latency_budget_s: float = Field(30.0, gt=0)
+    # false: the policy selects but never updates (frozen, e.g. for evaluation of a trained state).
+    learn: bool = True
+    # false: diagnose only, never repair.
+    repair: bool = True
+    # At most one index refresh (a re-read of every source) per this many seconds.
+    refresh_cooldown_s: float = Field(300.0, ge=0)
+    # SQLite file of the learned state; unset: <data_dir>/policy.sqlite.
+    state_path: Path | None = None
+    # The arms the policy chooses among (names of actions/ catalogue entries).
+    enabled_actions: tuple[str, ...] = (
+        "rewrite_paraphrase",
+        "rewrite_simplify",
+        "rerank",
+        "depth",
+        "mode_switch",
+        "index_refresh",
+    )
+
+    @field_validator("enabled_actions")
+    @classmethod
+    def _unique_actions(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError("at least one action must be enabled")
+        if len(set(v)) != len(v):
+            raise ValueError("enabled_actions must not repeat a name")
+        return v
+
+
 class KGThresholdSettings(_Section):
     # Cosine similarity (sentence embeddings of the normalised strings) at or above which a
     # response triple's part matches a knowledge-graph triple's; the paper's reference code uses
@@ -183,6 +248,7 @@ class Settings(BaseSettings):
     models: ModelsSettings = ModelsSettings()
     rag: RAGSettings = RAGSettings()
     diagnosis: DiagnosisSettings = DiagnosisSettings()
+    policy: PolicySettings = PolicySettings()
     server: ServerSettings = ServerSettings()
     kg: KGSettings = KGSettings()
 

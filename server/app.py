@@ -129,6 +129,9 @@ def create_app(settings: Settings, engine: Engine | None = None, load_on_start: 
             usage={"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
             index_generation=result.index_generation,
             diagnosis=outcome.diagnosis,
+            first_diagnosis=outcome.first_diagnosis,
+            repair=outcome.repair,
+            seconds=outcome.seconds,
         )
 
     return app

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from server.cli_bench import bench_app
@@ -123,9 +124,11 @@ def ask(
         outcome = engine.respond(question, config.model_dump(exclude_none=True))
         answer, diagnosis = outcome.answer, outcome.diagnosis
         if as_json:
-            body = answer.model_dump(mode="json")
-            body["diagnosis"] = diagnosis.as_dict() if diagnosis else None
-            print(json.dumps(body))
+            from pydantic import TypeAdapter
+
+            from engine.outcome import Outcome
+
+            print(TypeAdapter(Outcome).dump_json(outcome).decode())
             return
         out.print(f"[bold]{answer.response}[/]\n")
         table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)
@@ -140,14 +143,35 @@ def ask(
             f"generate {t.generate_s * 1000:.0f} ms · {answer.model}"
         )
         if diagnosis:
+            if outcome.first_diagnosis is not None:
+                out.print(
+                    "\n[bold]first answer[/]: " + escape(outcome.first.response if outcome.first else "")
+                )
+                print_diagnosis(outcome.first_diagnosis)
             print_diagnosis(diagnosis)
+        if outcome.repair is not None:
+            print_repair(outcome.repair)
 
     run(work)
 
 
-def print_diagnosis(d: Any) -> None:
-    from rich.markup import escape
+def print_repair(trace: Any) -> None:
+    from engine.repair import RepairSkip
 
+    if isinstance(trace, RepairSkip):
+        out.print(f"\nrepair skipped: {escape(trace.reason)}")
+        return
+    c = trace.cost
+    memory = f"{c.memory_bytes / 2**20:.1f} MB ({c.memory_source})" if c.memory_bytes is not None else "n/a"
+    scores = ", ".join(f"{a} {s:.2f}" for a, s in trace.decision.scores.items())
+    out.print(
+        f"\nrepair: [bold]{trace.action}[/] for {trace.failure} ({trace.decision.kind}: {scores}) · "
+        f"{c.latency_s:.2f} s, {memory} · reward {trace.reward.total:.2f} · kept the {trace.kept} answer"
+        + (f" · over budget: {', '.join(trace.over_budget)}" if trace.over_budget else "")
+    )
+
+
+def print_diagnosis(d: Any) -> None:
     colour = "green" if d.failure == "NoFailure" else "yellow"
     out.print(
         f"\n[bold {colour}]{d.failure}[/] · e_q={d.e_q.state} ({d.e_q.construction}) · e_r={d.e_r.state} · "

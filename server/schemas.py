@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from diagnosis.types import Diagnosis
+from engine.repair import RepairSkip, RepairTrace
 from rag.types import Passage, RAGConfig, StageTimings
 
 
@@ -38,6 +39,16 @@ class AnswerResponse(BaseModel):
         description="The diagnosis of this answer: e_q, e_r (passage-level scores), kappa with the "
         "matched KG triples, failure type, EGC features, evidence conflict, stage, seconds per step.",
     )
+    first_diagnosis: Diagnosis | None = Field(
+        default=None, description="When a repair ran: the diagnosis of the first answer."
+    )
+    repair: RepairTrace | RepairSkip | None = Field(
+        default=None,
+        description="When the first answer failed: the action the policy chose (with every arm's "
+        "score and the masked ones), the patched configuration, the second pass and its diagnosis, "
+        "its measured cost, the reward, and which answer the reply carries; or why no repair ran.",
+    )
+    seconds: float = Field(0.0, description="The whole request: first pass, diagnosis and repair.")
 
 
 class ErrorBody(BaseModel):

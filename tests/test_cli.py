@@ -82,9 +82,11 @@ def test_ingest_then_ask_in_fresh_processes(tmp_path: Path, small_corpus: Path, 
     q = sample_questions()[0]
     proc = _cli(["ask", q["question"], "--json", "--mode", "bm25"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    answer = json.loads(proc.stdout)
+    outcome = json.loads(proc.stdout)
+    answer = outcome["first"] or outcome["answer"]  # the first pass, before any repair
     assert answer["response"].strip() and answer["config"]["mode"] == "bm25"
     assert any(p["title"] in q["supporting_titles"] for p in answer["evidence"])
+    assert outcome["diagnosis"]["failure"] in ("NoFailure", "WP", "IE", "WR", "LEM")
 
     proc = _cli(["ask", "   "], tmp_path)
     assert proc.returncode == 2 and "query is empty" in proc.stderr

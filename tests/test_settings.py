@@ -64,3 +64,11 @@ def test_frozen_and_settings_with() -> None:
     assert (t.rag.k, t.models.generator.profile, t.rag.mode) == (3, "tiny", s.rag.mode)
     with pytest.raises(ConfigError, match=r"rag\.k"):
         settings_with(s, rag={"k": -1})
+
+
+def test_the_example_config_loads_and_shows_the_defaults() -> None:
+    example = Path(__file__).resolve().parent.parent / "deploy" / "ragmend.example.yaml"
+    loaded = load_settings(example)
+    defaults = load_settings()
+    for section in ("models", "rag", "diagnosis", "kg", "policy", "server"):
+        assert getattr(loaded, section) == getattr(defaults, section), section

@@ -1,0 +1,186 @@
+"""The online repair loop of one request (DESIGN §2, Algorithm 2 run live):
+
+diagnosis fails and budget is left
+  -> x = context(query, diagnosis, remaining budgets)
+  -> mask actions that cannot serve the failure or fit the budgets; the policy picks ONE
+  -> P' = action(P); one more pass, measured (latency, memory); diagnose it
+  -> reward (Eq. 2) and update the policy (persisted); return the better-supported answer
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from actions.catalogue import BY_NAME, Budgets, Cooldown, CostModel, Masked, RepairServices, feasible
+from actions.meter import Cost, CostMeter
+from diagnosis.types import Diagnosis
+from policy import Policy
+from policy.reward import Reward
+from policy.types import Decision
+from rag.types import Answer, RAGConfig
+
+
+@dataclass(frozen=True)
+class RepairTrace:
+    """Everything one repair did, for the reply, the metrics and the logs."""
+
+    action: str
+    failure: str  # the failure type that was repaired
+    decision: Decision
+    masked: tuple[Masked, ...]
+    config: RAGConfig  # P'
+    answer: Answer  # the second pass
+    diagnosis: Diagnosis  # of the second pass
+    cost: Cost
+    reward: Reward
+    learned: bool  # the policy was updated (learn mode)
+    kept: str  # "repaired" or "original": which answer the reply carries
+    success: bool  # the failure is gone after the repair
+    latency_budget_s: float  # what the action was allowed (per-action budget capped by the request's)
+    over_budget: tuple[str, ...]  # budgets the pass overran: "action_latency", "action_memory", "request"
+
+
+@dataclass(frozen=True)
+class RepairSkip:
+    """Why no repair ran for a failed answer."""
+
+    reason: str
+    masked: tuple[Masked, ...] = ()
+
+
+def support_rank(d: Diagnosis) -> tuple[int, int, int, int, float]:
+    """Orders answers by how well the evidence supports them (higher is better)."""
+    e_r = {"entail": 2, "neutral": 1, "contradict": 0}[d.e_r.state]
+    return (
+        int(d.failure == "NoFailure"),
+        int(d.kappa != "conflict"),
+        e_r,
+        int(d.e_q.state != "neutral"),
+        d.egc.score,
+    )
+
+
+class Repairer:
+    def __init__(
+        self,
+        policy: Policy,
+        services: RepairServices,
+        answer: Callable[[str, RAGConfig], Answer],
+        diagnose: Callable[[Answer], Diagnosis],
+        embed: Callable[[list[str]], np.ndarray],
+        meter: CostMeter,
+        refresh_cooldown_s: float = 300.0,
+    ):
+        self.policy = policy
+        self.services = services
+        self._answer = answer
+        self._diagnose = diagnose
+        self._embed = embed
+        self.meter = meter
+        self.costs = CostModel()
+        self.cooldown = Cooldown(refresh_cooldown_s)
+
+    def repair(
+        self, answer: Answer, diagnosis: Diagnosis, started: float
+    ) -> tuple[Answer, Diagnosis, RepairTrace | RepairSkip]:
+        """One repair attempt for a failed answer; `started` is the request's monotonic start."""
+        cfg = self.policy.config
+        elapsed = time.monotonic() - started
+        request_left = cfg.request_latency_budget_s - elapsed
+        # The repaired pass is diagnosed too: keep room for a diagnosis like the first one.
+        diagnose_s = diagnosis.timings.get("total_s", 0.0)
+        action_budget = self.policy.budgets.latency_s
+        allowed = min(action_budget, request_left - diagnose_s)
+        if allowed <= 0:
+            return answer, diagnosis, RepairSkip(f"request budget spent ({elapsed:.1f} s elapsed)")
+        memory_left = float(self.policy.budgets.memory_bytes)
+        ok, masked = feasible(
+            diagnosis.failure,
+            answer.config,
+            Budgets(allowed, memory_left),
+            self.costs,
+            cfg.enabled_actions,
+            base_pass_s=answer.timings.total_s,
+            refresh_allowed=self.cooldown.ready(),
+        )
+        if not ok:
+            return answer, diagnosis, RepairSkip("no action fits the failure and the budgets", tuple(masked))
+        x = self.policy.context(
+            self._embed([answer.query])[0],
+            diagnosis,
+            latency_left_s=request_left,
+            memory_left_bytes=memory_left if self.meter_reads_memory else None,
+        )
+        decision = self.policy.select(x, [a.name for a in ok])
+        action = BY_NAME[decision.arm]
+        if action.name == "index_refresh":
+            self.cooldown.mark()
+        with self.meter.measure() as m:
+            patched = action.apply(answer.config, answer.query, self.services)
+            second = self._answer(answer.query, patched)
+        cost = m.cost
+        assert cost is not None
+        self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)
+        after = self._diagnose(second)
+        reward = self.policy.reward(after, cost.latency_s, cost.memory_bytes)
+        learned = self.policy.update(action.name, x, reward)
+        over = [f"action_{v}" for v in reward.violated]
+        if time.monotonic() - started > cfg.request_latency_budget_s:
+            over.append("request")
+        keep_repaired = support_rank(after) > support_rank(diagnosis)
+        trace = RepairTrace(
+            action=action.name,
+            failure=diagnosis.failure,
+            decision=decision,
+            masked=tuple(masked),
+            config=patched,
+            answer=second,
+            diagnosis=after,
+            cost=cost,
+            reward=reward,
+            learned=learned,
+            kept="repaired" if keep_repaired else "original",
+            success=after.failure == "NoFailure",
+            latency_budget_s=allowed,
+            over_budget=tuple(over),
+        )
+        if keep_repaired:
+            return second, after, trace
+        return answer, diagnosis, trace
+
+    @property
+    def meter_reads_memory(self) -> bool:
+        return self.meter.nvml_available or _rss_readable()
+
+
+def _rss_readable() -> bool:
+    from actions.meter import read_rss_bytes
+
+    try:
+        read_rss_bytes()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def trace_summary(trace: RepairTrace | RepairSkip | None) -> dict[str, Any] | None:
+    """A compact JSON-able view (the full trace is in /v1/answer)."""
+    if trace is None:
+        return None
+    if isinstance(trace, RepairSkip):
+        return {"skipped": trace.reason}
+    return {
+        "action": trace.action,
+        "failure": trace.failure,
+        "kept": trace.kept,
+        "success": trace.success,
+        "reward": round(trace.reward.total, 4),
+        "latency_s": round(trace.cost.latency_s, 3),
+        "memory_bytes": trace.cost.memory_bytes,
+        "memory_source": trace.cost.memory_source,
+    }

@@ -1,0 +1,41 @@
+"""What repair actions may call on (actions.catalogue.RepairServices), backed by the engine."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from rag.prompts import get_prompt
+
+if TYPE_CHECKING:
+    from engine.core import Engine
+
+# A rewrite longer than this many times the query is the model rambling, not a query.
+_MAX_GROWTH = 3
+
+
+class EngineServices:
+    def __init__(self, engine: Engine):
+        self._engine = engine
+
+    def rewrite_query(self, query: str, variant: str) -> str:
+        """One short generator call; the original query when the rewrite is unusable."""
+        template = get_prompt(f"rewrite_{variant}")
+        out = self._engine.models.generator.chat(template.messages(question=query), max_tokens=64)
+        return clean_rewrite(out.text, query)
+
+    def refresh_index(self) -> str:
+        """Re-ingest the configured sources (incremental; built aside, swapped atomically)."""
+        self._engine.ingest(self._engine.sources)
+        return self._engine.store.current_generation() or ""
+
+
+def clean_rewrite(text: str, query: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return query
+    line = re.sub(r"^(rewritten( query)?|query|search query)\s*:\s*", "", lines[0], flags=re.I)
+    line = line.strip().strip("\"'`").strip()
+    if not line or len(line) > _MAX_GROWTH * max(len(query), 20):
+        return query
+    return line

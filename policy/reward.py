@@ -1,0 +1,150 @@
+"""The reward of one repair (Eq. 2) with the paper's ablation variants and budget presets.
+
+    r(a) = 1/4 (1[NoFailure] + 1[kappa consistent] + 2 * 1[e_r entail])
+           * prod over x in {latency, memory} of 1[x_a <= B_x] * (1 - x_a / B_x)
+
+The quality part is read from the diagnosis AFTER the repair; x_a is the measured cost of the
+repair pass (latency, additional peak memory) and B_x the per-action budgets times the budget
+scale. Variants (Table 2 of the paper):
+  paper          both factors as above;
+  unweighted     the hard gates only: a feasible action gets factor 1, however close to budget;
+  unconstrained  the soft factors only, NOT gated and not clipped: an overrun is a penalty that
+                 grows with the overrun (1 - x/B < 0) instead of a flat zero. Clipping at 0
+                 would make it identical to "paper" (1[x <= B](1 - x/B) == max(0, 1 - x/B));
+                 the reference code left the factors unclipped, but two overruns then multiply
+                 back to a positive reward, so here any overrun makes the total
+                 -quality * |f_latency * f_memory| (never a reward); see docs/policy.md.
+An unmeasured memory cost (None: no GPU and no RSS reading) neither gates nor discounts: the
+memory factor is 1 and Reward.memory_measured is False, so reports can tell such rewards apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from diagnosis.types import Diagnosis
+from ragmend.errors import InputError
+
+RewardVariant = Literal["paper", "unweighted", "unconstrained"]
+REWARD_VARIANTS: tuple[RewardVariant, ...] = ("paper", "unweighted", "unconstrained")
+# The paper's budget variants (Table 3): every per-action budget times this factor.
+BUDGET_SCALES: dict[str, float] = {"stringent": 0.7, "default": 1.0, "relaxed": 1.5}
+MB = 1 << 20  # the reference code converts bytes to MB by 2^20
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-action budgets (the paper's: 3 s latency, 6 MB additional VRAM)."""
+
+    latency_s: float = 3.0
+    memory_bytes: float = 6 * MB
+
+    def __post_init__(self) -> None:
+        if not (self.latency_s > 0 and self.memory_bytes > 0):
+            raise ValueError(f"budgets must be > 0, got {self.latency_s} s and {self.memory_bytes} bytes")
+
+    def scaled(self, factor: float) -> Budgets:
+        if not factor > 0:
+            raise ValueError(f"budget scale must be > 0, got {factor}")
+        return Budgets(self.latency_s * factor, self.memory_bytes * factor)
+
+
+@dataclass(frozen=True)
+class Reward:
+    total: float  # quality * latency_factor * memory_factor, in [0, 1] (< 0: unconstrained overrun)
+    quality: float  # 1/4 (NF + KG + 2 NLI), in {0, .25, .5, .75, 1}
+    no_failure: bool
+    kg_consistent: bool
+    response_entailed: bool
+    latency_factor: float
+    memory_factor: float  # 1.0 when the memory cost was not measured
+    memory_measured: bool
+    violated: tuple[str, ...]  # "latency" and/or "memory": costs over their budget
+    variant: RewardVariant
+    latency_s: float
+    memory_bytes: float | None
+    budgets: Budgets
+
+
+def resource_factor(cost: float, budget: float, variant: RewardVariant) -> float:
+    """One factor of Eq. 2's product for one resource under a variant."""
+    gate = 1.0 if cost <= budget else 0.0
+    soft = 1.0 - cost / budget
+    if variant == "paper":
+        return gate * soft
+    if variant == "unweighted":
+        return gate
+    if variant == "unconstrained":
+        return soft
+    raise InputError(f"unknown reward variant {variant!r}; expected one of {', '.join(REWARD_VARIANTS)}")
+
+
+def compute_reward(
+    diagnosis: Diagnosis,
+    latency_s: float,
+    memory_bytes: float | None,
+    budgets: Budgets,
+    variant: RewardVariant = "paper",
+) -> Reward:
+    """Eq. 2 for a repair whose second pass was diagnosed as `diagnosis` and cost what it cost."""
+    return reward_from_signals(
+        failure=diagnosis.failure,
+        kappa=diagnosis.kappa,
+        e_r=diagnosis.e_r.state,
+        latency_s=latency_s,
+        memory_bytes=memory_bytes,
+        budgets=budgets,
+        variant=variant,
+    )
+
+
+def reward_from_signals(
+    *,
+    failure: str,
+    kappa: str,
+    e_r: str,
+    latency_s: float,
+    memory_bytes: float | None,
+    budgets: Budgets,
+    variant: RewardVariant = "paper",
+) -> Reward:
+    if not (math.isfinite(latency_s) and latency_s >= 0):
+        raise InputError(f"the action's latency must be a finite number >= 0 s, got {latency_s}")
+    if variant not in REWARD_VARIANTS:
+        raise InputError(f"unknown reward variant {variant!r}; expected one of {', '.join(REWARD_VARIANTS)}")
+    nf, kg, nli = failure == "NoFailure", kappa == "consistent", e_r == "entail"
+    quality = (int(nf) + int(kg) + 2 * int(nli)) / 4
+    violated = []
+    latency_factor = resource_factor(latency_s, budgets.latency_s, variant)
+    if latency_s > budgets.latency_s:
+        violated.append("latency")
+    if memory_bytes is None:
+        memory_factor, measured = 1.0, False
+    else:
+        if not math.isfinite(memory_bytes):
+            raise InputError(f"the action's memory cost must be finite or None, got {memory_bytes}")
+        # Peak growth can read negative (memory freed during the pass): no additional memory.
+        cost = max(0.0, float(memory_bytes))
+        memory_factor, measured = resource_factor(cost, budgets.memory_bytes, variant), True
+        if cost > budgets.memory_bytes:
+            violated.append("memory")
+    total = quality * latency_factor * memory_factor
+    if latency_factor < 0 or memory_factor < 0:  # unconstrained overrun: a penalty, whatever the count
+        total = -quality * abs(latency_factor * memory_factor)
+    return Reward(
+        total=total,
+        quality=quality,
+        no_failure=nf,
+        kg_consistent=kg,
+        response_entailed=nli,
+        latency_factor=latency_factor,
+        memory_factor=memory_factor,
+        memory_measured=measured,
+        violated=tuple(violated),
+        variant=variant,
+        latency_s=float(latency_s),
+        memory_bytes=None if memory_bytes is None else float(memory_bytes),
+        budgets=budgets,
+    )

@@ -1,0 +1,125 @@
+"""The online repair loop end to end with the real models (tiny generator): a failed answer gets
+one budgeted action chosen by the policy, a measured second pass, a reward, a persisted update,
+and the better-supported answer; budgets and frozen mode hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine import Engine
+from engine.repair import RepairSkip, RepairTrace, support_rank
+from policy import Policy
+from ragmend.models.registry import ModelRegistry
+from ragmend.settings import settings_with
+from tests.conftest import LiveServer, tiny_settings
+
+# Nothing in the test corpus answers this: the evidence is insufficient (IE) in any diagnosis.
+UNANSWERABLE = "What is the name of the dragon that lives under the royal castle of Wawel?"
+
+
+def make_engine(tmp: Path, base: Engine, **policy: object) -> Engine:
+    """An engine over the session engine's index and models, with its own policy state."""
+    settings = settings_with(
+        base.settings,
+        # Budgets wide enough for two CPU generations on a loaded test machine.
+        policy={
+            "latency_budget_s": 120.0,
+            "request_latency_budget_s": 600.0,
+            "seed": 1,
+            "state_path": str(tmp / "policy.sqlite"),
+        }
+        | policy,
+    )
+    eng = Engine(settings, models=ModelRegistry.sharing(base.models, settings))
+    eng.load(build_index=False)
+    return eng
+
+
+@pytest.fixture(scope="module")
+def repair_engine(
+    tmp_path_factory: pytest.TempPathFactory, registry: ModelRegistry, small_corpus: Path
+) -> Engine:
+    return make_engine(tmp_path_factory.mktemp("repair"), registry, small_corpus)
+
+
+def test_a_failed_answer_is_repaired_once_and_the_policy_learns(repair_engine: Engine) -> None:
+    outcome = repair_engine.respond(UNANSWERABLE)
+    first = outcome.first_diagnosis
+    assert first is not None and first.failed
+    trace = outcome.repair
+    assert isinstance(trace, RepairTrace), trace
+    assert (
+        trace.action == trace.decision.arm and trace.action in repair_engine.settings.policy.enabled_actions
+    )
+    assert first.failure in {m for m in ("IE", "WR", "WP", "LEM")} and trace.failure == first.failure
+    # The chosen action served the failure; masked actions say why.
+    assert all(m.reason for m in trace.masked)
+    # Measured cost: monotonic latency, and memory from NVML or the labelled RSS fallback.
+    assert trace.cost.latency_s > 0
+    assert trace.cost.memory_source in ("nvml", "rss")
+    if trace.cost.memory_source == "rss":
+        assert trace.cost.nvml.startswith("unavailable")
+    # The reward is Eq. 2 on the second pass's diagnosis and the measured cost.
+    again = repair_engine.repairer.policy.reward(
+        trace.diagnosis, trace.cost.latency_s, trace.cost.memory_bytes
+    )
+    assert again.total == pytest.approx(trace.reward.total)
+    assert trace.learned
+    # The reply carries the better-supported answer.
+    best = max((first, trace.diagnosis), key=support_rank)
+    assert support_rank(outcome.diagnosis) == support_rank(best)
+    assert trace.kept == ("repaired" if outcome.answer is trace.answer else "original")
+    # The update is persisted: a fresh policy over the same state file sees the pull.
+    fresh = Policy.from_settings(repair_engine.settings)
+    try:
+        assert fresh.stats()[trace.action].pulls == 1
+    finally:
+        fresh.close()
+
+
+def test_request_budget_spent_means_no_repair(
+    tmp_path: Path, registry: ModelRegistry, small_corpus: Path
+) -> None:
+    eng = make_engine(tmp_path, registry, small_corpus, request_latency_budget_s=0.01)
+    outcome = eng.respond(UNANSWERABLE)
+    assert isinstance(outcome.repair, RepairSkip) and "request budget spent" in outcome.repair.reason
+    assert outcome.answer is outcome.first or outcome.first is not None
+    eng.close()
+
+
+def test_frozen_policy_repairs_without_learning(
+    tmp_path: Path, registry: ModelRegistry, small_corpus: Path
+) -> None:
+    eng = make_engine(tmp_path, registry, small_corpus, learn=False, enabled_actions=("mode_switch",))
+    trace = eng.respond(UNANSWERABLE).repair
+    assert isinstance(trace, RepairTrace) and trace.action == "mode_switch" and not trace.learned
+    assert trace.config.mode == "bm25"
+    assert eng.repairer.policy.stats()["mode_switch"].pulls == 0
+    eng.close()
+
+
+def test_http_answer_carries_the_repair_trace(repair_engine: Engine) -> None:
+    from server.app import create_app
+
+    with LiveServer(create_app(repair_engine.settings, engine=repair_engine)) as server:
+        r = httpx.post(
+            server.url + "/v1/answer", json={"query": UNANSWERABLE, "config": {"k": 3}}, timeout=600
+        )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["first_diagnosis"]["failure"] in ("IE", "WR", "WP", "LEM")
+    rep = body["repair"]
+    assert rep["action"] in repair_engine.settings.policy.enabled_actions
+    assert set(rep["decision"]["scores"]) >= {rep["action"]}
+    assert rep["cost"]["memory_source"] in ("nvml", "rss") and rep["reward"]["variant"] == "paper"
+    assert body["seconds"] >= rep["cost"]["latency_s"]
+
+
+def test_unknown_action_in_config_is_a_clear_error(tmp_path: Path) -> None:
+    from ragmend.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"policy\.enabled_actions: unknown action"):
+        Engine(tiny_settings(tmp_path, policy={"enabled_actions": ("rerank", "teleport")}))
