@@ -15,6 +15,7 @@ from actions.catalogue import BY_NAME as ACTIONS_BY_NAME
 from actions.meter import CostMeter
 from diagnosis.diagnoser import Diagnoser, DiagnosisOptions
 from diagnosis.types import Diagnosis, Thresholds
+from engine.knowledge import KnowledgeGraph
 from engine.outcome import Outcome
 from engine.repair import Repairer
 from engine.services import EngineServices
@@ -41,6 +42,7 @@ class Engine:
         self._pipeline: Pipeline | None = None
         self._diagnoser: Diagnoser | None = None
         self._repairer: Repairer | None = None
+        self.kg = KnowledgeGraph(settings, self.models) if settings.kg.enabled else None
         self._repairer_lock = threading.Lock()
         unknown = sorted(set(settings.policy.enabled_actions) - set(ACTIONS_BY_NAME))
         if unknown:
@@ -85,6 +87,7 @@ class Engine:
                 self._embed,
                 options,
                 reranker=self.models.reranker if d.query_hypothesis == "rerank" else None,
+                align_kg=self.kg.signal if self.kg is not None else None,
             )
         return self._diagnoser
 
@@ -95,8 +98,12 @@ class Engine:
     @property
     def roles(self) -> tuple[str, ...]:
         """The model roles serving a request needs."""
-        base = ("embeddings", "reranker", "generator")
-        return (*base, "nli") if self.settings.diagnosis.enabled else base
+        roles = ["embeddings", "reranker", "generator"]
+        if self.settings.diagnosis.enabled:
+            roles.append("nli")
+        if self.kg is not None and self.settings.kg.extractor == "spacy":
+            roles.append("spacy")
+        return tuple(roles)
 
     def load(self, build_index: bool = True, roles: Sequence[str] | None = None) -> None:
         """Load the models and open the index (building it from the sources if there is none)."""
@@ -106,7 +113,11 @@ class Engine:
             if build_index and not self.store.exists():
                 log.info("no index at %s: ingesting %s", self.store.root, ", ".join(map(str, self.sources)))
                 self.ingest(self.sources)
-            self.index.open()
+            retriever = self.index.open()
+            if self.kg is not None:
+                # An index built before the graph (or by a run with kg off) gets its graph now;
+                # when they are in step this reads the fingerprints and returns.
+                self.kg.sync(retriever.snapshot)
             self._ready.set()
         except Exception as e:
             self._load_error = f"{type(e).__name__}: {e}"
@@ -150,6 +161,8 @@ class Engine:
         report = self.ingestor().ingest(paths, progress=progress, rebuild=rebuild)
         if self._index is not None and self._index.is_open:
             self._index.open()  # swap: requests in flight keep the snapshot they hold
+        if self.kg is not None:
+            self.kg.sync(self.store.load())
         return report
 
     def config(self, overrides: dict[str, Any] | None = None) -> RAGConfig:

@@ -1,7 +1,39 @@
 """The corpus knowledge graph (issue 4).
 
-Belongs here: relational triple extraction (spaCy dependency parse by default, REBEL where a
-hub is reachable) behind one interface, the incremental KG built during ingest and persisted
-beside the index, and the alignment of an answer's triples against it (kappa in consistent,
-conflict, missing, no_triplet, with the matched triples as the explanation).
+Relational triple extraction (spaCy dependency parse by default, REBEL where a hub is reachable)
+behind one interface (kg.triples, kg.rebel; kg.factory picks one), the incremental graph built
+during ingest and persisted in SQLite beside the index (kg.store), and the alignment of an
+answer's triples against it (kg.align: kappa in consistent, conflict, missing, no_triplet, with the
+matched triples as the explanation). docs/kg.md describes the rules and their limits.
 """
+
+from kg.align import Alignment, AlignThresholds, Kappa, TripleAlignment, align, align_text
+from kg.factory import build_extractor, graph_path, open_store
+from kg.phrases import Embed, embed_with
+from kg.rebel import RebelTripleExtractor, parse_rebel
+from kg.store import KGSnapshot, KGStats, KGStore, KGTriple, SyncReport
+from kg.triples import SpacyTripleExtractor, Triple, TripleExtractor
+
+__all__ = [
+    "AlignThresholds",
+    "Alignment",
+    "Embed",
+    "KGSnapshot",
+    "KGStats",
+    "KGStore",
+    "KGTriple",
+    "Kappa",
+    "RebelTripleExtractor",
+    "SpacyTripleExtractor",
+    "SyncReport",
+    "Triple",
+    "TripleAlignment",
+    "TripleExtractor",
+    "align",
+    "align_text",
+    "build_extractor",
+    "embed_with",
+    "graph_path",
+    "open_store",
+    "parse_rebel",
+]

@@ -7,18 +7,25 @@ would overwrite another writer's work. SQLiteStore does this for processes on on
 file, BEGIN IMMEDIATE serialises the read-add-write); a server store (e.g. PostgreSQL with the
 same two tables and `UPDATE ... SET pulls = pulls + 1, ...`) does it for replicas on several
 hosts, behind the same interface (docs/policy.md, "State store").
+
+A state file this store cannot use (not SQLite, damaged, another program's tables, another
+schema version, another context layout or actions) is refused with a ConfigError naming it and
+moved aside to <name>.corrupt-<timestamp> with its WAL: never written to, never overwritten.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import numpy as np
 
@@ -106,42 +113,95 @@ class SQLiteStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        try:
+            self._open(synchronous, timeout_s)
+        except _Unusable as e:
+            self._set_aside(str(e))
+        except sqlite3.DatabaseError as e:
+            if _is_corrupt(e):
+                self._set_aside(f"SQLite cannot read it ({e})")
+            # Locked, unreadable directory, disk full...: the file may be fine, leave it where it is.
+            self._close_quietly()
+            raise ConfigError(f"policy state {self.path} cannot be opened: {e}") from e
+
+    def _open(self, synchronous: str, timeout_s: float) -> None:
         # isolation_level=None: no implicit transactions; each write says BEGIN IMMEDIATE itself.
         self._db = sqlite3.connect(
             self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False
         )
-        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
         with self._write() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS arms (arm TEXT PRIMARY KEY, pulls INTEGER NOT NULL, "
-                "reward_sum REAL NOT NULL, successes INTEGER NOT NULL, failures INTEGER NOT NULL, "
-                "xtx BLOB NOT NULL, xty BLOB NOT NULL, updated_at REAL NOT NULL)"
-            )
-            version = self._meta(db, "schema_version")
-            if version is None:
-                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SQLITE_SCHEMA_VERSION),))
-            elif int(version) != SQLITE_SCHEMA_VERSION:
-                raise ConfigError(
-                    f"policy state {self.path} has schema version {version}, this ragmend reads "
-                    f"{SQLITE_SCHEMA_VERSION}"
+            # Inside the write transaction: two processes creating the same new file cannot both
+            # see it empty, and nothing is created in a file that turns out to be foreign. The
+            # first read of the file is here: "not a database" shows here.
+            tables = {
+                row[0]
+                for row in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
                 )
+            }
+            if not tables:
+                db.execute(f"CREATE TABLE meta ({META_COLUMNS})")
+                db.execute(f"CREATE TABLE arms ({ARMS_COLUMNS})")
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SQLITE_SCHEMA_VERSION),))
+            else:
+                self._check_schema(db, tables)
+        # Only once the file is known to be ours: switching the journal mode rewrites its header.
+        self._db.execute("PRAGMA journal_mode=WAL")
+
+    def _check_schema(self, db: sqlite3.Connection, tables: set[str]) -> None:
+        """Raise _Unusable unless the file holds exactly this store's tables at this version."""
+        if tables != {"meta", "arms"}:
+            raise _Unusable(f"it holds the tables {sorted(tables)}, not a policy state's (arms, meta)")
+        for table, want in (("meta", META_COLUMNS), ("arms", ARMS_COLUMNS)):
+            got = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
+            if got != _column_names(want):
+                raise _Unusable(f"its {table} table has the columns {list(got)}, not this store's")
+        version = self._meta(db, "schema_version")
+        if version != str(SQLITE_SCHEMA_VERSION):
+            raise _Unusable(
+                f"it has schema version {version!r} and this ragmend reads {SQLITE_SCHEMA_VERSION}"
+            )
+
+    def _set_aside(self, reason: str) -> NoReturn:
+        """Close the file, move it out of the way (kept, never overwritten) and refuse it."""
+        self._close_quietly()
+        aside = set_aside(self.path)
+        raise ConfigError(
+            f"policy state {self.path} was refused: {reason}. It was moved to {aside} (kept as it was); "
+            f"the next start begins with an empty policy state at {self.path}. To keep what it learned, "
+            "move it back under a configuration that matches it and `ragmend policy export` it"
+        )
+
+    def _close_quietly(self) -> None:
+        if self._db is not None:
+            # A damaged file may fail the checkpoint that the last connection's close makes;
+            # its WAL moves aside with it.
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken with the write lock at BEGIN so the read that follows
         (read-add-write of the sums) cannot interleave with another writer's."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            db = self._connection()
+            db.execute("BEGIN IMMEDIATE")
             try:
-                yield self._db
-                self._db.execute("COMMIT")
+                yield db
+                db.execute("COMMIT")
             except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError(f"policy state {self.path} is closed")
+        return self._db
 
     @staticmethod
     def _meta(db: sqlite3.Connection, key: str) -> str | None:
@@ -153,14 +213,45 @@ class SQLiteStore:
         return None if raw is None else tuple(json.loads(raw))
 
     def load(self, feature_names: Sequence[str], arms: Sequence[str]) -> PolicyState:
+        """The stored state; a file learned under another layout or other actions, or with
+        damaged rows, is refused and moved aside (ConfigError), never written to."""
         names = tuple(feature_names)
-        with self._write() as db:
-            stored = self._layout(db)
-            _check_layout(stored, names, str(self.path))
-            if stored is None:
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('feature_names', ?)", (json.dumps(names),))
-            state = PolicyState(names, self._read_arms(db, len(names)))
+        try:
+            with self._write() as db:
+                state = self._load_checked(db, names, tuple(arms))
+        except _Unusable as e:
+            self._set_aside(str(e))
+        except sqlite3.DatabaseError as e:
+            if _is_corrupt(e):
+                self._set_aside(f"SQLite cannot read it ({e})")
+            raise
         return _with_arms(state, arms)
+
+    def _load_checked(
+        self, db: sqlite3.Connection, names: tuple[str, ...], arms: tuple[str, ...]
+    ) -> PolicyState:
+        try:
+            stored = self._layout(db)
+        except (ValueError, TypeError) as e:
+            raise _Unusable(f"its context layout is not readable ({e})") from None
+        if stored is not None and stored != names:
+            raise _Unusable(_layout_mismatch(stored, names))
+        stored_arms = [row[0] for row in db.execute("SELECT arm FROM arms ORDER BY arm")]
+        if stored is None and stored_arms:
+            raise _Unusable(f"it holds statistics of {stored_arms} but no context layout")
+        # Same rule as an import (policy.exchange): every stored action must be one of ours.
+        # Ignoring an unknown one would drop it from the next export without a word.
+        unknown = [a for a in stored_arms if a not in arms]
+        if unknown:
+            raise _Unusable(
+                f"it holds action(s) {unknown} that policy.enabled_actions does not ({', '.join(arms)})"
+            )
+        if stored is None:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('feature_names', ?)", (json.dumps(names),))
+        try:
+            return PolicyState(names, self._read_arms(db, len(names)))
+        except (ValueError, TypeError) as e:  # a blob of the wrong size, a NULL where a count goes
+            raise _Unusable(f"an arm's row is damaged ({e})") from None
 
     def apply(self, arm: str, x: np.ndarray, reward: float, success: bool) -> ArmStats:
         with self._write() as db:
@@ -176,13 +267,14 @@ class SQLiteStore:
 
     def export_state(self) -> PolicyState:
         with self._lock:
+            db = self._connection()
             # One read transaction: the layout and every arm from the same snapshot.
-            self._db.execute("BEGIN")
+            db.execute("BEGIN")
             try:
-                names = self._layout(self._db) or ()
-                arms = self._read_arms(self._db, len(names)) if names else {}
+                names = self._layout(db) or ()
+                arms = self._read_arms(db, len(names)) if names else {}
             finally:
-                self._db.execute("COMMIT")
+                db.execute("COMMIT")
         return PolicyState(names, arms)
 
     def import_state(self, state: PolicyState) -> None:
@@ -201,7 +293,9 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
     def _read_arms(self, db: sqlite3.Connection, dim: int) -> dict[str, ArmStats]:
         return {row[0]: _decode(row, dim) for row in db.execute("SELECT * FROM arms ORDER BY arm")}
@@ -235,14 +329,59 @@ def _decode(row: tuple, dim: int) -> ArmStats:
     )
 
 
+def _layout_mismatch(stored: tuple[str, ...], wanted: tuple[str, ...]) -> str:
+    return (
+        f"it was learned with {len(stored)} context features and this configuration builds "
+        f"{len(wanted)} (or other ones; was policy.context_dim changed?)"
+    )
+
+
 def _check_layout(stored: tuple[str, ...] | None, wanted: tuple[str, ...], where: str) -> tuple[str, ...]:
     if stored is not None and stored != wanted:
         raise ConfigError(
-            f"policy state {where} was learned with {len(stored)} context features and this configuration "
-            f"builds {len(wanted)} (or other ones): policy.context_dim changed? Export it and start a new "
-            "policy.state_path, or reset the policy state"
+            f"policy state {where}: {_layout_mismatch(stored, wanted)}. Reset it or import an export"
         )
     return wanted
+
+
+class _Unusable(Exception):
+    """Internal: the file is not a state this store can use; the message says why."""
+
+
+META_COLUMNS = "key TEXT PRIMARY KEY, value TEXT NOT NULL"
+ARMS_COLUMNS = (
+    "arm TEXT PRIMARY KEY, pulls INTEGER NOT NULL, reward_sum REAL NOT NULL, successes INTEGER NOT NULL, "
+    "failures INTEGER NOT NULL, xtx BLOB NOT NULL, xty BLOB NOT NULL, updated_at REAL NOT NULL"
+)
+
+
+def _column_names(columns: str) -> tuple[str, ...]:
+    return tuple(c.split()[0] for c in columns.split(", "))
+
+
+def _is_corrupt(e: sqlite3.Error) -> bool:
+    """SQLite says the file is damaged or not a database (not: locked, unopenable, disk full)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def set_aside(path: Path) -> Path:
+    """Rename `path` (and its -wal / -shm) to a free <name>.corrupt-<UTC timestamp>[-n]; returns it.
+
+    The WAL may hold committed transactions, so it moves too, to the name SQLite looks for beside
+    the new one: the aside copy opens with everything in it. It moves first: a WAL left beside a
+    new file at `path` could be replayed into it.
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for n in itertools.count():
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
+        if not any(Path(f"{aside}{suffix}").exists() for suffix in ("", "-wal", "-shm")):
+            break
+    for suffix in ("-wal", "-shm", ""):
+        src = Path(f"{path}{suffix}")
+        if src.exists():
+            os.rename(src, f"{aside}{suffix}")
+    return aside
 
 
 def _with_arms(state: PolicyState, arms: Sequence[str]) -> PolicyState:

@@ -148,14 +148,16 @@ class PolicySettings(_Section):
     # beta_ts: the paper's context-free Beta-Bernoulli Thompson sampling baseline.
     kind: Literal["linucb", "lints", "beta_ts"] = "linucb"
     # LinUCB exploration weight alpha (the paper trains with 2); changeable at runtime.
-    alpha: float = Field(2.0, ge=0)
+    # allow_inf_nan=False here and below: an infinite alpha or budget passes ge/gt and would
+    # only fail later, inside a request, far from the key that caused it.
+    alpha: float = Field(2.0, ge=0, allow_inf_nan=False)
     # LinTS posterior scale v: theta ~ N(theta_a, v^2 A_a^-1). v is the reward-noise standard
     # deviation under the Gaussian model; rewards lie in [0, 1], so it is at most 0.5.
-    lints_v: float = Field(0.5, gt=0)
+    lints_v: float = Field(0.5, gt=0, allow_inf_nan=False)
     # beta_ts: a reward at or above this counts as a success (the reference code's threshold).
     beta_threshold: float = Field(0.4, ge=0, le=1)
     # Ridge prior: every A_a starts at ridge_lambda * I (Algorithm 2 starts at I).
-    ridge_lambda: float = Field(1.0, gt=0)
+    ridge_lambda: float = Field(1.0, gt=0, allow_inf_nan=False)
     # A_a^-1 is recomputed from A_a after this many Sherman-Morrison updates of an arm.
     refresh_every: int = Field(1000, ge=1)
     # Size of the fixed random projection of the query embedding in the context (0: leave the
@@ -168,22 +170,22 @@ class PolicySettings(_Section):
     # unconstrained (soft cost factors only, no gates: an overrun is a negative reward).
     reward_variant: Literal["paper", "unweighted", "unconstrained"] = "paper"
     # Multiplies the per-action budgets: the paper's Stringent variant is 0.7, Relaxed 1.5.
-    budget_scale: float = Field(1.0, gt=0)
+    budget_scale: float = Field(1.0, gt=0, allow_inf_nan=False)
     # Per-action budgets (reward gates and masking). The paper's were 3 s and 6 MB additional
     # VRAM (MB = 2^20 bytes) with an API generator on a GPU host; a repair pass here repeats a
     # CPU generation of 4-8 s, so the default latency budget is 12 s (docs/policy.md).
-    latency_budget_s: float = Field(12.0, gt=0)
+    latency_budget_s: float = Field(12.0, gt=0, allow_inf_nan=False)
     memory_budget_bytes: int = Field(6 * 1024 * 1024, gt=0)
     # End-to-end budget of one request (first pass, diagnosis, repair): actions that would not
     # fit what is left are masked before selection. Generous because the default generator runs
     # on CPU (5-8 s per answer).
-    request_latency_budget_s: float = Field(30.0, gt=0)
+    request_latency_budget_s: float = Field(30.0, gt=0, allow_inf_nan=False)
     # false: the policy selects but never updates (frozen, e.g. for evaluation of a trained state).
     learn: bool = True
     # false: diagnose only, never repair.
     repair: bool = True
     # At most one index refresh (a re-read of every source) per this many seconds.
-    refresh_cooldown_s: float = Field(300.0, ge=0)
+    refresh_cooldown_s: float = Field(300.0, ge=0, allow_inf_nan=False)
     # SQLite file of the learned state; unset: <data_dir>/policy.sqlite.
     state_path: Path | None = None
     # The arms the policy chooses among (names of actions/ catalogue entries).
@@ -217,6 +219,8 @@ class KGThresholdSettings(_Section):
 
 
 class KGSettings(_Section):
+    # Build the corpus graph during ingest and align every response against it (kappa).
+    enabled: bool = True
     # Triple extraction for the corpus graph and for responses: "spacy" (dependency parse of
     # models.spacy, offline) or "rebel" (a seq2seq model; a local directory, or a hub id with
     # models.allow_hub). Changing it re-extracts the whole graph at the next ingest.

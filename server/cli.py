@@ -15,6 +15,7 @@ from rich.table import Table
 from server.cli_bench import bench_app
 from server.cli_common import Invocation, err, make_engine, out, progress_bar, run, settings
 from server.cli_nli import nli_app
+from server.cli_policy import policy_app
 
 app = typer.Typer(
     name="ragmend",
@@ -24,6 +25,7 @@ app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 app.add_typer(nli_app, name="nli")
+app.add_typer(policy_app, name="policy")
 
 
 @app.callback()

@@ -187,3 +187,45 @@ def bench_startup(
         print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
 
     run(work)
+
+
+@bench_app.command("policy")
+def bench_policy(
+    steps: Annotated[int, typer.Option(min=1, help="Timed select+update steps at d = 64 (6 arms).")] = 3000,
+    steps_d786: Annotated[
+        int, typer.Option("--steps-d786", min=1, help="Timed steps at d = 786 (11 arms), Sherman-Morrison.")
+    ] = 300,
+    inverse_steps: Annotated[
+        int, typer.Option(min=1, help="Timed steps at d = 786 of the per-call np.linalg.inv baseline.")
+    ] = 20,
+    store_steps: Annotated[
+        int, typer.Option(min=0, help="Steps through the Policy facade per store at d = 64 (a tenth at 786).")
+    ] = 300,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where the SQLite files go (default a temp dir).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Policy speed: µs per select+update at d = 64 and d = 786, against a per-call matrix inverse.
+
+    Example: ragmend bench policy --json
+    """
+    import shlex
+    import sys
+
+    from policy.bench import run_speed_bench
+
+    def work() -> None:
+        settings()  # the server's library setup (BLAS threads), so these are the server's figures
+        result = run_speed_bench(
+            steps_d64=steps,
+            steps_d786=steps_d786,
+            steps_inverse=inverse_steps,
+            store_steps=store_steps,
+            workdir=workdir,
+            log=lambda m: err.print(m),
+        )
+        result = {"command": "ragmend " + shlex.join(sys.argv[1:]), **result}
+        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+
+    run(work)

@@ -123,3 +123,23 @@ def test_ask_json_includes_the_diagnosis(engine: Engine) -> None:
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
     assert body["diagnosis"]["failure"] in FAILURE_TYPES
+
+
+def test_the_corpus_graph_is_built_at_ingest_and_aligns_responses(engine: Engine) -> None:
+    kg = engine.kg
+    assert kg is not None
+    stats = kg.store.stats()
+    assert stats.docs == len(engine.index.snapshot.manifest.docs) and stats.triples > 50
+    same = kg.signal("Gerald R. Ford International Airport is a commercial airport in Cascade Township.")
+    other = kg.signal("Gerald R. Ford International Airport is a commercial airport in Nevada.")
+    assert same.kappa == "consistent" and same.available
+    assert other.kappa == "conflict"
+    assert other.matches and other.matches[0].kg_triple is not None and other.matches[0].source
+    assert kg.signal("Yes.").kappa == "no_triplet"
+    # The diagnosis carries the same signal, with its matched triples as the explanation.
+    d = engine.diagnoser.diagnose(
+        "Where is Gerald R. Ford International Airport?",
+        list(engine.index.retriever.retrieve("Gerald R. Ford International Airport", "dense", 3)),
+        "Gerald R. Ford International Airport is a commercial airport in Nevada.",
+    )
+    assert d.kappa == "conflict" and d.failure == "WP"

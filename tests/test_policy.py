@@ -321,7 +321,8 @@ def test_reward_budget_scales() -> None:
 def test_reward_from_a_diagnosis_and_policy_settings() -> None:
     after = diagnosis(failure="NoFailure", e_q="entail", e_r="entail", kappa="consistent")
     assert compute_reward(after, 0.3, None, Budgets()).total == pytest.approx(0.9)
-    pol = Policy.in_memory(small_config(budget_scale=1.5, reward_variant="unweighted"))
+    # The paper's 3 s per-action budget (the default is 12 s: a CPU generator, docs/policy.md).
+    pol = Policy.in_memory(small_config(budget_scale=1.5, reward_variant="unweighted", latency_budget_s=3.0))
     rw = pol.reward(after, 4.0, 8 * MB)
     assert rw.budgets == Budgets(4.5, 9 * MB) and rw.total == 1.0 and rw.variant == "unweighted"
 
@@ -521,7 +522,9 @@ def test_no_acknowledged_update_is_lost_to_kill_9(tmp_path: Path) -> None:
 
 
 def test_policy_from_settings_survives_a_restart(tmp_path: Path) -> None:
-    settings = load_settings(data_dir=tmp_path, policy={"context_dim": 8, "kind": "lints", "seed": 4})
+    settings = load_settings(
+        data_dir=tmp_path, policy={"context_dim": 8, "kind": "lints", "seed": 4, "latency_budget_s": 3.0}
+    )
     pol = Policy.from_settings(settings)
     assert pol.store.path == tmp_path / "policy.sqlite" and pol.kind == "lints" and pol.dim == 27  # type: ignore[attr-defined]
     emb = np.random.default_rng(0).standard_normal(384)
@@ -617,7 +620,7 @@ def test_policy_settings() -> None:
         16,
         "paper",
     )
-    assert (p.latency_budget_s, p.memory_budget_bytes, p.budget_scale) == (3.0, 6 * MB, 1.0)
+    assert (p.latency_budget_s, p.memory_budget_bytes, p.budget_scale) == (12.0, 6 * MB, 1.0)
     assert len(p.enabled_actions) == 6
     with pytest.raises(ConfigError, match=r"policy\.kind"):
         load_settings(policy={"kind": "eps_greedy"})
@@ -641,3 +644,351 @@ def test_arm_stats_are_sums() -> None:
     assert (s.pulls, s.successes, s.failures, s.mean_reward) == (2, 1, 1, 0.375)
     with pytest.raises(ValueError):
         s.xtx[0, 0] = 1.0  # frozen value, frozen arrays
+
+
+# --- MABWiser as the oracle of LinUCB -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("alpha", "l2_lambda"), [(2.0, 1.0), (0.5, 2.5), (0.0, 1.0)])
+def test_linucb_equals_mabwiser(alpha: float, l2_lambda: float) -> None:
+    mab = pytest.importorskip("mabwiser.mab")  # a test-only oracle (the `dev` extra)
+    arms, d = ["a", "b", "c", "d"], 7
+    rng = np.random.default_rng(11)
+    truth = rng.uniform(-1, 1, size=(len(arms), d))
+    ours = LinUCB(arms, d, alpha=alpha, ridge_lambda=l2_lambda, seed=0)
+    # scale=False (MABWiser's default): scale=True would standardise the contexts with a running
+    # StandardScaler before its regression, another model; ours takes x as given.
+    oracle = mab.MAB(arms, mab.LearningPolicy.LinUCB(alpha=alpha, l2_lambda=l2_lambda, scale=False), seed=0)
+    # MABWiser cannot predict before a first fit: one observation of each arm, fed to both.
+    warm_x, warm_r = rng.uniform(0, 1, size=(len(arms), d)), rng.uniform(0, 1, size=len(arms))
+    oracle.fit(arms, warm_r, warm_x)
+    for arm, x, reward in zip(arms, warm_x, warm_r, strict=True):
+        ours.update(arm, x, float(reward))
+    for _ in range(300):
+        x = np.append(rng.uniform(0, 1, d - 1), 1.0)
+        decision = ours.select(x, arms)
+        # Its expectations are LinUCB's scores: x^T beta + alpha sqrt(x^T A^-1 x).
+        expected = oracle.predict_expectations(x[None, :])
+        assert decision.scores == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        # MABWiser takes the first of tied arms (np.argmax), ours a random one; continuous contexts
+        # leave no ties here (checked), so the choices must be the same.
+        top = sorted(expected.values())
+        assert top[-1] - top[-2] > 1e-9
+        assert decision.arm == oracle.predict(x[None, :])
+        reward = float(truth[arms.index(decision.arm)] @ x + rng.normal(0, 0.1))
+        ours.update(decision.arm, x, reward)
+        oracle.partial_fit([decision.arm], [reward], x[None, :])
+    for arm in arms:
+        theirs, mine = oracle._imp.arm_to_model[arm], ours.models[arm]
+        # The sums are the same additions in the same order: equal to the last bit.
+        np.testing.assert_array_equal(mine.A, theirs.A)
+        np.testing.assert_array_equal(mine.b, theirs.Xty)
+        # The inverse and theta: Sherman-Morrison against np.linalg.inv per update, equal to rounding.
+        np.testing.assert_allclose(mine.A_inv, theirs.A_inv, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(ours.coefficients(arm), theirs.beta, rtol=1e-9, atol=1e-12)
+    assert sum(m.refreshes for m in ours.models.values()) == 0  # no re-inversion helped it
+
+
+def test_the_benchmarks_inverse_baseline_is_the_same_linucb() -> None:
+    from policy.bench import InverseLinUCB, Workload
+
+    work = Workload(32, 5, 200)
+    fast, slow = LinUCB(work.arms, 32, seed=4), InverseLinUCB(work.arms, 32, seed=4)
+    for t, x in enumerate(work.contexts):
+        a, b = fast.select(x, work.arms), slow.select(x, work.arms)
+        assert a.arm == b.arm and a.scores == pytest.approx(b.scores, rel=1e-9, abs=1e-12)
+        fast.update(a.arm, x, work.reward(t, a.arm))
+        slow.update(b.arm, x, work.reward(t, b.arm))
+    for arm in work.arms:
+        np.testing.assert_allclose(fast.coefficients(arm), slow.coefficients(arm), rtol=1e-9, atol=1e-12)
+
+
+# --- a simulated environment: one best action per failure type ------------------------------------
+
+BEST_ARM = {"WP": "rewrite_paraphrase", "IE": "rerank", "WR": "mode_switch", "LEM": "depth"}
+
+
+def test_simulated_environment_regret_falls_and_the_mapping_is_recovered() -> None:
+    from diagnosis.types import KAPPAS, NLI_STATES
+
+    rng = np.random.default_rng(0)
+    # The world: for each failure type one action repairs the answer 85% of the time, the others
+    # 5-35%. A repaired answer is diagnosed NoFailure, KG-consistent, entailed; a failed repair
+    # keeps its failure. Rewards are Eq. 2 on those diagnoses (0.6 s, memory unmeasured).
+    p_repair = {
+        failure: {arm: 0.85 if arm == best else float(rng.uniform(0.05, 0.35)) for arm in ARMS}
+        for failure, best in BEST_ARM.items()
+    }
+    pol = Policy.in_memory(PolicySettings(context_dim=8, alpha=1.0, seed=3))  # embeddings as noise
+
+    def observe() -> tuple[str, np.ndarray]:
+        failure = str(rng.choice(list(BEST_ARM)))
+        before = diagnosis(failure, str(rng.choice(NLI_STATES)), "neutral", str(rng.choice(KAPPAS)))
+        memory_left = None if rng.uniform() < 0.5 else float(rng.uniform(0, 6 * MB))
+        return failure, pol.context(rng.standard_normal(384), before, float(rng.uniform(5, 30)), memory_left)
+
+    full = pol.reward(diagnosis("NoFailure", e_r="entail", kappa="consistent"), 0.6, None).total
+    regret = []
+    for _ in range(2400):
+        failure, x = observe()
+        arm = pol.select(x, ARMS).arm
+        repaired = rng.uniform() < p_repair[failure][arm]
+        after = (
+            diagnosis("NoFailure", e_r="entail", kappa="consistent")
+            if repaired
+            else diagnosis(failure, e_r="neutral", kappa="missing")
+        )
+        pol.update(arm, x, pol.reward(after, 0.6, None))
+        # Expected reward of an arm: P(repair) * the full reward (a failed repair earns 0).
+        regret.append(full * (p_repair[failure][BEST_ARM[failure]] - p_repair[failure][arm]))
+    windows = np.asarray(regret).reshape(8, 300).mean(axis=1)  # per-window mean regret
+    assert windows[-1] < 0.3 * windows[0], windows
+    assert windows[4:].mean() < windows[:4].mean() and all(w < windows[0] for w in windows[2:]), windows
+    # The learned mapping: greedy choices (no exploration) are the best action of each failure
+    # type, whatever the rest of the context.
+    pol.set_alpha(0.0)
+    for _ in range(200):
+        failure, x = observe()
+        assert pol.select(x, ARMS).arm == BEST_ARM[failure]
+
+
+# --- unusable state files, invalid settings -------------------------------------------------------
+
+
+def _state_file(path: Path, case: str) -> str:
+    """Write a state file that must be refused; returns a phrase the refusal must contain."""
+    import sqlite3
+
+    if case == "not_sqlite":
+        path.write_bytes(b"policy: this is a text file, not a database\n" * 40)
+        return "not a database"
+    if case == "foreign_tables":
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE documents (id TEXT PRIMARY KEY, text TEXT)")
+        db.execute("INSERT INTO documents VALUES ('d1', 'somebody else''s data')")
+        db.commit()
+        db.close()
+        return "documents"
+    if case == "other_dims":
+        pol = Policy(small_config(context_dim=4), SQLiteStore(path))
+        pol.update("rerank", pol.context(np.ones(8), diagnosis(), 10.0, None), 0.5)
+        pol.close()
+        return "23 context features and this configuration builds 19"
+    if case == "other_arms":
+        pol = Policy(small_config(enabled_actions=("rerank", "teleport")), SQLiteStore(path))
+        pol.update("teleport", signature_x(pol.builder, 1), 0.5)
+        pol.close()
+        return "['teleport']"
+    pol = Policy(small_config(), SQLiteStore(path))
+    pol.update("rerank", signature_x(pol.builder, 1), 0.5)
+    pol.close()
+    db = sqlite3.connect(path)
+    if case == "schema_version":
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+        phrase = "schema version '99'"
+    else:  # damaged_row
+        db.execute("UPDATE arms SET xty = x'0102'")
+        phrase = "damaged"
+    db.commit()
+    db.close()
+    return phrase
+
+
+@pytest.mark.parametrize(
+    "case", ["not_sqlite", "foreign_tables", "schema_version", "other_dims", "other_arms", "damaged_row"]
+)
+def test_an_unusable_state_file_is_refused_and_kept_aside(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "policy.sqlite"
+    phrase = _state_file(path, case)
+    original = path.read_bytes()
+    with pytest.raises(ConfigError) as refused:
+        Policy(small_config(), SQLiteStore(path))
+    message = str(refused.value)
+    aside = list(tmp_path.glob("policy.sqlite.corrupt-*"))
+    assert len(aside) == 1 and aside[0].name.startswith("policy.sqlite.corrupt-")
+    assert str(path) in message and str(aside[0]) in message and phrase in message, message
+    assert aside[0].read_bytes() == original  # kept exactly as it was: never written to
+    assert not path.exists()
+    # The next start begins afresh beside it; the kept file is left alone.
+    fresh = Policy(small_config(), SQLiteStore(path))
+    assert fresh.stats()["rerank"].pulls == 0
+    fresh.update("rerank", signature_x(fresh.builder, 2), 1.0)
+    fresh.close()
+    assert aside[0].read_bytes() == original
+    if case == "other_dims":  # still readable under the configuration that made it
+        kept = Policy(small_config(context_dim=4), SQLiteStore(aside[0]))
+        assert kept.stats()["rerank"].pulls == 1
+
+
+def test_a_refused_state_never_overwrites_an_earlier_one(tmp_path: Path) -> None:
+    from policy.store import set_aside
+
+    path = tmp_path / "policy.sqlite"
+    for i in range(3):  # three in the same second: three names
+        path.write_text(f"garbage {i}")
+        Path(f"{path}-wal").write_text(f"wal {i}")
+        set_aside(path)
+    kept = sorted(tmp_path.glob("policy.sqlite.corrupt-*"))
+    assert len(kept) == 6 and not path.exists()
+    mains = [p for p in kept if not p.name.endswith("-wal")]
+    assert sorted(p.read_text() for p in mains) == ["garbage 0", "garbage 1", "garbage 2"]
+    # Each WAL went with its file, under the name SQLite looks for beside it.
+    assert all(Path(f"{p}-wal").read_text() == "wal " + p.read_text()[-1] for p in mains)
+
+
+def test_a_state_path_that_cannot_be_opened_is_not_moved(tmp_path: Path) -> None:
+    path = tmp_path / "policy.sqlite"
+    path.mkdir()  # a directory: SQLite cannot open it, but it is not a damaged state file
+    with pytest.raises(ConfigError, match="cannot be opened"):
+        SQLiteStore(path)
+    assert path.is_dir() and not list(tmp_path.glob("*.corrupt-*"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("alpha", -1),
+        ("alpha", float("inf")),
+        ("alpha", float("nan")),
+        ("latency_budget_s", 0),
+        ("latency_budget_s", float("inf")),
+        ("memory_budget_bytes", -1),
+        ("request_latency_budget_s", -5.0),
+        ("budget_scale", 0),
+        ("ridge_lambda", 0),
+        ("beta_threshold", 1.5),
+    ],
+)
+def test_invalid_alpha_or_budgets_are_rejected_at_load_naming_the_key(key: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=rf"policy\.{key}"):
+        load_settings(policy={key: value})
+
+
+def test_invalid_policy_settings_in_a_file_name_the_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("policy:\n  alpha: -1\n")
+    with pytest.raises(ConfigError, match=r"policy\.alpha") as e:
+        load_settings(cfg)
+    assert "greater than or equal to 0" in str(e.value)
+
+
+# --- `ragmend policy ...` and `ragmend bench policy` ----------------------------------------------
+
+
+def policy_cli(tmp_path: Path, *args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from server.cli import app
+
+    return CliRunner().invoke(app, ["--data-dir", str(tmp_path), "policy", *args], input=input)
+
+
+def flat(output: str) -> str:
+    """The CLI's output with rich's line wrapping undone (it wraps at spaces)."""
+    return " ".join(output.split())
+
+
+def test_policy_cli_export_reset_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGMEND_POLICY__CONTEXT_DIM", "0")
+    nothing = policy_cli(tmp_path, "export")
+    assert nothing.exit_code == 2 and "no policy state" in flat(nothing.output)
+    assert not (tmp_path / "policy.sqlite").exists()  # a read-only command created nothing
+    pol = Policy.from_settings(load_settings(data_dir=tmp_path))
+    for i in range(12):
+        pol.update(ARMS[i % 3], signature_x(pol.builder, i), (i % 4) / 3)
+    learned = pol.export_state()
+    pol.close()
+
+    shown = policy_cli(tmp_path, "export")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout) == learned
+    out = tmp_path / "exported" / "state.json"
+    written = policy_cli(tmp_path, "export", "--out", str(out))
+    assert written.exit_code == 0 and json.loads(out.read_text()) == learned
+
+    kept = policy_cli(tmp_path, "reset", input="n\n")
+    assert kept.exit_code == 1 and "nothing changed" in flat(kept.output)
+    reset = policy_cli(tmp_path, "reset", "--yes")
+    assert reset.exit_code == 0, reset.output
+    assert json.loads(reset.stdout) == {
+        "state_path": str(tmp_path / "policy.sqlite"),
+        "reset": True,
+        "forgotten_pulls": 12,
+    }
+    assert json.loads(policy_cli(tmp_path, "export").stdout)["arms"] == {}
+
+    imported = policy_cli(tmp_path, "import", str(out))
+    assert imported.exit_code == 0, imported.output
+    assert json.loads(imported.stdout)["total_pulls"] == 12
+    assert json.loads(policy_cli(tmp_path, "export").stdout) == learned
+
+
+def test_policy_cli_refuses_a_bad_import_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGMEND_POLICY__CONTEXT_DIM", "0")
+    pol = Policy.from_settings(load_settings(data_dir=tmp_path))
+    pol.update("rerank", signature_x(pol.builder, 1), 0.75)
+    good = pol.export_state()
+    pol.close()
+    other_layout = tmp_path / "other-layout.json"
+    other_layout.write_text(json.dumps({**good, "dim": 35}))
+    not_json = tmp_path / "notes.json"
+    not_json.write_text("{ this is not JSON")
+    cases = [
+        (tmp_path / "missing.json", "not found"),
+        (not_json, "is not a JSON policy export"),
+        (other_layout, "35 context features"),
+    ]
+    for file, phrase in cases:
+        result = policy_cli(tmp_path, "import", str(file))
+        assert result.exit_code == 2, result.output
+        assert str(file) in flat(result.output) and phrase in flat(result.output), result.output
+    assert "the state is unchanged" in flat(result.output)  # the last one: found, read, refused
+    assert json.loads(policy_cli(tmp_path, "export").stdout) == good  # unchanged
+
+
+def test_policy_cli_on_a_corrupt_state_file(tmp_path: Path) -> None:
+    (tmp_path / "policy.sqlite").write_bytes(b"\x00garbage" * 100)
+    result = policy_cli(tmp_path, "export")
+    assert result.exit_code == 2 and "was refused" in flat(result.output)
+    assert len(list(tmp_path.glob("policy.sqlite.corrupt-*"))) == 1
+
+
+def test_policy_commands_have_help_with_an_example() -> None:
+    from typer.testing import CliRunner
+
+    from server.cli import app
+
+    for command in (["policy"], ["policy", "export"], ["policy", "import"], ["policy", "reset"]):
+        result = CliRunner().invoke(app, [*command, "--help"])
+        assert result.exit_code == 0 and "Example" in result.output, command
+    result = CliRunner().invoke(app, ["bench", "policy", "--help"])
+    assert result.exit_code == 0 and "Example" in result.output
+
+
+def test_bench_policy_json_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import policy.bench
+    from server.cli import app
+
+    # The command's plumbing and its JSON, not timings (those are the benchmark's business): the
+    # reference size is shrunk, since every inverse at d = 786 costs 0.1-0.2 s on this machine.
+    monkeypatch.setattr(policy.bench, "REFERENCE", (48, 11))
+    args = ["bench", "policy", "--json", "--steps", "5", "--steps-d786", "3", "--inverse-steps", "3"]
+    result = CliRunner().invoke(app, [*args, "--store-steps", "10", "--workdir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    for key in ("us_per_step_d64", "us_per_step_d786", "us_per_step_d786_inverse", "speedup_d786"):
+        assert isinstance(report[key], float) and report[key] > 0
+    assert report["runs"]["d786_inverse"]["implementation"] == "inverse_per_select"
+    assert (report["runs"]["d64"]["dim"], report["runs"]["d64"]["arms"]) == (64, 6)
+    assert (report["runs"]["d786"]["dim"], report["runs"]["d786"]["arms"]) == (48, 11)
+    # The baseline decided exactly as LinUCB did on the same data.
+    assert report["same_choices_d786"] == {"steps": 4, "fraction": 1.0}
+    assert [(s["store"], s["dim"], s["steps"]) for s in report["stores"]] == [
+        ("memory", 64, 10),
+        ("sqlite", 64, 10),
+        ("memory", 48, 1),
+        ("sqlite", 48, 1),
+    ]
+    assert not list(tmp_path.iterdir())  # its SQLite files were cleaned up

@@ -1,0 +1,56 @@
+"""The corpus knowledge graph as the engine uses it: kept in step with the index, and turned
+into the diagnosis's kappa signal for a response."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from diagnosis.types import KGSignal, TripleMatch
+from kg import AlignThresholds, KGStore, align_text, open_store
+from rag.store import IndexSnapshot
+
+if TYPE_CHECKING:
+    from kg.store import SyncReport
+    from ragmend.models.registry import ModelRegistry
+    from ragmend.settings import Settings
+
+
+class KnowledgeGraph:
+    def __init__(self, settings: Settings, models: ModelRegistry):
+        self._settings = settings
+        self._models = models
+        self._store: KGStore | None = None
+        self._lock = threading.Lock()
+        self.thresholds = AlignThresholds.from_settings(settings.kg)
+
+    @property
+    def store(self) -> KGStore:
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self._settings, self._models)
+            return self._store
+
+    def sync(self, snapshot: IndexSnapshot) -> SyncReport:
+        """Make the graph hold exactly the documents of this index generation (incremental)."""
+        text_of = {n.id_: n.text for n in snapshot.nodes}
+        docs = {
+            doc_id: (entry.fingerprint, [(nid, text_of[nid]) for nid in entry.node_ids if nid in text_of])
+            for doc_id, entry in snapshot.manifest.docs.items()
+        }
+        return self.store.sync(docs)
+
+    def signal(self, response: str) -> KGSignal:
+        store = self.store
+        alignment = align_text(response, store.extractor, store, store.embed, self.thresholds)
+        matches = tuple(
+            TripleMatch(
+                triple=m.triple.spo,
+                verdict=m.verdict,
+                kg_triple=m.kg_triple.triple.spo if m.kg_triple else None,
+                similarity=(round(m.subject_sim, 4), round(m.relation_sim, 4), round(m.object_sim, 4)),
+                source=m.kg_triple.node_id if m.kg_triple else "",
+            )
+            for m in alignment.triples
+        )
+        return KGSignal(alignment.kappa, matches, available=store.stats().triples > 0)

@@ -1,0 +1,42 @@
+"""The configured pieces: the extractor kg.extractor names, and the graph beside the index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kg.phrases import embed_with
+from kg.store import KGStore
+from kg.triples import SpacyTripleExtractor, TripleExtractor
+from ragmend.models.registry import ModelRegistry
+from ragmend.settings import Settings
+
+
+def build_extractor(settings: Settings, nlp: Any | None = None) -> TripleExtractor:
+    """The extractor `settings.kg` names; `nlp` is an already loaded spaCy pipeline to reuse."""
+    if settings.kg.extractor == "rebel":
+        from kg.rebel import RebelTripleExtractor
+
+        return RebelTripleExtractor.from_settings(settings)
+    if nlp is None:
+        from ragmend.models.spacy_model import load_spacy
+
+        nlp = load_spacy(settings.models)
+    return SpacyTripleExtractor(nlp, max_triples_per_text=settings.kg.max_triples_per_chunk)
+
+
+def graph_path(settings: Settings) -> Path:
+    """Beside the index directory, outside its generations: the graph is synchronised, not rebuilt."""
+    return settings.data_dir / "kg" / "graph.sqlite3"
+
+
+def open_store(settings: Settings, models: ModelRegistry) -> KGStore:
+    """The corpus graph with the configured extractor and the embeddings role (loads both)."""
+    nlp = models.spacy if settings.kg.extractor == "spacy" else None
+    return KGStore(
+        graph_path(settings),
+        build_extractor(settings, nlp),
+        embed_with(models.embeddings),
+        # Phrases embedded by another embeddings model are re-embedded at the next sync.
+        embed_name=settings.models.embeddings.model,
+    )
