@@ -38,3 +38,17 @@ lint: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+
+# ragmend's own NLI model, from scratch (issue 3; ragmend/assets/nli-minilm-l6/MODEL_CARD.md):
+# in-domain pairs, training (resumable: rerun after an interruption), int8 ONNX export into the
+# shipped directory, temperature calibration on the held-out pairs, the evaluation suite.
+NLI_WORK ?= data/nli-minilm-v0
+NLI_ASSET := ragmend/assets/nli-minilm-l6
+.PHONY: nli-model
+nli-model: install
+	$(VENV)/bin/ragmend nli pairs --out data/nli-pairs
+	$(VENV)/bin/ragmend nli train --mix train/mixes/minilm-v0.yaml --out $(NLI_WORK)
+	$(VENV)/bin/ragmend nli export --model $(NLI_WORK)/model --out $(NLI_ASSET)
+	cp $(NLI_WORK)/heldout.jsonl $(NLI_ASSET)/heldout.jsonl
+	$(VENV)/bin/ragmend nli calibrate --model $(NLI_ASSET) --data $(NLI_ASSET)/heldout.jsonl
+	$(VENV)/bin/ragmend bench nli --suite --model $(NLI_ASSET)

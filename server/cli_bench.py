@@ -169,6 +169,35 @@ def bench_diagnosis(
     run(work)
 
 
+@bench_app.command("kg")
+def bench_kg(
+    data: Annotated[
+        Path, typer.Option(help="HotpotQA distractor JSON (dev gold paragraphs build the graph).")
+    ] = Path("../shared/data/hotpotqa/hotpot_dev_distractor_merged.json"),
+    questions: Annotated[int, typer.Option(help="DEV questions whose gold paragraphs are used.")] = 100,
+    doc: Annotated[Path | None, typer.Option(help="Write the result to this JSON file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Calibrate the KG alignment thresholds: true supporting sentences vs entity-swapped ones.
+
+    Example: ragmend bench kg --questions 100 --json
+    """
+    from bench.kg_bench import run_kg_bench
+    from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_json
+
+    def work() -> None:
+        s = settings()
+        if not data.is_file():
+            raise InputError(f"benchmark data not found: {data}")
+        result = run_kg_bench(s, data, questions, log=lambda m: err.print(m))
+        if doc:
+            atomic_write_json(doc, result)
+        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+
+    run(work)
+
+
 @bench_app.command("startup")
 def bench_startup(
     runs: Annotated[int, typer.Option(help="Server starts to time.")] = 3,
