@@ -16,15 +16,17 @@ from typing import Any
 from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.responses import Response
 
 from engine import Engine
+from engine.outcome import Outcome
 from ragmend import __version__
 from ragmend.errors import NotReady, RagmendError
 from ragmend.settings import Settings
+from server.metrics import Metrics
 from server.schemas import AnswerRequest, AnswerResponse, ErrorResponse
 
 log = logging.getLogger("ragmend.server")
@@ -58,9 +60,18 @@ class BodyLimit(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def create_app(settings: Settings, engine: Engine | None = None, load_on_start: bool = True) -> FastAPI:
-    """The ASGI app. `load_on_start=False` leaves loading to the caller (engine.load())."""
+def create_app(
+    settings: Settings,
+    engine: Engine | None = None,
+    load_on_start: bool = True,
+    metrics: Metrics | None = None,
+) -> FastAPI:
+    """The ASGI app. `load_on_start=False` leaves loading to the caller (engine.load()).
+
+    `metrics` defaults to a Metrics of this engine with its own registry (server/metrics.py).
+    """
     engine = engine or Engine(settings)
+    metrics = metrics or Metrics.for_engine(engine)
 
     def load() -> None:
         try:
@@ -83,16 +94,19 @@ def create_app(settings: Settings, engine: Engine | None = None, load_on_start: 
         responses={400: {"model": ErrorResponse}, 503: {"model": ErrorResponse}},
     )
     app.state.engine = engine
+    app.state.metrics = metrics
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
 
     @app.exception_handler(RagmendError)
     async def ragmend_error(request: Request, exc: RagmendError) -> JSONResponse:
         headers = {"Retry-After": "5"} if isinstance(exc, NotReady) else None
+        metrics.observe_exception(exc, exc.http_status)
         return error_response(exc.http_status, str(exc), type(exc).__name__, headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Starlette's own errors (404, 405, an unparsable body) in the same shape as ours.
+        metrics.observe_error("http", status=exc.status_code)
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if message == "There was an error parsing the body":
             message = "the request body is not valid UTF-8 JSON"
@@ -100,6 +114,7 @@ def create_app(settings: Settings, engine: Engine | None = None, load_on_start: 
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        metrics.observe_error("validation", status=400)
         parts = []
         for e in exc.errors():
             loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
@@ -115,9 +130,21 @@ def create_app(settings: Settings, engine: Engine | None = None, load_on_start: 
         status = engine.status()
         return JSONResponse(status, status_code=200 if status["ready"] else 503)
 
+    @app.get("/metrics", summary="Prometheus metrics (text format)", response_class=PlainTextResponse)
+    async def metrics_endpoint() -> Response:
+        # Off the loop: the scrape reads the policy under its lock, which an update holds for an fsync.
+        body = await to_thread.run_sync(metrics.exposition)
+        return Response(body, media_type=metrics.content_type)
+
+    def respond(query: str, overrides: dict[str, Any] | None) -> Outcome:
+        outcome = engine.respond(query, overrides)
+        metrics.observe(outcome)  # in the worker thread too: it may read the policy's budgets
+        return outcome
+
     @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
     async def answer(body: AnswerRequest) -> AnswerResponse:
-        outcome = await to_thread.run_sync(engine.respond, body.query, body.config)
+        with metrics.requests_in_flight.track_inprogress():
+            outcome = await to_thread.run_sync(respond, body.query, body.config)
         result = outcome.answer
         return AnswerResponse(
             query=result.query,

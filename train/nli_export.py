@@ -18,6 +18,10 @@ import numpy as np
 
 from ragmend.errors import InputError, ModelUnavailable
 
+# Files of an existing output directory that survive a re-export (not calibration.json: a
+# temperature belongs to the weights it was fitted on).
+KEEP = ("MODEL_CARD.md",)
+
 _SAMPLES = [
     ("Marie Curie won the Nobel Prize in Physics in 1903.", "Marie Curie won a Nobel Prize."),
     ("The Eiffel Tower is in Paris.", "The Eiffel Tower is in Rome."),
@@ -92,6 +96,9 @@ def export_nli(model_dir: Path, out_dir: Path, int8: bool = True, optimize: bool
         if check["argmax_agreement"] < 0.6:
             raise ModelUnavailable(f"exported graph disagrees with the PyTorch model: {check}")
         if out_dir.exists():
+            for name in KEEP:  # documentation of the model travels with it; weights do not
+                if (out_dir / name).exists():
+                    shutil.copy2(out_dir / name, work / name)
             shutil.rmtree(out_dir)
         work.rename(out_dir)
     finally:
