@@ -15,6 +15,7 @@ def atomic_write_text(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide shipped files from other users
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
