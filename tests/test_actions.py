@@ -106,7 +106,7 @@ def test_meter_says_no_gpu_and_falls_back_to_rss() -> None:
 
 class FakeNvmlNoRealGPU:
     """A stand-in for the pynvml module on a machine with no GPU: scripted device memory readings,
-    to check the peak sampling logic. Real NVML runs only where a GPU is lent (docs/metering.md)."""
+    to check the peak sampling logic. Real NVML runs only where a GPU is lent (docs/repair.md)."""
 
     class _Info:
         def __init__(self, used: int) -> None:
