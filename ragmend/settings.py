@@ -130,8 +130,10 @@ class DiagnosisSettings(_Section):
     # question (the raw question as NLI hypothesis), rerank (cross-encoder relevance).
     query_hypothesis: Literal["statement", "question", "rerank"] = "statement"
     # AggregateNLI: a passage entails / contradicts a hypothesis at these calibrated probabilities.
-    entail_threshold: float = Field(0.5, gt=0, lt=1)
-    contradict_threshold: float = Field(0.5, gt=0, lt=1)
+    # Defaults: the F1-best points on the NLI model's 2,450 held-out pairs (never trained on) for
+    # the shipped model (`ragmend bench diagnosis`, docs/diagnosis.md); refit for another model.
+    entail_threshold: float = Field(0.325, gt=0, lt=1)
+    contradict_threshold: float = Field(0.4, gt=0, lt=1)
     # rerank construction: sigmoid(best reranker logit) at or above this means "answers it".
     relevance_threshold: float = Field(0.5, gt=0, lt=1)
     # EGC edge threshold on cosine similarity (seed 002's operating point).
