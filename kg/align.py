@@ -148,6 +148,7 @@ def align_text(
 
 
 _Judged = tuple[Triple, Verdict, str, tuple[float, float, float], int | None]
+MANY_VALUED = frozenset({"be", "have", "include", "contain", "become"})
 
 
 def _judge(triples: list[Triple], snap: KGSnapshot, embed: Embed, th: AlignThresholds) -> list[_Judged]:
@@ -188,8 +189,12 @@ def _judge_one(
     same_negation = snap.negated[cand] == t.negated
     object_match = o >= th.object
     consistent = object_match & numbers_ok & names_ok & same_negation
+    # A many-valued relation (the copula: a person "is" a journalist AND a co-founder) holds
+    # several objects at once, so an unlike object is another fact, not a contradiction; only
+    # a clash of names, numbers or negation on a matching object is.
+    many_valued = t.relation.lower() in MANY_VALUED
     conflict = (object_match & ~(numbers_ok & names_ok & same_negation)) | (
-        ~object_match & same_kind & ~snap.negated[cand] & (not t.negated)
+        ~object_match & same_kind & ~snap.negated[cand] & (not t.negated) & (not many_valued)
     )
     score = s + r + o
     ordered: tuple[tuple[Verdict, np.ndarray], ...] = (("consistent", consistent), ("conflict", conflict))

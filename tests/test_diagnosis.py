@@ -130,16 +130,19 @@ def test_the_corpus_graph_is_built_at_ingest_and_aligns_responses(engine: Engine
     assert kg is not None
     stats = kg.store.stats()
     assert stats.docs == len(engine.index.snapshot.manifest.docs) and stats.triples > 50
-    same = kg.signal("Gerald R. Ford International Airport is a commercial airport in Cascade Township.")
-    other = kg.signal("Gerald R. Ford International Airport is a commercial airport in Nevada.")
+    same = kg.signal("Elko Regional Airport is in Elko County.")
+    other = kg.signal("Elko Regional Airport is in Michigan.")
     assert same.kappa == "consistent" and same.available
     assert other.kappa == "conflict"
     assert other.matches and other.matches[0].kg_triple is not None and other.matches[0].source
+    # The copula holds many objects: another true description is not a conflict, another name is.
+    assert kg.signal("Andrew Jaspan was the co-founder of The Conversation.").kappa != "conflict"
+    assert kg.signal("Andrew Jaspan was a French journalist.").kappa == "conflict"
     assert kg.signal("Yes.").kappa == "no_triplet"
     # The diagnosis carries the same signal, with its matched triples as the explanation.
     d = engine.diagnoser.diagnose(
-        "Where is Gerald R. Ford International Airport?",
-        list(engine.index.retriever.retrieve("Gerald R. Ford International Airport", "dense", 3)),
-        "Gerald R. Ford International Airport is a commercial airport in Nevada.",
+        "Where is Elko Regional Airport?",
+        list(engine.index.retriever.retrieve("Elko Regional Airport", "dense", 3)),
+        "Elko Regional Airport is in Michigan.",
     )
     assert d.kappa == "conflict" and d.failure == "WP"
