@@ -3,7 +3,7 @@
 The rule (thresholds from configuration, calibrated on dev; docs/diagnosis.md):
 
   per hypothesis h, over the premises (each passage, plus the joint premise when enabled):
-    entail      if some premise has P(entail | premise, h) >= tau_e
+    entail      if some premise has P(entail | premise, h) >= tau_e (tau_joint: joint premise)
     contradict  else, if some premise has P(contradict | premise, h) >= tau_c
     neutral     otherwise
   per signal, over its hypotheses (one for the query; one per claim for the response):
@@ -25,8 +25,11 @@ from diagnosis.types import HypothesisVerdict, NLIState, PassageScores, Threshol
 
 def hypothesis_state(hypothesis: str, scores: Sequence[PassageScores], t: Thresholds) -> HypothesisVerdict:
     if scores:
-        best_e = max(scores, key=lambda s: s.entail)
-        if best_e.entail >= t.entail:
+        # The joint premise must clear its own, higher bar: two unrelated passages side by side
+        # draw mid-range entailment (0.35 where each alone gives 0.02, tests/test_repair.py).
+        entailing = [s for s in scores if s.entail >= (t.joint_entail if s.passage == "joint" else t.entail)]
+        if entailing:
+            best_e = max(entailing, key=lambda s: s.entail)
             return HypothesisVerdict(hypothesis, "entail", best_e.passage, tuple(scores))
         best_c = max(scores, key=lambda s: s.contradict)
         if best_c.contradict >= t.contradict:

@@ -28,6 +28,7 @@ class Thresholds:
     contradict: float = 0.4  # ... contradicts it when P(contradict) >= this (and none entails)
     relevance: float = 0.5  # rerank construction: sigmoid(max reranker logit) >= this = answers
     egc_tau: float = 0.4  # EGC edge threshold on cosine similarity (seed 002)
+    joint_entail: float = 0.6  # the joint premise (top passages concatenated) entails at this
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,11 @@ class Engine:
             d = self.settings.diagnosis
             options = DiagnosisOptions(
                 thresholds=Thresholds(
-                    d.entail_threshold, d.contradict_threshold, d.relevance_threshold, d.egc_tau
+                    d.entail_threshold,
+                    d.contradict_threshold,
+                    d.relevance_threshold,
+                    d.egc_tau,
+                    d.joint_entail_threshold,
                 ),
                 query_hypothesis=d.query_hypothesis,
                 joint_premise=d.joint_premise,

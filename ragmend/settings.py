@@ -134,6 +134,9 @@ class DiagnosisSettings(_Section):
     # the shipped model (`ragmend bench diagnosis`, docs/diagnosis.md); refit for another model.
     entail_threshold: float = Field(0.325, gt=0, lt=1)
     contradict_threshold: float = Field(0.4, gt=0, lt=1)
+    # The joint premise (top two passages concatenated) entails only at this higher bar: two
+    # unrelated passages side by side draw spurious mid-range entailment.
+    joint_entail_threshold: float = Field(0.6, gt=0, lt=1)
     # rerank construction: sigmoid(best reranker logit) at or above this means "answers it".
     relevance_threshold: float = Field(0.5, gt=0, lt=1)
     # EGC edge threshold on cosine similarity (seed 002's operating point).

@@ -121,3 +121,12 @@ def test_claims_and_labels() -> None:
     assert parse_claim_label("Label: REFUTES - born in 1900") == ("REFUTES", "born in 1900")
     assert parse_claim_label("NOT ENOUGH INFO") == ("NOT ENOUGH INFO", "")
     assert parse_claim_label("maybe") == (None, "maybe")
+
+
+def test_the_joint_premise_needs_its_own_higher_bar() -> None:
+    t = Thresholds(entail=0.3, contradict=0.7, joint_entail=0.6)
+    spurious = [s("a", 0.02, 0.1), s("b", 0.02, 0.1), s("joint", 0.35, 0.05)]
+    assert hypothesis_state("h", spurious, t).state == "neutral"
+    bridged = [s("a", 0.2, 0.1), s("b", 0.1, 0.1), s("joint", 0.8, 0.05)]
+    v = hypothesis_state("h", bridged, t)
+    assert v.state == "entail" and v.best_passage == "joint"

@@ -39,10 +39,8 @@ def make_engine(tmp: Path, base: Engine, **policy: object) -> Engine:
 
 
 @pytest.fixture(scope="module")
-def repair_engine(
-    tmp_path_factory: pytest.TempPathFactory, registry: ModelRegistry, small_corpus: Path
-) -> Engine:
-    return make_engine(tmp_path_factory.mktemp("repair"), registry, small_corpus)
+def repair_engine(tmp_path_factory: pytest.TempPathFactory, engine: Engine) -> Engine:
+    return make_engine(tmp_path_factory.mktemp("repair"), engine)
 
 
 def test_a_failed_answer_is_repaired_once_and_the_policy_learns(repair_engine: Engine) -> None:
@@ -80,20 +78,16 @@ def test_a_failed_answer_is_repaired_once_and_the_policy_learns(repair_engine: E
         fresh.close()
 
 
-def test_request_budget_spent_means_no_repair(
-    tmp_path: Path, registry: ModelRegistry, small_corpus: Path
-) -> None:
-    eng = make_engine(tmp_path, registry, small_corpus, request_latency_budget_s=0.01)
+def test_request_budget_spent_means_no_repair(tmp_path: Path, engine: Engine) -> None:
+    eng = make_engine(tmp_path, engine, request_latency_budget_s=0.01)
     outcome = eng.respond(UNANSWERABLE)
     assert isinstance(outcome.repair, RepairSkip) and "request budget spent" in outcome.repair.reason
     assert outcome.answer is outcome.first or outcome.first is not None
     eng.close()
 
 
-def test_frozen_policy_repairs_without_learning(
-    tmp_path: Path, registry: ModelRegistry, small_corpus: Path
-) -> None:
-    eng = make_engine(tmp_path, registry, small_corpus, learn=False, enabled_actions=("mode_switch",))
+def test_frozen_policy_repairs_without_learning(tmp_path: Path, engine: Engine) -> None:
+    eng = make_engine(tmp_path, engine, learn=False, enabled_actions=("mode_switch",))
     trace = eng.respond(UNANSWERABLE).repair
     assert isinstance(trace, RepairTrace) and trace.action == "mode_switch" and not trace.learned
     assert trace.config.mode == "bm25"
