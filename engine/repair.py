@@ -98,7 +98,9 @@ class Repairer:
         allowed = min(action_budget, request_left - diagnose_s)
         if allowed <= 0:
             return answer, diagnosis, RepairSkip(f"request budget spent ({elapsed:.1f} s elapsed)")
-        memory_left = float(self.policy.budgets.memory_bytes)
+        # Memory is judged against the budget of what the meter will read (GPU memory, or the
+        # host RSS fallback with its own budget).
+        memory_left = float(self.policy.budgets_for(self.memory_source).memory_bytes)
         ok, masked = feasible(
             diagnosis.failure,
             answer.config,
@@ -127,7 +129,7 @@ class Repairer:
         assert cost is not None
         self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)
         after = self._diagnose(second)
-        reward = self.policy.reward(after, cost.latency_s, cost.memory_bytes)
+        reward = self.policy.reward(after, cost.latency_s, cost.memory_bytes, cost.memory_source)
         learned = self.policy.update(action.name, x, reward)
         over = [f"action_{v}" for v in reward.violated]
         if time.monotonic() - started > cfg.request_latency_budget_s:
@@ -155,7 +157,13 @@ class Repairer:
 
     @property
     def meter_reads_memory(self) -> bool:
-        return self.meter.nvml_available or _rss_readable()
+        return self.memory_source != "unavailable"
+
+    @property
+    def memory_source(self) -> str:
+        if self.meter.nvml_available:
+            return "nvml"
+        return "rss" if _rss_readable() else "unavailable"
 
 
 def _rss_readable() -> bool:

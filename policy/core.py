@@ -117,10 +117,22 @@ class Policy:
         with self._lock:
             return self.bandit.select(x, feasible, seed=seed)
 
-    def reward(self, diagnosis: Diagnosis, latency_s: float, memory_bytes: float | None) -> Reward:
+    def budgets_for(self, memory_source: str = "nvml") -> Budgets:
+        """The scaled per-action budgets for a memory reading of this source: accelerator memory
+        (nvml) is held to memory_budget_bytes, host RSS growth (the no-GPU fallback, a different
+        quantity: allocator noise of a CPU pass is megabytes) to rss_memory_budget_bytes."""
+        if memory_source != "rss":
+            return self.budgets
+        return Budgets(self.config.latency_budget_s, self.config.rss_memory_budget_bytes).scaled(
+            self.config.budget_scale
+        )
+
+    def reward(
+        self, diagnosis: Diagnosis, latency_s: float, memory_bytes: float | None, memory_source: str = "nvml"
+    ) -> Reward:
         """Eq. 2 for the repaired answer, with the configured variant and scaled budgets."""
         variant: RewardVariant = self.config.reward_variant
-        return compute_reward(diagnosis, latency_s, memory_bytes, self.budgets, variant)
+        return compute_reward(diagnosis, latency_s, memory_bytes, self.budgets_for(memory_source), variant)
 
     def update(self, arm: str, x: np.ndarray, reward: Reward | float) -> bool:
         """Learn from the outcome of `arm` in context x. Persists first, then updates memory.

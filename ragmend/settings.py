@@ -181,6 +181,10 @@ class PolicySettings(_Section):
     # CPU generation of 4-8 s, so the default latency budget is 12 s (docs/policy.md).
     latency_budget_s: float = Field(12.0, gt=0, allow_inf_nan=False)
     memory_budget_bytes: int = Field(6 * 1024 * 1024, gt=0)
+    # Without a GPU the meter reads host RSS growth instead (labelled "rss"), a different quantity:
+    # a CPU repair pass grows the resident set by several MB of allocator noise (8.9 MB measured
+    # for a mode switch here), so it has its own per-action budget.
+    rss_memory_budget_bytes: int = Field(64 * 1024 * 1024, gt=0)
     # End-to-end budget of one request (first pass, diagnosis, repair): actions that would not
     # fit what is left are masked before selection. Generous because the default generator runs
     # on CPU (5-8 s per answer).

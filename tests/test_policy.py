@@ -992,3 +992,14 @@ def test_bench_policy_json_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ("sqlite", 48, 1),
     ]
     assert not list(tmp_path.iterdir())  # its SQLite files were cleaned up
+
+
+def test_host_rss_growth_is_held_to_its_own_budget() -> None:
+    pol = Policy.in_memory(PolicySettings(budget_scale=1.5))
+    assert pol.budgets_for("nvml").memory_bytes == 6 * MB * 1.5
+    assert pol.budgets_for("rss").memory_bytes == 64 * MB * 1.5
+    after = diagnosis("NoFailure", e_r="entail", kappa="consistent")
+    # 10 MB of growth: over the (scaled) GPU budget of 9 MB, well within the host one.
+    assert pol.reward(after, 1.0, 10 * MB, "nvml").violated == ("memory",)
+    rss = pol.reward(after, 1.0, 10 * MB, "rss")
+    assert rss.violated == () and rss.total > 0

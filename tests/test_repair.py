@@ -62,8 +62,10 @@ def test_a_failed_answer_is_repaired_once_and_the_policy_learns(repair_engine: E
         assert trace.cost.nvml.startswith("unavailable")
     # The reward is Eq. 2 on the second pass's diagnosis and the measured cost.
     again = repair_engine.repairer.policy.reward(
-        trace.diagnosis, trace.cost.latency_s, trace.cost.memory_bytes
+        trace.diagnosis, trace.cost.latency_s, trace.cost.memory_bytes, trace.cost.memory_source
     )
+    if trace.cost.memory_source == "rss":  # host memory is held to its own budget
+        assert trace.reward.budgets.memory_bytes == repair_engine.settings.policy.rss_memory_budget_bytes
     assert again.total == pytest.approx(trace.reward.total)
     assert trace.learned
     # The reply carries the better-supported answer.
