@@ -55,6 +55,7 @@ class EvidencePassage(Protocol):
 
 
 Embed = Callable[[list[str]], np.ndarray]  # normalised rows
+BARE_ANSWER_WORDS = 4  # a response shorter than this is an answer span, not a sentence
 AlignKG = Callable[[str], KGSignal]  # response text -> kappa with its matched triples
 
 
@@ -112,6 +113,10 @@ class Diagnoser:
             construction = o.query_hypothesis
             query_hyp = question_statement(query, response) if construction == "statement" else query
             claims = [] if is_abstention(response) else split_claims(response, o.max_claims)
+            if claims and len(response.split()) < BARE_ANSWER_WORDS:
+                # A bare answer span ("23", "Paris") asserts nothing on its own: it is judged as
+                # the question's statement with the span in its slot.
+                claims = [question_statement(query, response)]
         use_nli_for_query = construction != "rerank"
 
         # -- one batched NLI call -----------------------------------------------------------

@@ -146,3 +146,13 @@ def test_the_corpus_graph_is_built_at_ingest_and_aligns_responses(engine: Engine
         "Elko Regional Airport is in Michigan.",
     )
     assert d.kappa == "conflict" and d.failure == "WP"
+
+
+def test_a_bare_answer_span_is_judged_in_the_question_context(engine: Engine) -> None:
+    d = engine.diagnoser.diagnose("When was Marie Curie born?", [CURIE, OFF_TOPIC], "23")
+    assert [v.hypothesis for v in d.e_r.hypotheses] == ["Marie Curie was born in 23."]
+    good = engine.diagnoser.diagnose("When was Marie Curie born?", [CURIE, OFF_TOPIC], "1867")
+    assert good.e_r.hypotheses[0].hypothesis == "Marie Curie was born in 1867."
+    assert max(s.entail for s in good.e_r.hypotheses[0].scores) > max(
+        s.entail for s in d.e_r.hypotheses[0].scores
+    )
