@@ -93,6 +93,12 @@ class CostMeter:
             except Exception as e:  # pynvml raises NVMLError_* subclasses per failure (no driver, ...)
                 self._nvml_status = f"unavailable: {type(e).__name__}: {e}".rstrip(": ")
 
+    @property
+    def memory_source(self) -> MemorySource:
+        """What `measure()` will read memory from on this machine."""
+        probe = self._probe()
+        return probe.source if probe is not None else "unavailable"
+
     def _probe(self) -> _Probe | None:
         if self.nvml_available:
             nvml, handle = self._nvml_module, self._handle

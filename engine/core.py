@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from engine.knowledge import KnowledgeGraph
 from engine.outcome import Outcome
 from engine.repair import Repairer
 from engine.services import EngineServices
+from kg.phrases import embed_with
 from policy import Policy
 from rag.documents import BUNDLED_CORPUS
 from rag.ingest import Ingestor, IngestReport, Progress
@@ -42,6 +43,7 @@ class Engine:
         self._pipeline: Pipeline | None = None
         self._diagnoser: Diagnoser | None = None
         self._repairer: Repairer | None = None
+        self._embed_fn: Callable[[list[str]], np.ndarray] | None = None
         self.kg = KnowledgeGraph(settings, self.models) if settings.kg.enabled else None
         self._repairer_lock = threading.Lock()
         unknown = sorted(set(settings.policy.enabled_actions) - set(ACTIONS_BY_NAME))
@@ -96,8 +98,10 @@ class Engine:
         return self._diagnoser
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        vecs = np.asarray(self.models.embeddings.get_text_embedding_batch(texts), dtype=np.float32)
-        return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        """Unit-length embeddings for diagnosis (EGC) and the policy context."""
+        if self._embed_fn is None:
+            self._embed_fn = embed_with(self.models.embeddings)
+        return self._embed_fn(texts)
 
     @property
     def roles(self) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ class KnowledgeGraph:
         self._settings = settings
         self._models = models
         self._store: KGStore | None = None
+        self._available: bool | None = None  # the graph holds triples; set at each sync
         self._lock = threading.Lock()
         self.thresholds = AlignThresholds.from_settings(settings.kg)
 
@@ -38,7 +39,9 @@ class KnowledgeGraph:
             doc_id: (entry.fingerprint, [(nid, text_of[nid]) for nid in entry.node_ids if nid in text_of])
             for doc_id, entry in snapshot.manifest.docs.items()
         }
-        return self.store.sync(docs)
+        report = self.store.sync(docs)
+        self._available = self.store.stats().triples > 0
+        return report
 
     def signal(self, response: str) -> KGSignal:
         store = self.store
@@ -53,4 +56,6 @@ class KnowledgeGraph:
             )
             for m in alignment.triples
         )
-        return KGSignal(alignment.kappa, matches, available=store.stats().triples > 0)
+        if self._available is None:  # a graph synced by another process before this one started
+            self._available = store.stats().triples > 0
+        return KGSignal(alignment.kappa, matches, available=self._available)

@@ -100,7 +100,8 @@ class Repairer:
             return answer, diagnosis, RepairSkip(f"request budget spent ({elapsed:.1f} s elapsed)")
         # Memory is judged against the budget of what the meter will read (GPU memory, or the
         # host RSS fallback with its own budget).
-        memory_left = float(self.policy.budgets_for(self.memory_source).memory_bytes)
+        source = self.meter.memory_source
+        memory_left = float(self.policy.budgets_for(source).memory_bytes)
         ok, masked = feasible(
             diagnosis.failure,
             answer.config,
@@ -116,7 +117,7 @@ class Repairer:
             self._embed([answer.query])[0],
             diagnosis,
             latency_left_s=request_left,
-            memory_left_bytes=memory_left if self.meter_reads_memory else None,
+            memory_left_bytes=memory_left if source != "unavailable" else None,
         )
         decision = self.policy.select(x, [a.name for a in ok])
         action = BY_NAME[decision.arm]
@@ -154,26 +155,6 @@ class Repairer:
         if keep_repaired:
             return second, after, trace
         return answer, diagnosis, trace
-
-    @property
-    def meter_reads_memory(self) -> bool:
-        return self.memory_source != "unavailable"
-
-    @property
-    def memory_source(self) -> str:
-        if self.meter.nvml_available:
-            return "nvml"
-        return "rss" if _rss_readable() else "unavailable"
-
-
-def _rss_readable() -> bool:
-    from actions.meter import read_rss_bytes
-
-    try:
-        read_rss_bytes()
-    except (OSError, ValueError):
-        return False
-    return True
 
 
 def trace_summary(trace: RepairTrace | RepairSkip | None) -> dict[str, Any] | None:
