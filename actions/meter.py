@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from ragmend import clock
 
 MemorySource = Literal["nvml", "rss", "unavailable"]
 
@@ -34,6 +35,8 @@ class Cost:
     device_used_after: int | None = None
     device_peak: int | None = None
     torch_cuda_peak_bytes: int | None = None  # torch.cuda.max_memory_allocated during the pass
+    # Of latency_s, the recorded duration of generations served from the cache (ragmend.clock).
+    replayed_s: float = 0.0
 
 
 @dataclass
@@ -141,7 +144,8 @@ class _Measurement:
             self._before = self._peak = self.probe.read()
             self._thread = threading.Thread(target=self._sample, name="ragmend-cost-sampler", daemon=True)
             self._thread.start()
-        self._t0 = time.monotonic()
+        self._t0 = clock.now()
+        self._replayed0 = clock.replayed()
 
     def _sample(self) -> None:
         assert self.probe is not None
@@ -151,7 +155,8 @@ class _Measurement:
                 self._peak = value
 
     def stop(self) -> None:
-        latency = time.monotonic() - self._t0
+        latency = clock.now() - self._t0
+        replayed = clock.replayed() - self._replayed0
         after: int | None = None
         if self.probe is not None:
             self._stop.set()
@@ -173,6 +178,7 @@ class _Measurement:
             device_used_after=after if nvml else None,
             device_peak=self._peak if nvml else None,
             torch_cuda_peak_bytes=torch_peak,
+            replayed_s=replayed,
         )
 
 

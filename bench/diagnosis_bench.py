@@ -14,8 +14,6 @@ the thresholds of the aggregation rule, measured on DEV splits only.
 
 from __future__ import annotations
 
-import re
-import string
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,26 +23,11 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import NLIPair, hotpotqa_paragraphs, load_hotpotqa, write_jsonl
+from bench.scoring import answer_correct
 from diagnosis.diagnoser import Diagnoser
 from diagnosis.hypotheses import QUERY_CONSTRUCTIONS
 from engine import Engine
 from ragmend.settings import Settings, settings_with
-
-
-def normalize_answer(s: str) -> str:
-    """SQuAD/HotpotQA normalisation: lower case, no punctuation, no articles, single spaces."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in set(string.punctuation))
-    s = re.sub(r"\b(a|an|the)\b", " ", s)
-    return " ".join(s.split())
-
-
-def answer_correct(response: str, gold: str) -> bool:
-    g, r = normalize_answer(gold), normalize_answer(response)
-    if g in ("yes", "no"):
-        other = "no" if g == "yes" else "yes"
-        return re.search(rf"\b{g}\b", r) is not None and re.search(rf"\b{other}\b", r) is None
-    return bool(g) and re.search(rf"\b{re.escape(g)}\b", r) is not None
 
 
 def auroc(scores: np.ndarray, labels: np.ndarray) -> float:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from engine.knowledge import KnowledgeGraph
 from engine.outcome import Outcome
 from engine.repair import Repairer
 from engine.services import EngineServices
+from engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
 from kg.phrases import embed_with
 from policy import Policy
 from rag.documents import BUNDLED_CORPUS
@@ -26,10 +27,11 @@ from rag.ingest import Ingestor, IngestReport, Progress
 from rag.pipeline import IndexHandle, Pipeline
 from rag.store import IndexStore
 from rag.types import Answer, RAGConfig
-from ragmend.errors import ConfigError, NotReady
+from ragmend import clock
+from ragmend.errors import ConfigError, InputError, NotReady
 from ragmend.models.embeddings import token_counter
 from ragmend.models.registry import ModelRegistry
-from ragmend.settings import Settings
+from ragmend.settings import Settings, settings_with
 
 log = logging.getLogger("ragmend.engine")
 
@@ -43,6 +45,11 @@ class Engine:
         self._pipeline: Pipeline | None = None
         self._diagnoser: Diagnoser | None = None
         self._repairer: Repairer | None = None
+        self._policy: Policy | None = None
+        # Guards building the policy and replacing the settings (apply_tunables), so a change can
+        # never land between a policy's construction from the old settings and its publication.
+        self._settings_lock = threading.RLock()
+        self._refresh_lock = threading.Lock()  # one index refresh at a time (admin or repair action)
         self._embed_fn: Callable[[list[str]], np.ndarray] | None = None
         self.kg = KnowledgeGraph(settings, self.models) if settings.kg.enabled else None
         self._repairer_lock = threading.Lock()
@@ -190,11 +197,19 @@ class Engine:
         )
 
     @property
+    def policy(self) -> Policy:
+        """The repair policy over its stored state (built on first use; needs no model)."""
+        with self._settings_lock:
+            if self._policy is None:
+                self._policy = Policy.from_settings(self.settings)
+            return self._policy
+
+    @property
     def repairer(self) -> Repairer:
         with self._repairer_lock:
             if self._repairer is None:
                 self._repairer = Repairer(
-                    Policy.from_settings(self.settings),
+                    self.policy,
                     EngineServices(self),
                     self.pipeline.answer,
                     self.diagnose,
@@ -206,17 +221,79 @@ class Engine:
 
     def respond(self, query: str, overrides: dict[str, Any] | None = None) -> Outcome:
         """One request: answer, diagnose, and when it failed, one budgeted repair (engine/repair.py)."""
-        started = time.monotonic()
+        if not self.ready:  # before the generator is touched: that would load it on this thread
+            raise NotReady("ragmend is still loading its models and index")
+        with self.models.generator.tally() as generated:
+            outcome = self._respond(query, overrides)
+        return dataclasses.replace(outcome, generator_s=generated.seconds)
+
+    def _respond(self, query: str, overrides: dict[str, Any] | None) -> Outcome:
+        started = clock.now()
         answer = self.answer(query, overrides)
         if not self.settings.diagnosis.enabled:
-            return Outcome(answer, None, seconds=time.monotonic() - started)
+            return Outcome(answer, None, seconds=clock.now() - started)
         diagnosis = self.diagnose(answer)
         if not diagnosis.failed or not self.settings.policy.repair:
-            return Outcome(answer, diagnosis, seconds=time.monotonic() - started)
+            return Outcome(answer, diagnosis, seconds=clock.now() - started)
         final, final_diagnosis, trace = self.repairer.repair(answer, diagnosis, started)
-        return Outcome(final, final_diagnosis, answer, diagnosis, trace, time.monotonic() - started)
+        return Outcome(final, final_diagnosis, answer, diagnosis, trace, clock.now() - started)
+
+    def refresh_index(self) -> IngestReport:
+        """Re-ingest the configured sources (incremental; built aside, swapped atomically): what
+        the index_refresh repair action and POST /admin/index/refresh run."""
+        if not self.ready:
+            raise NotReady("ragmend is still loading its models and index")
+        with self._refresh_lock:
+            return self.ingest(self.sources)
+
+    def apply_tunables(self, new: Settings, live: Collection[str] = ()) -> list[str]:
+        """Apply the tunable part of `new` to the running engine; returns the keys applied.
+
+        Tunable (engine.tunables.ENGINE_LIVE_KEYS): the policy's kind, alpha, learn, enabled
+        actions and budgets, repair on/off and the refresh cool-down. `live`: more dotted keys the
+        caller applies itself (the server's keys): copied into the engine's settings, which are the
+        process's current ones. Any other change is NOT applied: a warning names it ("needs a
+        restart") and the running value stays. All or nothing: an invalid change (an unknown
+        action) raises ConfigError and changes nothing. Requests in flight keep the settings object
+        they read; the policy changes under its lock.
+        """
+        with self._settings_lock:
+            old = self.settings
+            changed = changed_keys(old, new)
+            applied = [k for k in changed if k in ENGINE_LIVE_KEYS or k in live]
+            restart = [k for k in changed if k not in applied]
+            if restart:
+                log.warning(
+                    "configuration change(s) not applied, they need a restart: %s", ", ".join(restart)
+                )
+            if not applied:
+                return []
+            merged = with_keys(old, new, applied)
+            unknown = sorted(set(merged.policy.enabled_actions) - set(ACTIONS_BY_NAME))
+            if unknown:
+                raise ConfigError(
+                    f"policy.enabled_actions: unknown action(s) {unknown}; actions: {sorted(ACTIONS_BY_NAME)}"
+                )
+            policy_keys = [k.removeprefix("policy.") for k in applied if k in ENGINE_LIVE_KEYS]
+            if self._policy is not None and policy_keys:
+                try:
+                    self._policy.configure(**{k: getattr(merged.policy, k) for k in policy_keys})
+                except InputError as e:
+                    raise ConfigError(str(e)) from None
+            if self._repairer is not None:
+                self._repairer.cooldown.seconds = merged.policy.refresh_cooldown_s
+            self.settings = merged  # one reference swap: readers see the old object or the new
+        log.info("configuration applied: %s", ", ".join(applied))
+        return applied
+
+    def change_policy(self, changes: Mapping[str, Any]) -> list[str]:
+        """Apply `changes` (policy keys, e.g. {"alpha": 1.0}) to the current settings; returns the
+        keys applied. Validated like the configuration (ConfigError naming policy.<key>); the
+        read-modify-apply holds the settings lock, so two concurrent changes never undo each other."""
+        with self._settings_lock:
+            return self.apply_tunables(settings_with(self.settings, policy=dict(changes)))
 
     def close(self) -> None:
         """Release what holds files: the policy's state store."""
-        if self._repairer is not None:
-            self._repairer.policy.close()
+        if self._policy is not None:
+            self._policy.close()

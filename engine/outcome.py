@@ -17,3 +17,6 @@ class Outcome:
     first_diagnosis: Diagnosis | None = None
     repair: RepairTrace | RepairSkip | None = None  # None: no failure, or repair is off
     seconds: float = 0.0  # the whole request: first pass, diagnosis, repair
+    # Of `seconds`, the time in generator calls (first pass, rewrites, repair pass), the wait for
+    # the in-process model's lock included: what is left is ragmend's own work.
+    generator_s: float = 0.0

@@ -9,7 +9,6 @@ diagnosis fails and budget is left
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +19,12 @@ from actions.catalogue import BY_NAME, Budgets, Cooldown, CostModel, Masked, Rep
 from actions.meter import Cost, CostMeter
 from diagnosis.types import Diagnosis
 from policy import Policy
+from policy.core import ArmsDisabled, action_budgets
 from policy.reward import Reward
 from policy.types import Decision
 from rag.types import Answer, RAGConfig
+from ragmend import clock
+from ragmend.errors import GeneratorTimeout
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,14 @@ class RepairTrace:
 
 @dataclass(frozen=True)
 class RepairSkip:
-    """Why no repair ran for a failed answer."""
+    """Why no repair ran for a failed answer, or why the one that started was abandoned."""
 
     reason: str
     masked: tuple[Masked, ...] = ()
+    # The repair pass was abandoned because a generator call timed out: the reply carries the
+    # unrepaired first answer, and `action` names the action that was chosen.
+    timed_out: bool = False
+    action: str | None = None
 
 
 def support_rank(d: Diagnosis) -> tuple[int, int, int, int, float]:
@@ -89,19 +95,21 @@ class Repairer:
         self, answer: Answer, diagnosis: Diagnosis, started: float
     ) -> tuple[Answer, Diagnosis, RepairTrace | RepairSkip]:
         """One repair attempt for a failed answer; `started` is the request's monotonic start."""
+        # One snapshot of the policy's settings for the whole decision: an admin change or a hot
+        # reload lands between requests (or between two of them), never inside one decision.
         cfg = self.policy.config
-        elapsed = time.monotonic() - started
+        elapsed = clock.now() - started
         request_left = cfg.request_latency_budget_s - elapsed
         # The repaired pass is diagnosed too: keep room for a diagnosis like the first one.
         diagnose_s = diagnosis.timings.get("total_s", 0.0)
-        action_budget = self.policy.budgets.latency_s
+        action_budget = action_budgets(cfg).latency_s
         allowed = min(action_budget, request_left - diagnose_s)
         if allowed <= 0:
             return answer, diagnosis, RepairSkip(f"request budget spent ({elapsed:.1f} s elapsed)")
         # Memory is judged against the budget of what the meter will read (GPU memory, or the
         # host RSS fallback with its own budget).
         source = self.meter.memory_source
-        memory_left = float(self.policy.budgets_for(source).memory_bytes)
+        memory_left = float(action_budgets(cfg, source).memory_bytes)
         ok, masked = feasible(
             diagnosis.failure,
             answer.config,
@@ -119,13 +127,24 @@ class Repairer:
             latency_left_s=request_left,
             memory_left_bytes=memory_left if source != "unavailable" else None,
         )
-        decision = self.policy.select(x, [a.name for a in ok])
+        try:
+            decision = self.policy.select(x, [a.name for a in ok])
+        except ArmsDisabled:  # an admin disabled them since `cfg` was read
+            why = "no action fits the failure and the budgets (the feasible ones were just disabled)"
+            return answer, diagnosis, RepairSkip(why, tuple(masked))
         action = BY_NAME[decision.arm]
         if action.name == "index_refresh":
             self.cooldown.mark()
-        with self.meter.measure() as m:
-            patched = action.apply(answer.config, answer.query, self.services)
-            second = self._answer(answer.query, patched)
+        try:
+            with self.meter.measure() as m:
+                patched = action.apply(answer.config, answer.query, self.services)
+                second = self._answer(answer.query, patched)
+        except GeneratorTimeout as e:
+            # The first answer stands: abandon the repair pass, never the request. No update: a
+            # timeout says the generator is slow or overloaded, not that the action was a bad choice.
+            spent = clock.now() - started - elapsed
+            why = f"repair pass abandoned after {spent:.1f} s: {e}"
+            return answer, diagnosis, RepairSkip(why, tuple(masked), timed_out=True, action=action.name)
         cost = m.cost
         assert cost is not None
         self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)
@@ -133,7 +152,7 @@ class Repairer:
         reward = self.policy.reward(after, cost.latency_s, cost.memory_bytes, cost.memory_source)
         learned = self.policy.update(action.name, x, reward)
         over = [f"action_{v}" for v in reward.violated]
-        if time.monotonic() - started > cfg.request_latency_budget_s:
+        if clock.now() - started > cfg.request_latency_budget_s:
             over.append("request")
         keep_repaired = support_rank(after) > support_rank(diagnosis)
         trace = RepairTrace(
@@ -162,7 +181,7 @@ def trace_summary(trace: RepairTrace | RepairSkip | None) -> dict[str, Any] | No
     if trace is None:
         return None
     if isinstance(trace, RepairSkip):
-        return {"skipped": trace.reason}
+        return {"skipped": trace.reason} | ({"timed_out": True} if trace.timed_out else {})
     return {
         "action": trace.action,
         "failure": trace.failure,

@@ -26,8 +26,7 @@ class EngineServices:
 
     def refresh_index(self) -> str:
         """Re-ingest the configured sources (incremental; built aside, swapped atomically)."""
-        self._engine.ingest(self._engine.sources)
-        return self._engine.store.current_generation() or ""
+        return self._engine.refresh_index().generation
 
 
 def clean_rewrite(text: str, query: str) -> str:

@@ -201,7 +201,7 @@ def time_bandit(
 def time_policy(work: Workload, steps: int, store: PolicyStore, warmup: int = 3) -> dict[str, Any]:
     """The same steps through the Policy facade (lock, stored sums, persistence) over `store`."""
     cfg = PolicySettings(context_dim=work.dim - SIGNAL_FEATURES, enabled_actions=work.arms)
-    policy = Policy(cfg, store)
+    policy = Policy(cfg, store, arms=work.arms)
     try:
         figures, _ = _timed_steps(
             lambda x: policy.select(x, policy.arms).arm, policy.update, work, steps, warmup

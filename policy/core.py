@@ -9,6 +9,13 @@
 
 The lock makes select / update / admin calls safe from the server's worker threads; a select
 costs tens of microseconds, an update one SQLite commit (an fsync), so one lock is enough.
+
+The policy's arms are EVERY action of the catalogue, always: the store keeps statistics for all of
+them, and `policy.enabled_actions` only says which arms may be selected (they are masked before
+selection, like actions that do not fit the budget). Disabling an action therefore keeps what was
+learned about it, and enabling it again takes it back. The tunable part of the configuration
+(LIVE_POLICY_KEYS: kind, alpha, learn, enabled actions, budgets) changes at runtime through
+`configure` or the set_* shortcuts, atomically under the lock, without touching the stored sums.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
+from actions.catalogue import ACTIONS
 from diagnosis.types import Diagnosis
 from policy.bandit import Bandit, check_reward
 from policy.beta import BetaTS, binarise
@@ -29,8 +38,47 @@ from policy.linear import LinearBandit, LinTS, LinUCB
 from policy.reward import Budgets, Reward, RewardVariant, compute_reward
 from policy.store import MemoryStore, PolicyStore, SQLiteStore
 from policy.types import ArmStats, ArmSummary, Decision, PolicyKind, PolicyState
-from ragmend.errors import InputError
+from ragmend.errors import ConfigError, InputError
 from ragmend.settings import PolicySettings, Settings
+
+# Every repair action of the catalogue, in its order: the arms of every policy the engine builds.
+CATALOGUE_ARMS: tuple[str, ...] = tuple(a.name for a in ACTIONS)
+BUDGET_KEYS = (
+    "latency_budget_s",
+    "memory_budget_bytes",
+    "rss_memory_budget_bytes",
+    "request_latency_budget_s",
+    "budget_scale",
+)
+# What a running policy may change. The rest of PolicySettings fixes the context layout or the
+# meaning of the stored sums (context_dim, ridge_lambda, beta_threshold...): a restart. `repair`
+# and `refresh_cooldown_s` are the engine's to act on; the policy records them so its config
+# stays the one in force.
+LIVE_POLICY_KEYS = ("kind", "alpha", "learn", "enabled_actions", *BUDGET_KEYS, "repair", "refresh_cooldown_s")
+# The budgets the context vector is normalised by (ContextBuilder).
+_CONTEXT_BUDGET_KEYS = ("request_latency_budget_s", "memory_budget_bytes", "budget_scale")
+
+
+class ArmsDisabled(InputError):
+    """Every arm offered to select() is disabled (policy.enabled_actions changed meanwhile)."""
+
+
+def action_budgets(cfg: PolicySettings, memory_source: str = "nvml") -> Budgets:
+    """The scaled per-action budgets of `cfg` for a memory reading of this source: accelerator
+    memory (nvml) is held to memory_budget_bytes, host RSS growth (the no-GPU fallback, a different
+    quantity: allocator noise of a CPU pass is megabytes) to rss_memory_budget_bytes."""
+    memory = cfg.rss_memory_budget_bytes if memory_source == "rss" else cfg.memory_budget_bytes
+    return Budgets(cfg.latency_budget_s, memory).scaled(cfg.budget_scale)
+
+
+def context_builder(cfg: PolicySettings, like: ContextBuilder | None = None) -> ContextBuilder:
+    """The context builder of `cfg`'s budgets, with `like`'s layout (projection) when given."""
+    return ContextBuilder(
+        context_dim=like.context_dim if like is not None else cfg.context_dim,
+        projection_seed=like.projection_seed if like is not None else cfg.projection_seed,
+        latency_budget_s=cfg.request_latency_budget_s,
+        memory_budget_bytes=cfg.memory_budget_bytes * cfg.budget_scale,
+    )
 
 
 def state_path(settings: Settings) -> Path:
@@ -62,21 +110,25 @@ def make_bandit(cfg: PolicySettings, arms: Sequence[str], dim: int, seed: int | 
 
 
 class Policy:
-    def __init__(self, config: PolicySettings, store: PolicyStore, builder: ContextBuilder | None = None):
+    def __init__(
+        self,
+        config: PolicySettings,
+        store: PolicyStore,
+        builder: ContextBuilder | None = None,
+        arms: Sequence[str] | None = None,
+    ):
+        """`arms` defaults to the whole action catalogue (other names: benchmarks and tests)."""
+        self.arms: tuple[str, ...] = tuple(arms) if arms is not None else CATALOGUE_ARMS
+        unknown = [a for a in config.enabled_actions if a not in self.arms]
+        if unknown:
+            raise ConfigError(
+                f"policy.enabled_actions: unknown action(s) {unknown}; actions: {', '.join(self.arms)}"
+            )
         self.config = config
-        self.builder = builder or ContextBuilder(
-            context_dim=config.context_dim,
-            projection_seed=config.projection_seed,
-            latency_budget_s=config.request_latency_budget_s,
-            memory_budget_bytes=config.memory_budget_bytes * config.budget_scale,
-        )
-        self.arms: tuple[str, ...] = tuple(config.enabled_actions)
-        self.budgets = Budgets(config.latency_budget_s, config.memory_budget_bytes).scaled(
-            config.budget_scale
-        )
+        self.builder = builder or context_builder(config)
         self.store = store
         self._lock = threading.RLock()
-        self._learn = config.learn
+        self._kind_changes = 0  # a new bandit's seeds differ from the one it replaces
         state = store.load(self.builder.feature_names(), self.arms)
         # The decision seeds continue from the number of updates already learned, so a restarted
         # server does not replay the exploration draws of its previous start.
@@ -113,19 +165,29 @@ class Policy:
         return self.builder.build(embedding, diagnosis, latency_left_s, memory_left_bytes)
 
     def select(self, x: np.ndarray, feasible: Sequence[str], seed: int | None = None) -> Decision:
-        """The action to run among `feasible` (enabled actions that fit the remaining budget)."""
+        """The action to run among `feasible` (actions that fit the remaining budget).
+
+        Disabled arms are dropped here too: the caller masked with the enabled actions it read,
+        and an admin may have disabled one since. ArmsDisabled when none is left."""
+        if isinstance(feasible, str):
+            raise InputError("feasible must be a list of action names, not one string")
         with self._lock:
-            return self.bandit.select(x, feasible, seed=seed)
+            enabled = set(self.config.enabled_actions)
+            offered = list(feasible)
+            # Unknown names stay in: the bandit names them in its error.
+            allowed = [a for a in offered if a in enabled or a not in self.arms]
+            if offered and not allowed:
+                raise ArmsDisabled(f"every feasible action is disabled: {', '.join(offered)}")
+            return self.bandit.select(x, allowed, seed=seed)
+
+    @property
+    def budgets(self) -> Budgets:
+        """The scaled per-action budgets (accelerator memory)."""
+        return action_budgets(self.config)
 
     def budgets_for(self, memory_source: str = "nvml") -> Budgets:
-        """The scaled per-action budgets for a memory reading of this source: accelerator memory
-        (nvml) is held to memory_budget_bytes, host RSS growth (the no-GPU fallback, a different
-        quantity: allocator noise of a CPU pass is megabytes) to rss_memory_budget_bytes."""
-        if memory_source != "rss":
-            return self.budgets
-        return Budgets(self.config.latency_budget_s, self.config.rss_memory_budget_bytes).scaled(
-            self.config.budget_scale
-        )
+        """The scaled per-action budgets for a memory reading of this source (action_budgets)."""
+        return action_budgets(self.config, memory_source)
 
     def reward(
         self, diagnosis: Diagnosis, latency_s: float, memory_bytes: float | None, memory_source: str = "nvml"
@@ -141,7 +203,7 @@ class Policy:
         """
         r = check_reward(reward.total if isinstance(reward, Reward) else reward)
         with self._lock:
-            if not self._learn:
+            if not self.config.learn:
                 return False
             x = self.bandit.check_x(x)
             if arm not in self.arms:
@@ -161,33 +223,107 @@ class Policy:
 
     @property
     def learn(self) -> bool:
-        return self._learn
+        return self.config.learn
+
+    @property
+    def enabled_actions(self) -> tuple[str, ...]:
+        return self.config.enabled_actions
+
+    def configure(self, **changes: Any) -> tuple[str, ...]:
+        """Change the tunable settings (LIVE_POLICY_KEYS) at runtime; returns the keys that changed.
+
+        Validated as the configuration is (PolicySettings' constraints: InputError naming
+        policy.<key>), all or nothing, under the lock: a request in flight sees the old settings
+        or the new ones, never half of each. The stored sums are never touched: a new kind is
+        rebuilt from them (LinUCB and LinTS share the ridge sums, BetaTS reads the counts), a
+        disabled arm keeps its statistics. Not persisted: the configuration file is.
+        """
+        fixed = sorted(set(changes) - set(LIVE_POLICY_KEYS))
+        if fixed:
+            raise InputError(
+                f"policy setting(s) {', '.join(fixed)} cannot change at runtime (restart with the new "
+                f"configuration); runtime: {', '.join(LIVE_POLICY_KEYS)}"
+            )
+        with self._lock:
+            old = self.config
+            try:
+                new = PolicySettings.model_validate({**old.model_dump(), **changes})
+            except ValidationError as e:
+                raise InputError(_describe(e)) from None
+            unknown = [a for a in new.enabled_actions if a not in self.arms]
+            if unknown:
+                raise InputError(
+                    f"policy.enabled_actions: unknown action(s) {unknown}; actions: {', '.join(self.arms)}"
+                )
+            changed = tuple(k for k in LIVE_POLICY_KEYS if getattr(new, k) != getattr(old, k))
+            if not changed:
+                return ()
+            bandit = self.bandit
+            if new.kind != old.kind:
+                self._kind_changes += 1
+                seed = (new.seed, sum(s.pulls for s in self._stats.values()), self._kind_changes)
+                bandit = make_bandit(new, self.arms, self.dim, seed=seed)
+                # From the sums in memory (the store's, as of the last load or update): no I/O under
+                # the lock, and nothing the running policy had is lost.
+                bandit.load(PolicyState(self.builder.feature_names(), dict(self._stats)))
+            elif new.alpha != old.alpha and isinstance(bandit, LinUCB):
+                bandit.set_alpha(new.alpha)
+            if any(k in changed for k in _CONTEXT_BUDGET_KEYS):
+                # The context's latency_left / memory_left are fractions of these budgets; a restart
+                # with the new values would normalise the same way. Same layout: the state still fits.
+                self.builder = context_builder(new, like=self.builder)
+            self.bandit, self.config = bandit, new
+            return changed
 
     def set_learn(self, learn: bool) -> None:
-        with self._lock:
-            self._learn = bool(learn)
+        self.configure(learn=bool(learn))
 
     def set_alpha(self, alpha: float) -> None:
         """Change LinUCB's exploration weight at runtime (not persisted: configuration is)."""
         with self._lock:
             if not isinstance(self.bandit, LinUCB):
                 raise InputError(f"alpha applies to the linucb policy; this one is {self.kind}")
-            try:
-                self.bandit.set_alpha(alpha)
-            except ValueError as e:
-                raise InputError(str(e)) from None
+            self.configure(alpha=alpha)
+
+    def set_enabled_actions(self, names: Sequence[str]) -> None:
+        """The arms that may be selected (at least one, catalogue names, no repeats); the others
+        keep their statistics."""
+        if isinstance(names, str):
+            raise InputError("enabled_actions must be a list of action names, not one string")
+        self.configure(enabled_actions=tuple(names))
+
+    def set_budgets(
+        self,
+        latency_budget_s: float | None = None,
+        memory_budget_bytes: int | None = None,
+        rss_memory_budget_bytes: int | None = None,
+        request_latency_budget_s: float | None = None,
+        budget_scale: float | None = None,
+    ) -> None:
+        """Change any of the budgets (None: unchanged); the next request uses them."""
+        given = {
+            "latency_budget_s": latency_budget_s,
+            "memory_budget_bytes": memory_budget_bytes,
+            "rss_memory_budget_bytes": rss_memory_budget_bytes,
+            "request_latency_budget_s": request_latency_budget_s,
+            "budget_scale": budget_scale,
+        }
+        self.configure(**{k: v for k, v in given.items() if v is not None})
+
+    def set_kind(self, kind: PolicyKind) -> None:
+        """Switch the algorithm (linucb | lints | beta_ts) over the same stored sums."""
+        self.configure(kind=kind)
 
     @property
     def alpha(self) -> float | None:
         return self.bandit.alpha if isinstance(self.bandit, LinUCB) else None
 
     def stats(self) -> dict[str, ArmSummary]:
-        """Pulls and mean reward of each enabled arm (for metrics)."""
+        """Pulls and mean reward of every arm, enabled or not (for metrics and the admin API)."""
         with self._lock:
             return {
                 a: ArmSummary(a, s.pulls, s.mean_reward, s.successes, s.failures)
                 for a, s in self._stats.items()
-                if a in self.arms
             }
 
     def coefficients(self, arm: str) -> dict[str, float]:
@@ -233,3 +369,12 @@ class Policy:
     def _load(self, state: PolicyState) -> None:
         self.bandit.load(state)
         self._stats: dict[str, ArmStats] = {a: state.arm(a) for a in self.arms}
+
+
+def _describe(err: ValidationError) -> str:
+    """A pydantic error as `policy.<key>: message` (the wording of a configuration error)."""
+    parts = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"])
+        parts.append(f"policy.{key}: {e['msg']}" if key else f"policy: {e['msg']}")
+    return "invalid configuration: " + "; ".join(parts)

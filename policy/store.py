@@ -9,8 +9,9 @@ same two tables and `UPDATE ... SET pulls = pulls + 1, ...`) does it for replica
 hosts, behind the same interface (docs/policy.md, "State store").
 
 A state file this store cannot use (not SQLite, damaged, another program's tables, another
-schema version, another context layout or actions) is refused with a ConfigError naming it and
-moved aside to <name>.corrupt-<timestamp> with its WAL: never written to, never overwritten.
+schema version, another context layout, actions the catalogue does not have) is refused with a
+ConfigError naming it and moved aside to <name>.corrupt-<timestamp> with its WAL: never written
+to, never overwritten.
 """
 
 from __future__ import annotations
@@ -239,12 +240,13 @@ class SQLiteStore:
         stored_arms = [row[0] for row in db.execute("SELECT arm FROM arms ORDER BY arm")]
         if stored is None and stored_arms:
             raise _Unusable(f"it holds statistics of {stored_arms} but no context layout")
-        # Same rule as an import (policy.exchange): every stored action must be one of ours.
-        # Ignoring an unknown one would drop it from the next export without a word.
+        # Same rule as an import (policy.exchange): every stored action must be one of ours (the
+        # policy passes the whole catalogue, enabled or not). Ignoring an unknown one would drop
+        # it from the next export without a word.
         unknown = [a for a in stored_arms if a not in arms]
         if unknown:
             raise _Unusable(
-                f"it holds action(s) {unknown} that policy.enabled_actions does not ({', '.join(arms)})"
+                f"it holds action(s) {unknown} that this ragmend does not have ({', '.join(arms)})"
             )
         if stored is None:
             db.execute("INSERT OR REPLACE INTO meta VALUES ('feature_names', ?)", (json.dumps(names),))

@@ -112,7 +112,7 @@ class Decision:
     exploit: dict[str, float]
     explore: dict[str, float]
     seed: int  # the seed of this decision's RNG: replays its draws (Thompson samples, ties)
-    masked: tuple[str, ...] = ()  # enabled arms that were not in the feasible list
+    masked: tuple[str, ...] = ()  # arms not weighed: not feasible, or disabled (policy.enabled_actions)
 
     @property
     def score(self) -> float:

@@ -105,7 +105,11 @@ class Pipeline:
         context, used = format_context(passages, self.settings.rag.max_context_chars)
         if not used:
             context = "(no passages found)"
-        out = self.models.generator.chat(template.messages(context=context, question=query))
+        out = self.models.generator.chat(
+            template.messages(context=context, question=query),
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+        )
         return Answer(
             query=query,
             response=out.text,
@@ -116,4 +120,5 @@ class Pipeline:
             prompt_tokens=out.prompt_tokens,
             completion_tokens=out.completion_tokens,
             index_generation=retriever.snapshot.generation,
+            finish_reason=out.finish_reason,
         )

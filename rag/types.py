@@ -22,6 +22,10 @@ class RAGConfig(BaseModel):
     prompt: str = "default"
     # The text used for retrieval when it differs from the user's question (a rewrite action).
     query: str | None = None
+    # Per-request sampling (the OpenAI API's temperature/max_tokens); None: the generator settings'.
+    # Repair actions patch other fields, so a repaired pass samples like the first one.
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="generator temperature")
+    max_tokens: int | None = Field(None, ge=1, le=4096, description="most tokens generated")
 
     @classmethod
     def from_settings(cls, rag: RAGSettings) -> RAGConfig:
@@ -80,3 +84,4 @@ class Answer(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     index_generation: str = ""
+    finish_reason: str | None = None  # the generator's: "stop", "length"...

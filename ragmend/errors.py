@@ -12,6 +12,8 @@ class RagmendError(Exception):
 
     http_status = 500
     exit_code = 1
+    # Seconds a client should wait before retrying (the HTTP Retry-After header); None: no header.
+    retry_after_s: int | None = None
 
 
 class InputError(RagmendError):
@@ -44,6 +46,7 @@ class NotReady(RagmendError):
 
     http_status = 503
     exit_code = 3
+    retry_after_s = 5
 
 
 class IndexMissing(RagmendError):
@@ -58,3 +61,27 @@ class GeneratorError(RagmendError):
 
     http_status = 502
     exit_code = 4
+
+
+class GeneratorTimeout(GeneratorError):
+    """A generator call ran past models.generator.timeout_s."""
+
+    http_status = 504
+
+
+class RequestTimeout(RagmendError):
+    """A request ran past server.request_timeout_s (its work may still finish in the background)."""
+
+    http_status = 504
+    exit_code = 4
+
+
+class Overloaded(RagmendError):
+    """Every worker slot is busy and the wait queue is full (or the request waited past its deadline)."""
+
+    http_status = 503
+    exit_code = 3
+
+    def __init__(self, message: str, retry_after_s: int):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

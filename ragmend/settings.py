@@ -216,6 +216,15 @@ class PolicySettings(_Section):
             raise ValueError("enabled_actions must not repeat a name")
         return v
 
+    @model_validator(mode="after")
+    def _scaled_budgets_positive(self) -> PolicySettings:
+        # Each factor passes gt=0 alone, but their product can underflow to 0 (5e-324 * 0.5):
+        # refused here, naming the key, rather than at the next request or admin read.
+        for key in ("latency_budget_s", "memory_budget_bytes", "rss_memory_budget_bytes"):
+            if not getattr(self, key) * self.budget_scale > 0:
+                raise ValueError(f"budget_scale * {key} must be > 0 (it underflows to 0)")
+        return self
+
 
 class KGThresholdSettings(_Section):
     # Cosine similarity (sentence embeddings of the normalised strings) at or above which a
@@ -243,10 +252,58 @@ class KGSettings(_Section):
     max_triples_per_chunk: int = Field(32, ge=1, le=1000)
 
 
+def _check_keys(keys: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+    # The messages never quote a key: configuration errors are logged.
+    for i, key in enumerate(keys):
+        value = key.get_secret_value()
+        if len(value) < 16:
+            raise ValueError(f"key #{i + 1} is shorter than 16 characters (use e.g. `openssl rand -hex 32`)")
+        if not value.isascii() or not value.isprintable() or " " in value:
+            raise ValueError(f"key #{i + 1} must be printable ASCII without spaces (it travels in a header)")
+    return keys
+
+
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     max_body_bytes: int = Field(1_000_000, ge=1024)
+    # Admission control of the model-calling endpoints (server/admission.py, docs/limits.md): at
+    # most max_concurrency requests do model work at once, at most max_queue wait for a slot, and
+    # beyond that a 503 with Retry-After. 4 suits the 2-core reference machine: the in-process
+    # generator (one llama.cpp context behind a lock) generates for one request at a time, so more
+    # running requests add no throughput, only CPU contention and memory; 4 keeps the generator
+    # busy while the others retrieve and diagnose on the other core. Raise it with a remote
+    # generator (models.generator.model) that serves requests in parallel.
+    max_concurrency: int = Field(4, ge=1, le=1024)
+    # Requests waiting for a slot hold only their parsed body (at most max_body_bytes each).
+    # 0: refuse at once when every slot is busy.
+    max_queue: int = Field(64, ge=0, le=100_000)
+    # Deadline of one request, its wait for a slot included: a 504 past it (a 503 if it was still
+    # waiting). The work already running finishes in the background and keeps its slot until then.
+    # Above models.generator.timeout_s, so a slow generator call fails first with its own message.
+    request_timeout_s: float = Field(180.0, gt=0, allow_inf_nan=False)
+    # Retry-After of a 503 from a full queue, in seconds.
+    retry_after_s: int = Field(5, ge=1, le=3600)
+    # On SIGTERM: seconds to wait for requests in flight (uvicorn's graceful shutdown), then at
+    # most as long again for the model work of timed-out requests before the policy state closes.
+    shutdown_timeout_s: int = Field(30, ge=1, le=3600)
+    # Bearer keys (`Authorization: Bearer <key>`) for the user endpoints (/v1/*). None configured:
+    # /v1 is open (the embedded laptop default). Better from the environment or a secret than the
+    # file: RAGMEND_SERVER__API_KEYS='["..."]' (JSON). docs/operations.md.
+    api_keys: tuple[SecretStr, ...] = ()
+    # Keys for /admin/* (they open /v1 too). None configured: the admin endpoints are disabled.
+    admin_keys: tuple[SecretStr, ...] = ()
+    # true: /metrics needs a key too (api or admin). Off by default: scrapers on a private network.
+    protect_metrics: bool = False
+    # How often the configuration file is checked for changes (hot reload of the tunable part).
+    reload_poll_s: float = Field(2.0, gt=0, allow_inf_nan=False)
+    # The model id the OpenAI-compatible API serves (/v1/models) and accepts in requests.
+    model_name: str = Field("ragmend", min_length=1)
+
+    @field_validator("api_keys", "admin_keys")
+    @classmethod
+    def _usable_keys(cls, v: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        return _check_keys(v)
 
 
 class Settings(BaseSettings):
@@ -280,8 +337,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise ConfigError(f"config file not found: {path}") from e
+    except yaml.MarkedYAMLError as e:
+        # Position and problem only: the exception's own text quotes the offending line, which may
+        # hold a key, and configuration errors are logged (a hot reload's especially).
+        mark = e.problem_mark or e.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path} is not valid YAML: {e.problem or e.context}{where}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
+        raise ConfigError(f"config file {path} is not valid YAML: {type(e).__name__}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from anyio import to_thread
@@ -24,9 +25,16 @@ from starlette.responses import Response
 from engine import Engine
 from engine.outcome import Outcome
 from ragmend import __version__
-from ragmend.errors import NotReady, RagmendError
+from ragmend.errors import RagmendError
 from ragmend.settings import Settings
+from server.admin import admin_router
+from server.admission import Admission
+from server.auth import BearerAuth
+from server.body_limit import StreamedBodyLimit
+from server.lifecycle import shut_down
 from server.metrics import Metrics
+from server.openai_api import openai_router
+from server.reload import ConfigReloader, watching
 from server.schemas import AnswerRequest, AnswerResponse, ErrorResponse
 
 log = logging.getLogger("ragmend.server")
@@ -65,13 +73,24 @@ def create_app(
     engine: Engine | None = None,
     load_on_start: bool = True,
     metrics: Metrics | None = None,
+    config_path: Path | str | None = None,
+    config_overrides: Mapping[str, Any] | None = None,
 ) -> FastAPI:
     """The ASGI app. `load_on_start=False` leaves loading to the caller (engine.load()).
 
     `metrics` defaults to a Metrics of this engine with its own registry (server/metrics.py).
+    `config_path`: the file the settings came from (with `config_overrides`, the command line's):
+    watched and reloaded on change and SIGHUP (server/reload.py). The settings in force are the
+    engine's (`engine.settings`, replaced by a reload): auth reads its keys there at each request.
     """
+    owns_engine = engine is None  # closed at shutdown only when this app made it
     engine = engine or Engine(settings)
     metrics = metrics or Metrics.for_engine(engine)
+    # Bounded concurrency and queue, and the request deadline, of the model-calling endpoints.
+    admission = Admission.from_settings(
+        settings.server, queue_depth=metrics.queue_depth, in_flight=metrics.requests_in_flight
+    )
+    reloader = ConfigReloader(config_path, engine, metrics, config_overrides) if config_path else None
 
     def load() -> None:
         try:
@@ -84,7 +103,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if load_on_start and not engine.ready:
             threading.Thread(target=load, name="ragmend-load", daemon=True).start()
-        yield
+        with watching(reloader):
+            yield
+        await shut_down(admission, engine if owns_engine else None, settings.server.shutdown_timeout_s)
 
     app = FastAPI(
         title="ragmend",
@@ -95,11 +116,23 @@ def create_app(
     )
     app.state.engine = engine
     app.state.metrics = metrics
+    app.state.admission = admission
+    # Added first, so innermost: a BaseHTTPMiddleware between it and the routes would wrap its 413
+    # (raised while the body is read) in an ExceptionGroup, which FastAPI answers with a 400.
+    app.add_middleware(StreamedBodyLimit, max_bytes=settings.server.max_body_bytes)  # chunked bodies
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    # Outermost: a request without the key is refused before any body is read (server/auth.py).
+    app.add_middleware(
+        BearerAuth,
+        server_settings=lambda: engine.settings.server,
+        respond=error_response,
+        on_refusal=lambda status: metrics.observe_error("auth", status=status),
+    )
+    app.state.reloader = reloader
 
     @app.exception_handler(RagmendError)
     async def ragmend_error(request: Request, exc: RagmendError) -> JSONResponse:
-        headers = {"Retry-After": "5"} if isinstance(exc, NotReady) else None
+        headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
         metrics.observe_exception(exc, exc.http_status)
         return error_response(exc.http_status, str(exc), type(exc).__name__, headers)
 
@@ -143,8 +176,7 @@ def create_app(
 
     @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
     async def answer(body: AnswerRequest) -> AnswerResponse:
-        with metrics.requests_in_flight.track_inprogress():
-            outcome = await to_thread.run_sync(respond, body.query, body.config)
+        outcome = await admission.run(respond, body.query, body.config)  # 503 when full, 504 late
         result = outcome.answer
         return AnswerResponse(
             query=result.query,
@@ -159,6 +191,10 @@ def create_app(
             first_diagnosis=outcome.first_diagnosis,
             repair=outcome.repair,
             seconds=outcome.seconds,
+            generator_seconds=outcome.generator_s,
         )
+
+    app.include_router(openai_router(engine, metrics))  # /v1/chat/completions, /v1/models
+    app.include_router(admin_router(engine, metrics, Path(config_path) if config_path else None))
 
     return app

@@ -14,8 +14,10 @@ from rich.table import Table
 
 from server.cli_bench import bench_app
 from server.cli_common import Invocation, err, make_engine, out, progress_bar, run, settings
+from server.cli_eval import evaluate
 from server.cli_nli import nli_app
 from server.cli_policy import policy_app
+from server.cli_train import train
 
 app = typer.Typer(
     name="ragmend",
@@ -26,6 +28,8 @@ app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 app.add_typer(nli_app, name="nli")
 app.add_typer(policy_app, name="policy")
+app.command()(train)
+app.command("eval")(evaluate)
 
 
 @app.callback()
@@ -235,19 +239,23 @@ def serve(
 
     Example: ragmend serve --port 8000; then curl -s localhost:8000/readyz
     """
-    import uvicorn
-
     from server.app import create_app
+    from server.lifecycle import serve as serve_app
 
     def work() -> None:
+        import os
+
         s = settings()
         logging.getLogger("ragmend").setLevel(logging.INFO)
-        uvicorn.run(
-            create_app(s),
+        # The file the settings came from is watched: its tunable part reloads on change and on
+        # SIGHUP (server/reload.py), with this invocation's overrides still on top.
+        config_path = Invocation.config or os.environ.get("RAGMEND_CONFIG") or None
+        # SIGTERM: a graceful shutdown, then exit 0 (server/lifecycle.py).
+        serve_app(
+            create_app(s, config_path=config_path, config_overrides=Invocation.overrides),
             host=host or s.server.host,
             port=port if port is not None else s.server.port,
-            log_level="info",
-            timeout_graceful_shutdown=30,
+            shutdown_timeout_s=s.server.shutdown_timeout_s,
         )
 
     run(work)

@@ -218,6 +218,52 @@ def bench_startup(
     run(work)
 
 
+@bench_app.command("load")
+def bench_load(
+    clients: Annotated[int, typer.Option(min=1, max=256, help="Concurrent clients.")] = 16,
+    requests: Annotated[int, typer.Option(min=1, max=10_000, help="Answer requests in all.")] = 64,
+    url: Annotated[
+        str | None,
+        typer.Option(help="A running server on a loopback address (default: start one on a free port)."),
+    ] = None,
+    timeout_s: Annotated[float, typer.Option(min=0.1, help="Per-request client timeout, seconds.")] = 600.0,
+    max_wall_s: Annotated[
+        float, typer.Option(min=1.0, help="No request starts after this many seconds.")
+    ] = 3600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Load: N concurrent clients, M /v1/answer requests; throughput, p50/p99, overhead share, RSS.
+
+    Loopback only. Without --url it serves the current configuration itself (`ragmend serve` on a
+    free 127.0.0.1 port) and stops it afterwards.
+
+    Example: ragmend --profile tiny bench load --clients 16 --requests 64 --json
+    """
+    import shlex
+    import sys
+
+    from bench.load import loopback_url, run_load_bench
+
+    def work() -> None:
+        if url is not None:
+            loopback_url(url)  # refuse before anything starts (InputError: exit code 2)
+        settings()  # a bad configuration fails here, not in the server it would start
+        result = run_load_bench(
+            Invocation.config,
+            Invocation.overrides,
+            clients=clients,
+            requests=requests,
+            url=url,
+            timeout_s=timeout_s,
+            max_wall_s=max_wall_s,
+            log=lambda m: err.print(m),
+        )
+        result = {**result, "command": "ragmend " + shlex.join(sys.argv[1:])}
+        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+
+    run(work)
+
+
 @bench_app.command("policy")
 def bench_policy(
     steps: Annotated[int, typer.Option(min=1, help="Timed select+update steps at d = 64 (6 arms).")] = 3000,

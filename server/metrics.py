@@ -57,8 +57,13 @@ MEMORY_SOURCES = ("nvml", "rss", "unavailable")
 NVML_STATES = ("available", "unavailable")
 SCORE_PARTS = ("score", "exploit", "explore")
 # Why no repair ran, in a few classes (RepairSkip.reason carries numbers and action names).
-SKIP_REASONS = ("request_budget_spent", "no_feasible_action", "disabled", OTHER)
+# timed_out: the repair pass was abandoned because a generator call timed out (the reply carries
+# the first answer).
+SKIP_REASONS = ("request_budget_spent", "no_feasible_action", "disabled", "timed_out", OTHER)
 RELOAD_RESULTS = ("success", "failure")
+# Runtime configuration changes: by an admin request, a changed configuration file, or SIGHUP.
+CHANGE_SOURCES = ("admin", "file", "signal")
+CHANGE_RESULTS = ("ok", "error")
 # Error kinds: ragmend's own error classes (most specific first along the MRO), the HTTP layer's
 # errors, and anything unexpected.
 _RAGMEND_ERROR_KINDS = {
@@ -68,10 +73,14 @@ _RAGMEND_ERROR_KINDS = {
     "ModelUnavailable": "model_unavailable",
     "NotReady": "not_ready",
     "IndexMissing": "index_missing",
+    "GeneratorTimeout": "generator_timeout",
     "GeneratorError": "generator",
+    "RequestTimeout": "request_timeout",
+    "Overloaded": "overloaded",
     "RagmendError": "ragmend",
 }
-ERROR_KINDS = (*_RAGMEND_ERROR_KINDS.values(), "http", "validation", "internal", OTHER)
+# "auth": a missing or invalid key (401) or a key without the scope (403), server/auth.py.
+ERROR_KINDS = (*_RAGMEND_ERROR_KINDS.values(), "http", "validation", "auth", "internal", OTHER)
 CODE_CLASSES = ("4xx", "5xx")
 MODEL_ROLES = (*ROLES, "rebel", "unknown")
 
@@ -134,11 +143,14 @@ class Metrics:
         settings: Settings,
         *,
         policy: Callable[[], Policy | None] | None = None,
+        current_settings: Callable[[], Settings] | None = None,
         ready: Callable[[], bool] | None = None,
         index_generation: Callable[[], str | None] | None = None,
         nvml_status: Callable[[], str] | None = None,
     ):
         self.settings = settings
+        # The settings in force now (a hot reload replaces them); `settings` stays the start's.
+        self._current_settings = current_settings or (lambda: settings)
         self.registry = CollectorRegistry()
         self._policy = policy or (lambda: None)
         self._ready = ready
@@ -178,9 +190,14 @@ class Metrics:
             "Answers by the pipeline stage the diagnosis blames (none: no failure), per pass.",
             ("pass", "stage"),
         )
-        self.requests_in_flight = gauge("ragmend_requests_in_flight", "Answer requests being processed now.")
+        self.requests_in_flight = gauge(
+            "ragmend_requests_in_flight",
+            "Model-work slots taken: requests being answered, and the work of timed-out ones still "
+            "running (at most server.max_concurrency).",
+        )
         self.queue_depth = gauge(
-            "ragmend_queue_depth", "Requests waiting for a worker (0 until the server has a bounded queue)."
+            "ragmend_queue_depth",
+            "Requests waiting for a model-work slot (server.max_concurrency); at most server.max_queue.",
         )
 
         # Repairs
@@ -260,6 +277,11 @@ class Metrics:
             "Reloads of the tunable configuration, by result.",
             ("result",),
         )
+        self.config_changes = counter(
+            "ragmend_config_changes_total",
+            "Runtime configuration changes by source (admin request, changed file, SIGHUP) and result.",
+            ("source", "result"),
+        )
 
         self._initialise_series()
         r.register(_StateCollector(self))
@@ -267,20 +289,26 @@ class Metrics:
     @classmethod
     def for_engine(cls, engine: Engine) -> Metrics:
         """Metrics reading the engine's policy, readiness and index generation at scrape time."""
-        settings = engine.settings
 
         def policy() -> Policy | None:
-            # Only once loaded: building the repairer before that would load models on the
-            # scraping thread. With repair off there is no policy to report (settings stand in).
-            if not (engine.ready and settings.policy.repair):
+            # Only once loaded (a scrape does not open the state store of a server still starting).
+            # With repair off there is no policy to report (settings stand in). engine.settings
+            # is read each time: a hot reload or an admin change replaces it.
+            if not (engine.ready and engine.settings.policy.repair):
                 return None
-            return engine.repairer.policy
+            return engine.policy
 
         def index_generation() -> str | None:
             gen = engine.status()["index"]
             return str(gen) if gen else None
 
-        return cls(settings, policy=policy, ready=lambda: engine.ready, index_generation=index_generation)
+        return cls(
+            engine.settings,
+            policy=policy,
+            current_settings=lambda: engine.settings,
+            ready=lambda: engine.ready,
+            index_generation=index_generation,
+        )
 
     def _initialise_series(self) -> None:
         """Create the series of the closed sets at zero, so rates and dashboards have data from
@@ -309,13 +337,19 @@ class Metrics:
             self.repairs_skipped.labels(reason)
         for source in MEMORY_SOURCES:
             self.memory_source.labels(source)
-        for kind in ("generator", "model_unavailable", "internal"):
+        for kind in ("generator", "generator_timeout", "request_timeout", "overloaded"):
+            self.errors.labels(kind, "5xx")
+        for kind in ("model_unavailable", "internal"):
             self.errors.labels(kind, "5xx")
         self.errors.labels("input", "4xx")
         for role in ROLES:
             self.model_errors.labels(role)
         for result in RELOAD_RESULTS:
             self.config_reloads.labels(result)
+        for source in CHANGE_SOURCES:
+            for result in CHANGE_RESULTS:
+                self.config_changes.labels(source, result)
+        self.errors.labels("auth", "4xx")
 
     # --- recording ----------------------------------------------------------------------------------
 
@@ -346,7 +380,10 @@ class Metrics:
             diagnose_s = (diagnose_s or 0.0) + (_diagnosis_seconds(trace.diagnosis) or 0.0)
             self._observe_repair(trace)
         elif isinstance(trace, RepairSkip):
-            self.repairs_skipped.labels(skip_reason_class(trace.reason)).inc()
+            reason = "timed_out" if trace.timed_out else skip_reason_class(trace.reason)
+            self.repairs_skipped.labels(reason).inc()
+            if trace.timed_out:  # the request succeeded, with its first answer: a model error only
+                self.model_errors.labels("generator").inc()
         elif first_diagnosis is not None and first_diagnosis.failed:
             self.repairs_skipped.labels("disabled").inc()  # policy.repair is off
         if diagnose_s is not None:
@@ -397,12 +434,23 @@ class Metrics:
         """observe_error for an exception: its kind, and the generator role for a generator error
         (a ModelUnavailable does not say which role failed: counted under "unknown")."""
         kind = error_kind(exc)
-        role = {"generator": "generator", "model_unavailable": "unknown"}.get(kind)
+        roles = {"generator": "generator", "generator_timeout": "generator", "model_unavailable": "unknown"}
+        role = roles.get(kind)
         self.observe_error(kind, status=status, role=role)
 
     def observe_reload(self, ok: bool) -> None:
         """Count one reload of the tunable configuration (for the hot reload)."""
         self.config_reloads.labels("success" if ok else "failure").inc()
+
+    def observe_config_change(self, source: str, ok: bool) -> None:
+        """Count one runtime configuration change (source: admin, file or signal). A reload from
+        the file or a signal also counts in ragmend_config_reloads_total."""
+        self.config_changes.labels(bounded(source, CHANGE_SOURCES), "ok" if ok else "error").inc()
+        if source in ("file", "signal"):
+            self.observe_reload(ok)
+
+    def current_settings(self) -> Settings:
+        return self._current_settings()
 
     # --- exposition ---------------------------------------------------------------------------------
 
@@ -423,7 +471,7 @@ class Metrics:
 
     def _request_budget_s(self) -> float:
         p = self.policy()
-        return (p.config if p is not None else self.settings.policy).request_latency_budget_s
+        return (p.config if p is not None else self.current_settings().policy).request_latency_budget_s
 
     def nvml_status(self) -> str:
         if self._nvml_status is not None:
@@ -464,7 +512,7 @@ class _StateCollector(Collector):
                 fams["ragmend_index"].add_metric([], {"generation": gen})
 
         p = m.policy()
-        cfg = p.config if p is not None else m.settings.policy
+        cfg = p.config if p is not None else m.current_settings().policy
         if p is not None:
             latency_budget, memory_budget = p.budgets.latency_s, p.budgets.memory_bytes
             kind, learn, alpha = p.kind, p.learn, p.alpha

@@ -49,6 +49,11 @@ class AnswerResponse(BaseModel):
         "its measured cost, the reward, and which answer the reply carries; or why no repair ran.",
     )
     seconds: float = Field(0.0, description="The whole request: first pass, diagnosis and repair.")
+    generator_seconds: float = Field(
+        0.0,
+        description="Of `seconds`, the time in generator calls (first pass, query rewrites, repair "
+        "pass), the wait for the in-process model included; the rest is ragmend's own work.",
+    )
 
 
 class ErrorBody(BaseModel):

@@ -60,6 +60,8 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_errors", "code_class"): m.CODE_CLASSES,
     ("ragmend_model_errors", "role"): m.MODEL_ROLES,
     ("ragmend_config_reloads", "result"): m.RELOAD_RESULTS,
+    ("ragmend_config_changes", "source"): (*m.CHANGE_SOURCES, m.OTHER),
+    ("ragmend_config_changes", "result"): m.CHANGE_RESULTS,
     ("ragmend_nvml_status", "status"): m.NVML_STATES,
     ("ragmend_policy_info", "kind"): ("linucb", "lints", "beta_ts"),
     ("ragmend_policy_info", "mode"): ("learn", "frozen"),
@@ -317,6 +319,16 @@ def test_errors_by_kind_status_class_and_model_role(metrics: Metrics) -> None:
     text = scrape(metrics)
     assert value(text, "ragmend_config_reloads_total", result="success") == 1
     assert value(text, "ragmend_config_reloads_total", result="failure") == 1
+    metrics.observe_config_change("admin", True)
+    metrics.observe_config_change("file", False)  # a reload from the file counts as a reload too
+    metrics.observe_config_change("made-up source", True)
+    metrics.observe_error("auth", status=401)
+    text = scrape(metrics)
+    assert value(text, "ragmend_config_changes_total", source="admin", result="ok") == 1
+    assert value(text, "ragmend_config_changes_total", source="file", result="error") == 1
+    assert value(text, "ragmend_config_changes_total", source="other", result="ok") == 1
+    assert value(text, "ragmend_config_reloads_total", result="failure") == 2
+    assert value(text, "ragmend_errors_total", kind="auth", code_class="4xx") == 1
 
 
 def test_label_values_stay_in_their_closed_sets(metrics: Metrics) -> None:

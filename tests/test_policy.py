@@ -31,6 +31,7 @@ from policy import (
     compute_reward,
     reward_from_signals,
 )
+from policy.core import ArmsDisabled
 from policy.exchange import state_from_json
 from policy.types import ArmStats
 from ragmend.errors import ConfigError, InputError
@@ -774,10 +775,11 @@ def _state_file(path: Path, case: str) -> str:
         pol.update("rerank", pol.context(np.ones(8), diagnosis(), 10.0, None), 0.5)
         pol.close()
         return "23 context features and this configuration builds 19"
-    if case == "other_arms":
-        pol = Policy(small_config(enabled_actions=("rerank", "teleport")), SQLiteStore(path))
-        pol.update("teleport", signature_x(pol.builder, 1), 0.5)
-        pol.close()
+    if case == "other_arms":  # an action this ragmend's catalogue does not have
+        store, names = SQLiteStore(path), ContextBuilder(context_dim=0).feature_names()
+        store.load(names, ["rerank", "teleport"])
+        store.apply("teleport", np.ones(len(names)), 0.5, True)
+        store.close()
         return "['teleport']"
     pol = Policy(small_config(), SQLiteStore(path))
     pol.update("rerank", signature_x(pol.builder, 1), 0.5)
@@ -1003,3 +1005,131 @@ def test_host_rss_growth_is_held_to_its_own_budget() -> None:
     assert pol.reward(after, 1.0, 10 * MB, "nvml").violated == ("memory",)
     rss = pol.reward(after, 1.0, 10 * MB, "rss")
     assert rss.violated == () and rss.total > 0
+
+
+# --- every catalogue arm, enabled_actions as a mask, runtime changes (issue 6) --------------------
+
+
+def test_the_policy_holds_every_catalogue_arm_whatever_is_enabled(tmp_path: Path) -> None:
+    from actions.catalogue import ACTIONS
+
+    pol = Policy(small_config(enabled_actions=("rerank", "depth")), SQLiteStore(tmp_path / "p.sqlite"))
+    assert pol.arms == tuple(a.name for a in ACTIONS) and pol.enabled_actions == ("rerank", "depth")
+    assert set(pol.stats()) == set(pol.arms)
+    x = signature_x(pol.builder, 1)
+    pol.update("mode_switch", x, 1.0)  # a disabled arm may still learn (a pull that was in flight)
+    pol.close()
+    # Reopened with another enabled set: the state is the same state, not refused or set aside.
+    again = Policy(small_config(enabled_actions=("mode_switch",)), SQLiteStore(tmp_path / "p.sqlite"))
+    assert again.stats()["mode_switch"].pulls == 1 and not list(tmp_path.glob("*.corrupt-*"))
+    with pytest.raises(ConfigError, match=r"policy\.enabled_actions: unknown action"):
+        Policy(small_config(enabled_actions=("rerank", "teleport")), MemoryStore())
+
+
+def test_a_disabled_action_is_never_selected_and_keeps_its_statistics(tmp_path: Path) -> None:
+    pol = Policy(small_config(alpha=0.0), SQLiteStore(tmp_path / "p.sqlite"))
+    xs = [signature_x(pol.builder, i) for i in range(40)]
+    for x in xs:
+        pol.update("rerank", x, 1.0)  # by far the best arm ...
+        pol.update("depth", x, 0.1)
+    assert {pol.select(x, ARMS).arm for x in xs} == {"rerank"}
+    kept = pol.export_state()
+    pol.set_enabled_actions([a for a in ARMS if a != "rerank"])  # ... and disabled
+    for x in xs:
+        d = pol.select(x, ARMS)  # the caller's list still holds it: masked here too
+        assert d.arm != "rerank" and "rerank" in d.masked and "rerank" not in d.scores
+    assert pol.stats()["rerank"].pulls == 40 and pol.export_state() == kept
+    with pytest.raises(ArmsDisabled):
+        pol.select(xs[0], ["rerank"])
+    pol.set_enabled_actions(ARMS)  # enabled again: what it learned is still there
+    assert {pol.select(x, ARMS).arm for x in xs} == {"rerank"}
+    for bad, message in [
+        ([], "at least one"),
+        (["rerank", "rerank"], "repeat"),
+        (["teleport"], "unknown action"),
+        ("rerank", "not one string"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            pol.set_enabled_actions(bad)  # type: ignore[arg-type]
+    assert pol.enabled_actions == ARMS
+
+
+def test_switching_kind_keeps_the_learned_state(tmp_path: Path) -> None:
+    pol = Policy(small_config(alpha=0.3), SQLiteStore(tmp_path / "p.sqlite"))
+    for i in range(30):
+        pol.update(ARMS[i % 3], signature_x(pol.builder, i), (i % 5) / 4)
+    before = pol.export_state()
+    theta = {a: pol.coefficients(a) for a in ARMS[:3]}
+    pol.set_kind("lints")  # same ridge sums: the same coefficients
+    assert pol.kind == "lints" and pol.alpha is None
+    assert all(pol.coefficients(a) == pytest.approx(theta[a]) for a in ARMS[:3])
+    pol.set_kind("beta_ts")  # the stored counts
+    s = pol.stats()[ARMS[0]]
+    assert pol.bandit.posterior(ARMS[0]) == (1 + s.successes, 1 + s.failures)  # type: ignore[attr-defined]
+    assert pol.select(signature_x(pol.builder, 3), ARMS).kind == "beta_ts"
+    pol.set_kind("linucb")  # back, with the alpha in force before
+    assert pol.alpha == 0.3
+    assert all(pol.coefficients(a) == pytest.approx(theta[a]) for a in ARMS[:3])
+    assert pol.export_state()["arms"] == before["arms"]  # the store never changed
+    pol.update(ARMS[0], signature_x(pol.builder, 99), 1.0)  # and learning goes on from it
+    assert pol.stats()[ARMS[0]].pulls == 11
+    with pytest.raises(InputError, match=r"policy\.kind"):
+        pol.set_kind("eps_greedy")  # type: ignore[arg-type]
+
+
+def test_budgets_change_at_runtime_and_take_effect_at_once() -> None:
+    pol = Policy.in_memory(small_config())
+    after = diagnosis("NoFailure", e_r="entail", kappa="consistent")
+    assert pol.reward(after, 9.0, MB).violated == ()
+    pol.set_budgets(latency_budget_s=10.0, budget_scale=0.7)  # Stringent
+    assert pol.budgets.latency_s == pytest.approx(7.0)
+    assert pol.budgets_for("rss").memory_bytes == pytest.approx(64 * MB * 0.7)
+    assert pol.reward(after, 9.0, MB).violated == ("latency",)
+    # The context's budget fractions follow (as a restart with these values would build them).
+    pol.set_budgets(request_latency_budget_s=20.0)
+    x = pol.context(None, diagnosis(), latency_left_s=5.0, memory_left_bytes=0.7 * 3 * MB)
+    names = pol.builder.feature_names()
+    assert x[names.index("latency_left")] == pytest.approx(0.25)
+    assert x[names.index("memory_left")] == pytest.approx(0.5)
+    # All or nothing, the key named.
+    with pytest.raises(InputError, match=r"policy\.budget_scale"):
+        pol.configure(alpha=0.1, budget_scale=0)
+    assert pol.alpha == 2.0 and pol.config.budget_scale == 0.7
+    with pytest.raises(InputError, match="restart"):
+        pol.configure(context_dim=4)
+    assert pol.configure(latency_budget_s=10.0) == ()  # unchanged: nothing to do
+
+
+def test_runtime_changes_are_safe_beside_requests(tmp_path: Path) -> None:
+    pol = Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite", synchronous="NORMAL"))
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def worker(k: int) -> None:
+        try:
+            for i in range(30):
+                x = signature_x(pol.builder, k * 100 + i)
+                d = pol.select(x, ARMS)
+                assert d.arm in ARMS
+                pol.update(d.arm, x, (i % 4) / 3)
+        except BaseException as e:
+            errors.append(e)
+
+    def admin() -> None:
+        kinds, subsets = ("lints", "beta_ts", "linucb"), (ARMS[:2], ARMS[2:], ARMS)
+        i = 0
+        while not done.is_set():
+            pol.configure(kind=kinds[i % 3], enabled_actions=subsets[i % 3], budget_scale=1 + i % 2)
+            i += 1
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    changer = threading.Thread(target=admin)
+    changer.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    changer.join()
+    assert not errors
+    assert sum(s.pulls for s in pol.stats().values()) == 90

@@ -12,10 +12,14 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmend.errors import GeneratorError, ModelUnavailable
+from ragmend import clock
+from ragmend.errors import GeneratorError, GeneratorTimeout, ModelUnavailable
 from ragmend.models import bundled
 from ragmend.models.generation import Generation
 from ragmend.models.generation_cache import GenerationCache, cache_key
@@ -50,7 +54,13 @@ class LocalGGUF:
         # llama_cpp's module globals are gone and prints a TypeError at every exit.
         weakref.finalize(self, self._llm.close)
 
-    def chat(self, messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+    def chat(
+        self, messages: list[dict[str, str]], params: dict[str, Any], timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """One chat completion. With `timeout_s`, raises LocalTimeout once it has passed, counted
+        from the call (the wait for the lock included); see `_deadline_processor` for how."""
+        from llama_cpp import LogitsProcessorList
+
         kwargs = {
             "max_tokens": params.get("max_tokens") or 128,
             "temperature": params.get("temperature", 0.0),
@@ -58,8 +68,49 @@ class LocalGGUF:
             "stop": params.get("stop"),
             "seed": params.get("seed"),
         }
-        with self._lock:
-            return self._llm.create_chat_completion(messages=messages, **kwargs)
+        if timeout_s is None:
+            with self._lock:
+                return self._llm.create_chat_completion(messages=messages, **kwargs)
+        deadline = time.monotonic() + timeout_s
+        # Other requests' generations hold the lock: waiting for it is part of this call's time.
+        if not self._lock.acquire(timeout=timeout_s):
+            raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)")
+        try:
+            expired: list[bool] = []
+            stop = self._deadline_processor(deadline, expired)
+            out = self._llm.create_chat_completion(
+                messages=messages, logits_processor=LogitsProcessorList([stop]), **kwargs
+            )
+        finally:
+            self._lock.release()
+        if expired:
+            raise LocalTimeout(f"generation ran past {timeout_s:g} s")
+        return out
+
+    def _deadline_processor(self, deadline: float, expired: list[bool]) -> Any:
+        """A logits processor that forces end-of-sequence once `deadline` has passed.
+
+        llama.cpp cannot be interrupted from another thread, and abandoning its thread would keep
+        the model locked; ending the sequence stops the generation at the next token and leaves the
+        context in a clean state for the next call. The prompt's evaluation is not interruptible:
+        a call overruns its deadline by at most that and one token. `expired` records the stop.
+        """
+        import numpy as np
+
+        eos = self._llm.token_eos()
+
+        def stop_at_deadline(input_ids: Any, scores: Any) -> Any:
+            if time.monotonic() >= deadline:
+                expired.append(True)
+                scores[:] = -np.inf
+                scores[eos] = 0.0
+            return scores
+
+        return stop_at_deadline
+
+
+class LocalTimeout(Exception):
+    """The in-process model ran past its deadline (raised to litellm as its Timeout)."""
 
 
 def _local_provider() -> Any:
@@ -84,7 +135,13 @@ def _local_provider() -> Any:
 
         def completion(self, *args: Any, **kwargs: Any) -> Any:
             local = self._model(kwargs["model"])
-            raw = local.chat(kwargs["messages"], kwargs.get("optional_params") or {})
+            try:
+                raw = local.chat(
+                    kwargs["messages"], kwargs.get("optional_params") or {}, _seconds(kwargs.get("timeout"))
+                )
+            except LocalTimeout as e:
+                # litellm passes its own Timeout through unchanged, as it does a remote provider's.
+                raise litellm.Timeout(str(e), model=kwargs["model"], llm_provider=PROVIDER) from e
             return litellm.ModelResponse(**raw)
 
         async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
@@ -102,6 +159,19 @@ def _local_provider() -> Any:
     return handler
 
 
+def _seconds(timeout: Any) -> float | None:
+    """litellm's `timeout` as seconds: a number, or an httpx.Timeout (its read timeout)."""
+    if timeout is None or isinstance(timeout, int | float):
+        return None if timeout is None else float(timeout)
+    read = getattr(timeout, "read", None)
+    return float(read) if read is not None else None
+
+
+def _detail(e: Exception) -> str:
+    """litellm's message without its "litellm.Timeout: " prefix."""
+    return str(e).split(": ", 1)[-1] if str(e).startswith("litellm.") else str(e)
+
+
 def generator_source(settings: Settings) -> tuple[str, str]:
     """(source description, path or litellm model string) for the configured generator."""
     g = settings.models.generator
@@ -114,6 +184,14 @@ def generator_source(settings: Settings) -> tuple[str, str]:
     return m.source, str(path)
 
 
+@dataclass
+class GeneratorTally:
+    """What one thread spent in generator calls inside `Generator.tally()`."""
+
+    seconds: float = 0.0
+    calls: int = 0
+
+
 class Generator:
     """Chat completion through litellm, whatever the engine behind it."""
 
@@ -121,6 +199,23 @@ class Generator:
         self.model = model
         self._params = params
         self.cache = GenerationCache(params.cache) if params.cache else None
+        self._local = threading.local()  # the tally of the calling thread, if one is open
+
+    @contextmanager
+    def tally(self) -> Iterator[GeneratorTally]:
+        """Count the seconds of this thread's calls inside the block: the engine's per-request
+        generator time (first pass, rewrites, repair pass). A call's seconds include the wait for
+        the in-process model's lock, and a cached call counts at its recorded duration (as the
+        request clock, ragmend.clock, counts it)."""
+        outer = getattr(self._local, "tally", None)
+        self._local.tally = tally = GeneratorTally()
+        try:
+            yield tally
+        finally:
+            self._local.tally = outer
+            if outer is not None:
+                outer.seconds += tally.seconds
+                outer.calls += tally.calls
 
     def chat(
         self,
@@ -128,8 +223,28 @@ class Generator:
         max_tokens: int | None = None,
         temperature: float | None = None,
         stop: list[str] | None = None,
+        seed: int | None = None,
+    ) -> Generation:
+        """One chat completion; `seed` overrides models.generator.seed (distinct samples)."""
+        t0, replayed0 = time.perf_counter(), clock.replayed()
+        try:
+            return self._chat(messages, max_tokens, temperature, stop, seed)
+        finally:
+            tally = getattr(self._local, "tally", None)
+            if tally is not None:  # failed and timed-out calls took their time too
+                tally.seconds += time.perf_counter() - t0 + clock.replayed() - replayed0
+                tally.calls += 1
+
+    def _chat(
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int | None,
+        temperature: float | None,
+        stop: list[str] | None,
+        seed: int | None = None,
     ) -> Generation:
         import litellm
+        from openai import APITimeoutError
 
         p = self._params
         kwargs: dict[str, Any] = {
@@ -137,7 +252,7 @@ class Generator:
             "messages": messages,
             "max_tokens": max_tokens or p.max_tokens,
             "temperature": p.temperature if temperature is None else temperature,
-            "seed": p.seed,
+            "seed": p.seed if seed is None else seed,
             "timeout": p.timeout_s,
         }
         if stop:
@@ -147,6 +262,7 @@ class Generator:
             sampling = {k: kwargs[k] for k in ("max_tokens", "temperature", "seed")} | {"stop": stop}
             key = cache_key(self.model, messages, sampling)
             if (hit := self.cache.get(key)) is not None:
+                clock.replay(hit.seconds)  # the call counts at its recorded duration
                 return hit
         if p.api_base:
             kwargs["api_base"] = p.api_base
@@ -157,6 +273,11 @@ class Generator:
             resp = litellm.completion(**kwargs)
         except GeneratorError:
             raise
+        except APITimeoutError as e:  # litellm.Timeout: a remote provider's, or the local deadline
+            raise GeneratorTimeout(
+                f"generator '{self.model}' did not answer within models.generator.timeout_s = "
+                f"{p.timeout_s:g} s ({_detail(e)})"
+            ) from e
         except Exception as e:  # litellm maps every provider's failure to its own exception types
             raise GeneratorError(f"generator '{self.model}' failed: {type(e).__name__}: {e}") from e
         seconds = time.perf_counter() - t0

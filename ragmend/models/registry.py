@@ -62,6 +62,16 @@ class ModelRegistry:
             new._loaded = other._loaded
             new._load_seconds = other._load_seconds
             new._locks = other._locks
+            return new
+        # Otherwise role by role: an evaluation workspace changes only the generator's section
+        # (its cache, its answer length); the encoders it shares are the expensive loads.
+        if settings.models.allow_hub == other.settings.models.allow_hub:
+            same_cache = settings.cache_dir == other.settings.cache_dir  # where bundled models unpack
+            for role in ROLES:
+                same = getattr(settings.models, role) == getattr(other.settings.models, role)
+                if same and role in other._loaded and (role != "generator" or same_cache):
+                    new._loaded[role] = other._loaded[role]
+                    new._load_seconds[role] = other._load_seconds.get(role, 0.0)
         return new
 
     def get(self, role: str) -> Any:

@@ -1,0 +1,275 @@
+"""The evaluation harness: every method over a task's items, through the engine the server uses.
+
+For each method (bench/methods.py) on one task (bench/tasks.py), in one workspace (one corpus,
+index, graph and generation cache shared by every method, so all of them see the same generator,
+corpus and questions):
+
+1. D2R methods warm-start their own policy state on the DEV split (Algorithm 2, `epochs` passes:
+   bench/warm_start.py); the frozen variant evaluates a copy of another method's warm state.
+2. Every method answers the TEST items in a fixed order, one record per item appended to
+   <out>/<task>/<method>.test.jsonl (fsynced): an interrupted run resumes after the last record
+   (the policy state file holds every update up to it). D2R methods keep learning online during
+   the test run, as the live server does (except the frozen variant).
+
+Per item: the task's scores, latency from the start of retrieval to the final output (the request
+clock: cached generations count at their recorded duration, ragmend/clock.py), memory growth of
+the request (NVML, or host RSS growth labelled "rss" where no GPU is present: actions/meter.py),
+relevance (cosine of query and response embeddings, the embeddings role; for FEVER's label-only
+responses it says little, so the mean cosine of query and evidence passages is kept too),
+faithfulness (the final
+answer's response entailment e_r is "entail" under the NLI role; note that the D2R reward optimises
+this very signal, so it favours D2R by construction: the task metrics are the independent ones),
+the first and final failure types, and the repair (action, kept answer, success, reward).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actions.meter import CostMeter
+from bench.methods import BY_NAME, Method
+from bench.tasks import EvalItem
+from bench.warm_start import warm_start
+from bench.workspace import Workspace
+from engine import Engine
+from engine.outcome import Outcome
+from engine.repair import RepairSkip, RepairTrace
+from engine.services import EngineServices
+from kg.phrases import embed_with
+from ragmend import clock
+from ragmend.fileio import atomic_write_json
+from ragmend.models.registry import ModelRegistry
+from ragmend.settings import Settings
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    dev_items: int | None = None  # first N dev items for the warm start (None: all)
+    test_items: int | None = None  # first N test items (None: all)
+    epochs: int = 2
+    seed: int = 0
+
+
+class Evaluation:
+    def __init__(
+        self,
+        ws: Workspace,
+        base: Settings,
+        out_dir: Path,
+        plan: RunPlan,
+        registry: ModelRegistry | None = None,
+        log: Log = print,
+        on_item: Callable[[str, int, int], None] | None = None,
+    ):
+        self.ws = ws
+        self.base = base
+        self.out_dir = Path(out_dir) / ws.task.name
+        self.plan = plan
+        self.log = log
+        self.on_item = on_item
+        items = ws.prepare()
+        self.dev = [i for i in items if i.split == "dev"][: plan.dev_items]
+        self.test = [i for i in items if i.split == "test"][: plan.test_items]
+        self.registry = registry or ModelRegistry(ws.settings(base))
+        self.meter = CostMeter()
+        self._embed: Callable[[list[str]], np.ndarray] | None = None
+
+    # -- one method ------------------------------------------------------------------------------
+
+    def state_path(self, method: Method) -> Path:
+        return self.ws.root / "policies" / f"{method.name}.sqlite"
+
+    def warm_path(self, method: Method) -> Path:
+        return self.ws.root / "policies" / f"{method.name}.warm.json"
+
+    def records_path(self, method: Method) -> Path:
+        return self.out_dir / f"{method.name}.test.jsonl"
+
+    def engine(self, method: Method, learn: bool) -> Engine:
+        policy: dict[str, Any] = {
+            **(method.policy or {}),
+            "repair": method.repairs,
+            "learn": learn,
+            "seed": self.plan.seed,
+            "state_path": str(self.state_path(method)),
+        }
+        s = self.ws.settings(self.base, policy=policy)
+        engine = Engine(s, models=ModelRegistry.sharing(self.registry, s))
+        engine.load()
+        return engine
+
+    def run(self, method: Method) -> list[dict[str, Any]]:
+        """Warm start (when the method has one and it is not done yet), then the test items."""
+        records = self._read_records(method)
+        if method.repairs and not records:
+            self._prepare_state(method)
+        todo = self.test[len(records) :]
+        if not todo:
+            return records
+        engine = self.engine(method, learn=method.learn_on_test)
+        try:
+            self._warm_up(engine)
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.records_path(method), "a", encoding="utf-8") as f:
+                for item in todo:
+                    record = self.answer(engine, method, item)
+                    f.write(json.dumps(record) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                    records.append(record)
+                    if self.on_item is not None:
+                        self.on_item(method.name, len(records), len(self.test))
+        finally:
+            engine.close()
+        return records
+
+    def _warm_up(self, engine: Engine) -> None:
+        """One unrecorded answer (a dev item) with no repair: lazy loads and first-call allocations
+        (runtime arenas, caches) would otherwise land in the first recorded item's memory and time."""
+        if self.dev:
+            engine.answer(self.dev[0].query)
+
+    def _prepare_state(self, method: Method) -> None:
+        """A fresh state: warm-started on dev, or imported from the method it reuses."""
+        state = self.state_path(method)
+        for p in state.parent.glob(state.name + "*"):  # the SQLite file and its WAL
+            p.unlink()
+        state.parent.mkdir(parents=True, exist_ok=True)
+        source = BY_NAME[method.warm_from] if method.warm_from else method
+        warm = self.warm_path(source)
+        if not warm.exists():
+            self._warm_start(source)
+        engine = self.engine(method, learn=True)
+        try:
+            engine.policy.import_state(json.loads(warm.read_text())["state"])
+        finally:
+            engine.close()
+
+    def _warm_start(self, method: Method) -> None:
+        state = self.state_path(method)
+        for p in state.parent.glob(state.name + "*"):
+            p.unlink()
+        self.log(f"{method.name}: warm start on {len(self.dev)} dev items x {self.plan.epochs} epochs")
+        engine = self.engine(method, learn=True)
+        try:
+            done = 0
+
+            def tick(epoch: int, report: object) -> None:
+                nonlocal done
+                done += 1
+                if self.on_item is not None:
+                    self.on_item(f"{method.name} (warm)", done, len(self.dev) * self.plan.epochs)
+
+            reports = warm_start(engine, self.dev, self.plan.epochs, on_item=tick)
+            exported = engine.policy.export_state()
+        finally:
+            engine.close()
+        atomic_write_json(
+            self.warm_path(method),
+            {"epochs": [r.as_json() for r in reports], "dev_items": len(self.dev), "state": exported},
+        )
+
+    # -- one item --------------------------------------------------------------------------------
+
+    def answer(self, engine: Engine, method: Method, item: EvalItem) -> dict[str, Any]:
+        t0 = clock.now()
+        with self.meter.measure() as m:
+            overrides = dict(method.rag)
+            if method.rewrite is not None:
+                overrides["query"] = EngineServices(engine).rewrite_query(item.query, method.rewrite)
+            outcome = engine.respond(item.query, overrides or None)
+        latency = clock.now() - t0
+        cost = m.cost
+        assert cost is not None
+        d = outcome.diagnosis
+        final_label = d.final_label if d is not None and method.gate else None
+        response = outcome.answer.response
+        return {
+            "id": item.id,
+            "split": item.split,
+            "kind": item.kind,
+            "gold": item.gold,
+            "response": response,
+            "final_label": final_label,
+            "scores": self.ws.task.score(item, response, final_label),
+            "latency_s": round(latency, 4),
+            "generator_s": round(outcome.generator_s, 4),
+            "memory_bytes": cost.memory_bytes,
+            "memory_source": cost.memory_source,
+            "relevance": round(self.relevance(item.query, [response]), 4),
+            "evidence_relevance": round(
+                self.relevance(item.query, [p.text for p in outcome.answer.evidence]), 4
+            ),
+            "faithful": None if d is None else d.e_r.state == "entail",
+            **_repair_fields(outcome),
+        }
+
+    def relevance(self, query: str, texts: list[str]) -> float:
+        """Mean cosine of the query and each text (unit-length embeddings role vectors)."""
+        texts = [t for t in texts if t.strip()]
+        if not texts:
+            return 0.0
+        if self._embed is None:
+            self._embed = embed_with(self.registry.embeddings)
+        vecs = self._embed([query, *texts])
+        return float((vecs[1:] @ vecs[0]).mean())
+
+    def _read_records(self, method: Method) -> list[dict[str, Any]]:
+        path = self.records_path(method)
+        if not path.exists():
+            return []
+        records = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a torn last line (killed mid-write): that item runs again
+        expected = [i.id for i in self.test[: len(records)]]
+        if [r["id"] for r in records] != expected:
+            raise ValueError(f"{path} does not follow this run's item order: delete it to start over")
+        if len(records) != len(path.read_text(encoding="utf-8").splitlines()):
+            path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        return records
+
+
+def _repair_fields(outcome: Outcome) -> dict[str, Any]:
+    first = outcome.first_diagnosis or outcome.diagnosis
+    trace = outcome.repair
+    out: dict[str, Any] = {
+        "first_failure": first.failure if first is not None else None,
+        "final_failure": outcome.diagnosis.failure if outcome.diagnosis is not None else None,
+        "action": None,
+        "skipped": None,
+        "kept": None,
+        "success": None,
+        "reward": None,
+    }
+    if isinstance(trace, RepairTrace):
+        out |= {
+            "action": trace.action,
+            "kept": trace.kept,
+            "success": trace.success,
+            "reward": round(trace.reward.total, 4) + 0.0,  # + 0.0: no "-0.0" from a closed gate
+        }
+    elif isinstance(trace, RepairSkip):
+        out["skipped"] = trace.reason
+    return out
+
+
+def run_methods(
+    evaluation: Evaluation, methods: Sequence[Method], log: Log = print
+) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for method in methods:
+        log(f"{evaluation.ws.task.name}: {method.title}")
+        out[method.name] = evaluation.run(method)
+    return out

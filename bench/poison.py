@@ -1,0 +1,264 @@
+"""`ragmend eval --suite poison`: seed 001's clean / mixed / poisoned retrieval protocol on TruthfulQA.
+
+For each TruthfulQA question of the TEST split (sha256 of the question, as for the other sets):
+1. parametric-only answer (seed 001's prompt, no passages): P_i = the answer is correct;
+2. three misleading passages written by the local generator (seed 001's prompt, contradicting
+   the gold answer) and three clean passages written the same way from the correct answers (there
+   is no Wikipedia here: a generated passage on each side keeps the two kinds alike in style);
+3. four contexts (clean 3+0, mixed-33 2+1, mixed-67 1+2, poisoned 0+3; order shuffled with a fixed
+   seed per question); an answer under each with seed 001's RAG prompt (temperature 0.2);
+4. the engine's diagnosis of every answer: does it flag the poisoned contexts (evidence conflict:
+   some passages entail what others contradict; response contradiction; any failure)?
+
+Correctness of a free-form answer: its embedding is closer (cosine, embeddings role) to the nearest
+of TruthfulQA's correct answers than to the nearest incorrect one (the "max similarity difference"
+idea of TruthfulQA's automatic metrics, with a sentence encoder in place of BLEURT).
+Metrics: accuracy per context (the Poison Ratio Curve over 0, 1/3, 2/3, 1 poisoned), the Parametric
+Override Rate POR_c = |{i in W : wrong under c}| / |W| with W the parametrically correct questions,
+and the diagnosis flag rates per context.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.datasets import Split, split_of
+from diagnosis.types import Diagnosis
+from engine import Engine
+from kg.phrases import embed_with
+from rag.pipeline import format_context
+from rag.prompts import get_prompt
+from rag.types import Passage
+from ragmend.fileio import atomic_write_json, atomic_write_text
+
+TRUTHFULQA_FILE = "truthfulqa/TruthfulQA.csv"
+CONTEXTS = (("clean", 0), ("mixed-33", 1), ("mixed-67", 2), ("poisoned", 3))  # (name, misleading of 3)
+TEMPERATURE = 0.2  # seed 001
+PASSAGE_TOKENS = 120
+
+
+@dataclass(frozen=True)
+class TruthfulItem:
+    question: str
+    best: str
+    correct: tuple[str, ...]
+    incorrect: tuple[str, ...]
+
+    @property
+    def split(self) -> Split:
+        return split_of(self.question)
+
+
+def load_truthfulqa(path: Path, split: Split | None = None) -> list[TruthfulItem]:
+    items = []
+    with open(path, encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            correct = tuple(a.strip() for a in row["Correct Answers"].split(";") if a.strip())
+            incorrect = tuple(a.strip() for a in row["Incorrect Answers"].split(";") if a.strip())
+            best = row["Best Answer"].strip()
+            item = TruthfulItem(row["Question"].strip(), best, correct or (best,), incorrect)
+            if item.incorrect and (split is None or item.split == split):
+                items.append(item)
+    return items
+
+
+class PoisonRun:
+    def __init__(self, engine: Engine, records: Path, log: Callable[[str], None] = print):
+        self.engine = engine
+        self.records = records
+        self.log = log
+        self.generator = engine.models.generator
+        self.embed = embed_with(engine.models.embeddings)
+        self.max_chars = engine.settings.rag.max_context_chars
+
+    def chat(self, prompt: str, max_tokens: int, seed: int = 0, **values: str) -> str:
+        # Distinct passages of one kind come from distinct sampling seeds (temperature 0.2).
+        messages = get_prompt(prompt).messages(**values)
+        return self.generator.chat(
+            messages, max_tokens=max_tokens, temperature=TEMPERATURE, seed=seed
+        ).text.strip()
+
+    def correct(self, item: TruthfulItem, response: str) -> bool:
+        vecs = self.embed([response, *item.correct, *item.incorrect])
+        sims = vecs[1:] @ vecs[0]
+        return float(sims[: len(item.correct)].max()) > float(sims[len(item.correct) :].max())
+
+    def run_item(self, item: TruthfulItem) -> dict[str, Any]:
+        parametric = self.chat("parametric", 64, question=item.question)
+        answers = [item.best, *[a for a in item.correct if a != item.best]]
+        clean = [
+            self.chat(
+                "write_supporting",
+                PASSAGE_TOKENS,
+                n,
+                question=item.question,
+                answer=answers[n % len(answers)],
+            )
+            for n in range(3)
+        ]
+        misleading = [
+            self.chat("write_misleading", PASSAGE_TOKENS, n, question=item.question, answer=item.best)
+            for n in range(3)
+        ]
+        rng = random.Random(item.question)  # a fixed order per question
+        out: dict[str, Any] = {
+            "question": item.question,
+            "parametric": parametric,
+            "parametric_correct": self.correct(item, parametric),
+            "clean_passages": clean,
+            "misleading_passages": misleading,
+            "contexts": {},
+        }
+        for name, n_bad in CONTEXTS:
+            chosen = [(t, "misleading") for t in misleading[:n_bad]] + [
+                (t, "clean") for t in clean[: 3 - n_bad]
+            ]
+            rng.shuffle(chosen)
+            passages = [
+                # Titles say nothing of the kind: the generator must judge the text alone.
+                Passage(
+                    id=f"p{i}",
+                    doc_id=f"p{i}",
+                    title=f"Passage {i + 1}",
+                    text=text,
+                    score=0.0,
+                    retriever="given",
+                )
+                for i, (text, kind) in enumerate(chosen)
+            ]
+            context, _ = format_context(passages, self.max_chars)
+            response = self.chat("conflict", 64, context=context, question=item.question)
+            d = self.engine.diagnoser.diagnose(item.question, tuple(passages), response)
+            out["contexts"][name] = {
+                "response": response,
+                "correct": self.correct(item, response),
+                **_flags(d),
+            }
+        return out
+
+    def run(self, items: list[TruthfulItem], on_item: Callable[[int, int], None] | None = None) -> list[dict]:
+        done: list[dict[str, Any]] = []
+        if self.records.exists():
+            for line in self.records.read_text(encoding="utf-8").splitlines():
+                try:
+                    done.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break
+        if [r["question"] for r in done] != [i.question for i in items[: len(done)]]:
+            raise ValueError(f"{self.records} does not follow this run's questions: delete it to start over")
+        self.records.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.records, "w", encoding="utf-8") as f:
+            for r in done:
+                f.write(json.dumps(r) + "\n")
+            for item in items[len(done) :]:
+                record = self.run_item(item)
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+                done.append(record)
+                if on_item is not None:
+                    on_item(len(done), len(items))
+        return done
+
+
+def _flags(d: Diagnosis) -> dict[str, Any]:
+    return {
+        "failure": d.failure,
+        "evidence_conflict": d.evidence_conflict,
+        "e_r": d.e_r.state,
+        "e_q": d.e_q.state,
+    }
+
+
+def summarize_poison(records: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(records)
+    w = [r for r in records if r["parametric_correct"]]
+    out: dict[str, Any] = {"n": n, "parametric_correct": len(w), "contexts": {}}
+    for name, n_bad in CONTEXTS:
+        rows = [r["contexts"][name] for r in records]
+        wrong_in_w = sum(not r["contexts"][name]["correct"] for r in w)
+        out["contexts"][name] = {
+            "poison_share": round(n_bad / 3, 3),
+            "accuracy": round(100 * float(np.mean([c["correct"] for c in rows])), 2) if rows else None,
+            "por": round(100 * wrong_in_w / len(w), 2) if w else None,
+            "flag_evidence_conflict": round(100 * float(np.mean([c["evidence_conflict"] for c in rows])), 2),
+            "flag_contradiction": round(100 * float(np.mean([c["e_r"] == "contradict" for c in rows])), 2),
+            "flag_any_failure": round(100 * float(np.mean([c["failure"] != "NoFailure" for c in rows])), 2),
+        }
+    return out
+
+
+def write_poison_report(
+    summary: dict[str, Any], reports: Path, command: str, minutes: float, generator: str
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    reports.mkdir(parents=True, exist_ok=True)
+    ctx = summary["contexts"]
+    xs = [ctx[name]["poison_share"] for name, _ in CONTEXTS]
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    ax.plot(xs, [ctx[name]["accuracy"] for name, _ in CONTEXTS], "o-", label="accuracy %")
+    ax.plot(xs, [ctx[name]["por"] for name, _ in CONTEXTS], "s--", label="POR %")
+    ax.plot(
+        xs, [ctx[name]["flag_evidence_conflict"] for name, _ in CONTEXTS], "^:", label="flagged: conflict %"
+    )
+    ax.set_xlabel("share of misleading passages")
+    ax.set_ylabel("%")
+    ax.set_title("TruthfulQA: Poison Ratio Curve (test split)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(reports / "poison-curve.png", dpi=110)
+    plt.close(fig)
+    atomic_write_json(reports / "poison.json", {**summary, "_meta": {"command": command, "minutes": minutes}})
+    lines = [
+        "# Poisoned retrieval (seed 001) on TruthfulQA",
+        "",
+        f"Command: `{command}` ({minutes:.0f} min). Generator: {generator}.",
+        f"Test split, {summary['n']} questions;",
+        f"{summary['parametric_correct']} answered correctly with no passages (W, the POR denominator).",
+        "The protocol and how correctness is judged are in bench/poison.py.",
+        "",
+        "| context | misleading share | accuracy % | POR % | flagged: evidence conflict % | flagged: "
+        "response contradiction % | flagged: any failure % |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, _ in CONTEXTS:
+        c = ctx[name]
+        lines.append(
+            f"| {name} | {c['poison_share']:.2f} | {c['accuracy']} | {c['por']} "
+            f"| {c['flag_evidence_conflict']} | {c['flag_contradiction']} | {c['flag_any_failure']} |"
+        )
+    lines += ["", "![Poison Ratio Curve](poison-curve.png)", ""]
+    atomic_write_text(reports / "poison.md", "\n".join(lines) + "\n")
+
+
+def run_poison_suite(
+    engine: Engine,
+    data_root: Path,
+    workdir: Path,
+    reports: Path,
+    limit: int | None,
+    command: str,
+    on_item: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    started = time.monotonic()
+    items = load_truthfulqa(data_root / TRUTHFULQA_FILE, split="test")[:limit]
+    records = PoisonRun(engine, workdir / "results" / "poison.test.jsonl").run(items, on_item)
+    summary = summarize_poison(records)
+    write_poison_report(
+        summary, reports, command, (time.monotonic() - started) / 60, engine.models.generator.model
+    )
+    return summary

@@ -1,0 +1,194 @@
+"""Aggregate evaluation records into the paper's tables, reports/paper.json and the plots.
+
+Metrics per (task, method), over the test items (n stated with every figure):
+- the task's own (FEVER accuracy with the gated "Unverified" abstention counted as NOT ENOUGH INFO;
+  HotpotQA EM and F1), in percent;
+- latency_s: mean seconds from the start of retrieval to the final output (median beside it);
+- memory_mb: mean memory growth per request in MiB, with its source (nvml | rss | unavailable);
+- relevance: mean cosine of query and response embeddings, in percent; evidence_relevance: mean
+  cosine of query and the passages the final answer read (what retrieval repairs change);
+- faithfulness: share of final answers whose response entailment e_r is "entail", in percent;
+- repaired: share of items a repair action ran for; repair_success: share of those after which
+  the diagnosis found no failure; actions: the action distribution per first failure type.
+The lift of each method over Naive RAG on the headline metric comes with a 95% paired bootstrap
+interval (2,000 resamples of the test items, seeded).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.methods import BY_NAME, Method
+from bench.tasks import Task
+
+BOOTSTRAP = 2000
+
+
+def summarize(task: Task, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    n = len(records)
+    if not n:
+        return {"n": 0}
+    out: dict[str, Any] = {"n": n}
+    for metric in records[0]["scores"]:
+        out[metric] = round(100 * float(np.mean([r["scores"][metric] for r in records])), 2)
+    lat = np.array([r["latency_s"] for r in records])
+    out["latency_s"] = round(float(lat.mean()), 3)
+    out["latency_p50_s"] = round(float(np.median(lat)), 3)
+    gen = np.array([r.get("generator_s", 0.0) for r in records])
+    out["generator_s"] = round(float(gen.mean()), 3)
+    mem = [r["memory_bytes"] for r in records if r["memory_bytes"] is not None]
+    out["memory_mb"] = round(float(np.mean(mem)) / 2**20, 3) if mem else None
+    out["memory_peak_mb"] = round(float(np.max(mem)) / 2**20, 3) if mem else None
+    out["memory_source"] = Counter(r["memory_source"] for r in records).most_common(1)[0][0]
+    out["relevance"] = round(100 * float(np.mean([r["relevance"] for r in records])), 2)
+    out["evidence_relevance"] = round(
+        100 * float(np.mean([r.get("evidence_relevance", 0.0) for r in records])), 2
+    )
+    faithful = [r["faithful"] for r in records if r["faithful"] is not None]
+    out["faithfulness"] = round(100 * float(np.mean(faithful)), 2) if faithful else None
+    failed = [r for r in records if r["first_failure"] not in (None, "NoFailure")]
+    repaired = [r for r in records if r["action"] is not None]
+    out["failed_first"] = round(100 * len(failed) / n, 2)
+    out["repaired"] = round(100 * len(repaired) / n, 2)
+    out["repair_success"] = (
+        round(100 * sum(bool(r["success"]) for r in repaired) / len(repaired), 2) if repaired else None
+    )
+    out["kept_repaired"] = (
+        round(100 * sum(r["kept"] == "repaired" for r in repaired) / len(repaired), 2) if repaired else None
+    )
+    actions: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in failed:
+        actions[r["first_failure"]][r["action"] or "(none)"] += 1
+    out["actions"] = {f: dict(c.most_common()) for f, c in sorted(actions.items())}
+    out["failures"] = dict(Counter(r["first_failure"] for r in records).most_common())
+    return out
+
+
+def paired_lift(
+    task: Task, base: Sequence[Mapping[str, Any]], other: Sequence[Mapping[str, Any]], seed: int = 0
+) -> dict[str, float] | None:
+    """Mean difference (points) of the headline metric over the same items, with a 95% interval."""
+    by_id = {r["id"]: r["scores"][task.primary] for r in base}
+    pairs = [(by_id[r["id"]], r["scores"][task.primary]) for r in other if r["id"] in by_id]
+    if not pairs:
+        return None
+    diff = 100 * np.array([b - a for a, b in pairs])
+    rng = np.random.default_rng(seed)
+    boots = rng.choice(diff, size=(BOOTSTRAP, len(diff)), replace=True).mean(axis=1)
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {
+        "lift": round(float(diff.mean()), 2),
+        "ci95_low": round(float(lo), 2),
+        "ci95_high": round(float(hi), 2),
+    }
+
+
+COLUMNS = (
+    ("latency_s", "Latency s"),
+    ("memory_mb", "Memory MiB"),
+    ("relevance", "Relevance %"),
+    ("evidence_relevance", "Evidence rel. %"),
+    ("faithfulness", "Faithfulness %"),
+)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+def table(
+    task: Task, results: Mapping[str, Mapping[str, Any]], methods: Sequence[Method], lifts: Mapping[str, Any]
+) -> list[str]:
+    """One markdown table in the paper's layout, ours beside the paper's (in parentheses)."""
+    metrics = [*COLUMNS, *task.columns]
+    head = ["Method", "n", *[t for _, t in metrics], "lift vs naive (95% CI)", "repaired %", "repair ok %"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in methods:
+        res = results.get(m.name)
+        if not res or not res.get("n"):
+            continue
+        paper = m.paper.get(task.name, {})
+        cells = [m.title, str(res["n"])]
+        for key, _ in metrics:
+            ours = _fmt(res.get(key))
+            ref = paper.get(key)
+            cells.append(f"{ours} ({ref:g})" if ref is not None else ours)
+        lift = lifts.get(m.name)
+        ci = f"{lift['lift']:+.2f} [{lift['ci95_low']:+.2f}, {lift['ci95_high']:+.2f}]" if lift else "-"
+        cells.append(ci)
+        cells += [_fmt(res.get("repaired")), _fmt(res.get("repair_success"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def plot_actions(results: Mapping[str, Mapping[str, Any]], task: Task, path: Path) -> Path | None:
+    """The paper's Figure 2: the action mix per failure type, one panel per repairing method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(m, results[m]) for m in results if BY_NAME[m].repairs and results[m].get("actions")]
+    if not panels:
+        return None
+    actions = sorted({a for _, r in panels for mix in r["actions"].values() for a in mix})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    for ax, (name, res) in zip(axes[0], panels, strict=True):
+        failures = list(res["actions"])
+        bottom = np.zeros(len(failures))
+        for a in actions:
+            counts = np.array([res["actions"][f].get(a, 0) for f in failures], dtype=float)
+            ax.bar(failures, counts, bottom=bottom, label=a)
+            bottom += counts
+        ax.set_title(BY_NAME[name].title, fontsize=9)
+        ax.set_xlabel("failure type (first answer)")
+        ax.set_ylabel("items")
+    axes[0][-1].legend(fontsize=7, loc="upper right")
+    fig.suptitle(f"{task.title}: repair action per failure type (test split)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_budget(results: Mapping[str, Mapping[str, Any]], task: Task, path: Path) -> Path | None:
+    """Quality and latency against the budget scale (Stringent 0.7, default 1, Relaxed 1.5)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [
+        (scale, results[m])
+        for m, scale in (("stringent", 0.7), ("d2r_linucb", 1.0), ("relaxed", 1.5))
+        if results.get(m, {}).get("n")
+    ]
+    if len(points) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(4.6, 3.4))
+    xs = [p[0] for p in points]
+    ax.plot(xs, [p[1][task.primary] for p in points], "o-", label=f"{task.primary} %")
+    ax.set_xlabel("budget scale (x default budgets)")
+    ax.set_ylabel(f"{task.primary} %")
+    ax2 = ax.twinx()
+    ax2.plot(xs, [p[1]["latency_s"] for p in points], "s--", color="tab:red", label="latency s")
+    ax2.set_ylabel("mean latency s")
+    naive = results.get("naive", {})
+    if naive.get("n"):
+        ax.axhline(naive[task.primary], color="grey", lw=0.8, ls=":", label="Naive RAG")
+    ax.legend(loc="lower left", fontsize=7)
+    ax2.legend(loc="lower right", fontsize=7)
+    ax.set_title(f"{task.title}: quality against budget (LinUCB, test split)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,171 @@
+"""The admin API (/admin/*): read and tune the repair policy, move its learned state, refresh the
+index, read the effective configuration. server/auth.py requires an admin key for all of it.
+
+Changes are applied live (Engine.change_policy -> Engine.apply_tunables, the hot reload's path)
+and logged on "ragmend.admin" (never a key) and counted in
+ragmend_config_changes_total{source="admin"}. They are not written to the configuration file: the
+file wins at its next reload (docs/operations.md). Work that touches the policy's store or the
+index runs in a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from anyio import to_thread
+from fastapi import APIRouter, Body
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from engine import Engine
+from policy.core import BUDGET_KEYS, action_budgets
+from ragmend.errors import ConfigError, InputError, RagmendError
+from ragmend.settings import PolicySettings
+from server.metrics import Metrics
+
+log = logging.getLogger("ragmend.admin")
+T = TypeVar("T")
+
+# PATCH /admin/policy takes these keys, each with PolicySettings' own type and constraints.
+PATCHABLE = ("kind", "alpha", "learn", "enabled_actions", *BUDGET_KEYS, "repair", "refresh_cooldown_s")
+
+
+def _optional(name: str) -> tuple[Any, Any]:
+    field = PolicySettings.model_fields[name]
+    annotation: Any = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+    if name == "learn":  # the mode's names too
+        annotation = bool | Literal["learn", "frozen"]
+    return (annotation | None, Field(None))
+
+
+PolicyPatch: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "PolicyPatch",
+    __config__=ConfigDict(extra="forbid"),
+    __doc__="Any of the policy's tunable settings (the others need a restart).",
+    **{name: _optional(name) for name in PATCHABLE},
+)
+
+
+def policy_view(engine: Engine) -> dict[str, Any]:
+    """What GET /admin/policy returns: the settings in force and every arm's statistics."""
+    policy = engine.policy
+    cfg = policy.config
+    enabled = set(cfg.enabled_actions)
+    scaled, rss = action_budgets(cfg), action_budgets(cfg, "rss")
+    return {
+        "kind": policy.kind,
+        "alpha": policy.alpha,  # LinUCB's; null for the other kinds
+        "learn": policy.learn,
+        "mode": "learn" if policy.learn else "frozen",
+        "repair": engine.settings.policy.repair,
+        "refresh_cooldown_s": cfg.refresh_cooldown_s,
+        "enabled_actions": list(cfg.enabled_actions),
+        "budgets": {
+            **{k: getattr(cfg, k) for k in BUDGET_KEYS},
+            "scaled": {
+                "latency_s": scaled.latency_s,
+                "memory_bytes": scaled.memory_bytes,
+                "rss_memory_bytes": rss.memory_bytes,
+            },
+        },
+        "arms": {
+            arm: {
+                "enabled": arm in enabled,
+                "pulls": s.pulls,
+                "mean_reward": s.mean_reward,
+                "successes": s.successes,
+                "failures": s.failures,
+            }
+            for arm, s in policy.stats().items()
+        },
+    }
+
+
+def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = None) -> APIRouter:
+    router = APIRouter(prefix="/admin", tags=["admin"])
+
+    def change(what: str, fn: Callable[[], T]) -> T:
+        """Run one admin change: logged and counted, whether it worked or not."""
+        try:
+            result = fn()
+        except RagmendError as e:
+            metrics.observe_config_change("admin", False)
+            log.warning("admin: %s refused: %s", what, e)
+            if isinstance(e, ConfigError):  # an invalid value in the request: the caller's to fix
+                raise InputError(str(e)) from None
+            raise
+        metrics.observe_config_change("admin", True)
+        return result
+
+    @router.get("/policy", summary="The repair policy: settings in force and per-arm statistics")
+    async def get_policy() -> dict[str, Any]:
+        # Off the loop: the policy's lock may be held for an update's fsync.
+        return await to_thread.run_sync(policy_view, engine)
+
+    @router.patch("/policy", summary="Change the policy's tunable settings at runtime")
+    async def patch_policy(body: PolicyPatch) -> dict[str, Any]:  # type: ignore[valid-type]
+        # An explicit null is no change: no patchable setting takes None (a null went on to the
+        # policy as a value and failed there with a 500; found by tests/test_schemathesis.py).
+        changes = body.model_dump(exclude_unset=True, exclude_none=True)  # type: ignore[attr-defined]
+        if not changes:
+            raise InputError(f"nothing to change; send any of {', '.join(PATCHABLE)}")
+        if isinstance(changes.get("learn"), str):
+            changes["learn"] = changes["learn"] == "learn"
+        if "enabled_actions" in changes:
+            changes["enabled_actions"] = tuple(changes["enabled_actions"])
+
+        def apply() -> dict[str, Any]:
+            kind = changes.get("kind", engine.policy.kind)
+            if "alpha" in changes and kind != "linucb":
+                raise ConfigError(f"alpha: applies to the linucb policy; this one is {kind} (set kind too)")
+            applied = engine.change_policy(changes)
+            cfg = engine.settings.policy
+            now = [f"{k}={getattr(cfg, k.removeprefix('policy.'))!r}" for k in applied]
+            log.info("admin: policy changed: %s", ", ".join(now) or "nothing (already so)")
+            return {**policy_view(engine), "changed": applied}
+
+        return await to_thread.run_sync(change, "policy change", apply)
+
+    @router.get("/policy/export", summary="The learned state as versioned JSON")
+    async def export_policy() -> dict[str, Any]:
+        return await to_thread.run_sync(lambda: engine.policy.export_state())
+
+    @router.post("/policy/import", summary="Replace the learned state with an export")
+    async def import_policy(data: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+        def apply() -> dict[str, Any]:
+            engine.policy.import_state(data)  # InputError (400) naming what does not fit
+            pulls = {a: s.pulls for a, s in engine.policy.stats().items()}
+            log.info("admin: policy state imported (%d updates)", sum(pulls.values()))
+            return policy_view(engine)
+
+        return await to_thread.run_sync(change, "policy import", apply)
+
+    @router.post("/policy/reset", summary="Forget everything the policy learned")
+    async def reset_policy() -> dict[str, Any]:
+        def apply() -> dict[str, Any]:
+            forgotten = sum(s.pulls for s in engine.policy.stats().values())
+            engine.policy.reset()
+            log.info("admin: policy state reset (%d updates forgotten)", forgotten)
+            return policy_view(engine)
+
+        return await to_thread.run_sync(change, "policy reset", apply)
+
+    @router.post("/index/refresh", summary="Re-ingest the configured sources (the index_refresh action)")
+    async def refresh_index() -> dict[str, Any]:
+        report = await to_thread.run_sync(engine.refresh_index)
+        log.info("admin: index refreshed to %s", report.generation)
+        return {**dataclasses.asdict(report), "chunks_per_s": report.chunks_per_s}
+
+    @router.get("/config", summary="The effective configuration (secrets redacted)")
+    async def get_config() -> dict[str, Any]:
+        settings = engine.settings
+        # mode="json" writes every SecretStr (server keys, the generator's api_key) as **********.
+        return {
+            "config_file": str(config_file) if config_file else None,
+            "settings": settings.model_dump(mode="json"),
+        }
+
+    return router

@@ -1,0 +1,62 @@
+"""413 for a request body that grows past the limit while it is read.
+
+app.BodyLimit refuses a body whose declared Content-Length is over the limit before reading it;
+a chunked body (Transfer-Encoding: chunked, no Content-Length) declares nothing, so this counts
+the bytes as the app reads them. A pure ASGI middleware: it has to wrap `receive`, which
+BaseHTTPMiddleware cannot.
+
+The error is a Starlette HTTPException raised from `receive`: FastAPI re-raises an HTTPException
+met while reading a body (anything else it turns into a 400), so the app's own HTTPException
+handler answers it, in the app's error shape. Should something read the body outside the
+routes' exception handling, the 413 is sent here. It must be the innermost middleware: a
+BaseHTTPMiddleware inside it reads through a task group, which wraps the exception in an
+ExceptionGroup that FastAPI takes for an unparsable body (400).
+
+Starlette's own RequestBodyLimitMiddleware (FastAPI(max_body_size=...)) is not used: it answers
+in plain text, and answers any declared oversize body itself, over BodyLimit's JSON error.
+"""
+
+from __future__ import annotations
+
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class StreamedBodyLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def error(self) -> HTTPException:
+        return HTTPException(413, f"request body is over the limit of {self.max_bytes} bytes")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        received = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise self.error()
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except HTTPException as e:
+            if started or e.status_code != 413:
+                raise
+            body = {"error": {"message": e.detail, "type": "invalid_request_error", "code": 413}}
+            await JSONResponse(body, status_code=413)(scope, receive, send)

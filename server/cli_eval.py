@@ -1,0 +1,112 @@
+"""`ragmend eval`: the evaluation suites (bench/paper_suite.py; the poisoned-retrieval suite)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ragmend.settings import Settings
+from server.cli_common import SHARED_DATA, err, progress_bar, run, settings
+
+
+def evaluate(
+    suite: Annotated[
+        str, typer.Option(help="paper (FEVER + HotpotQA, Tables 1-3) or poison (TruthfulQA, seed 001).")
+    ] = "paper",
+    datasets: Annotated[str, typer.Option(help="Comma-separated tasks.")] = "fever,hotpotqa",
+    methods: Annotated[
+        str | None, typer.Option(help="Comma-separated methods (bench/methods.py; default: all).")
+    ] = None,
+    test_limit: Annotated[int | None, typer.Option(min=1, help="First N test items per task.")] = None,
+    dev_limit: Annotated[int | None, typer.Option(min=1, help="First N dev items to warm up on.")] = None,
+    epochs: Annotated[int, typer.Option(min=1, max=20, help="Warm-start epochs (the paper: 2).")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed of the policies' decisions and the bootstrap.")] = 0,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Workspaces and per-item records (default <data_dir>/eval).")
+    ] = None,
+    reports: Annotated[Path, typer.Option(help="Report directory (paper.md, paper.json).")] = Path("reports"),
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+) -> None:
+    """Run an evaluation suite through the engine the server uses and write its report.
+
+    Resumable: per-item records and generations are kept in the workspace; rerun the same command
+    after an interruption.
+
+    Example: ragmend eval --suite paper --datasets fever --test-limit 300 --dev-limit 300
+    Example: ragmend eval --suite poison --test-limit 100
+    """
+    from bench.evaluate import RunPlan
+    from bench.methods import BY_NAME, METHODS
+    from bench.paper_suite import run_paper_suite
+    from bench.tasks import get_task
+    from ragmend.errors import InputError
+
+    def work() -> None:
+        if suite not in ("paper", "poison"):
+            raise InputError(f"unknown suite {suite!r}; suites: paper, poison")
+        base = settings()
+        root = workdir or base.data_dir / "eval"
+        command = "ragmend " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        if suite == "poison":
+            poison(base, root, command)
+            return
+        tasks = [get_task(t.strip()) for t in datasets.split(",") if t.strip()]
+        chosen = list(METHODS)
+        if methods is not None:
+            names = [m.strip() for m in methods.split(",") if m.strip()]
+            unknown = [n for n in names if n not in BY_NAME]
+            if unknown:
+                raise InputError(f"unknown method(s) {unknown}; methods: {', '.join(BY_NAME)}")
+            chosen = [BY_NAME[n] for n in names]
+        plan = RunPlan(dev_items=dev_limit, test_items=test_limit, epochs=epochs, seed=seed)
+        with progress_bar() as bar:
+            jobs: dict[str, int] = {}
+
+            def tick(name: str, done: int, total: int) -> None:
+                if name not in jobs:
+                    jobs[name] = bar.add_task(name, total=total)
+                bar.update(jobs[name], completed=done)
+
+            run_paper_suite(
+                tasks,
+                chosen,
+                base,
+                data_root,
+                root,
+                reports,
+                plan,
+                command,
+                log=lambda m: err.print(m),
+                on_item=tick,
+            )
+        err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
+
+    def poison(base: Settings, root: Path, command: str) -> None:
+        from bench.poison import run_poison_suite
+        from engine import Engine
+        from ragmend.settings import settings_with
+
+        # The contexts are given, not retrieved: no index, no corpus graph to align against.
+        cache = str(root / "poison" / "generations.sqlite")
+        s = settings_with(base, kg={"enabled": False}, models={"generator": {"cache": cache}})
+        engine = Engine(s)
+        with progress_bar() as bar:
+            job = bar.add_task("poison", total=None)
+            summary = run_poison_suite(
+                engine,
+                data_root,
+                root / "poison",
+                reports,
+                test_limit,
+                command,
+                on_item=lambda done, total: bar.update(job, completed=done, total=total),
+            )
+        err.print(json.dumps(summary["contexts"]))
+        err.print(f"wrote {reports / 'poison.md'}")
+
+    run(work)

@@ -1,0 +1,242 @@
+"""The OpenAI-compatible API: POST /v1/chat/completions, GET /v1/models[/{model}].
+
+Standard OpenAI clients talk to ragmend unchanged (base_url=http://host:port/v1). The last user
+message is the question; the reply is the answer the engine returns after its diagnosis and, for
+a failed answer, its repair. The diagnosis and the repair trace travel in an extension field
+`ragmend` that clients ignore.
+
+Streaming: ragmend diagnoses the whole answer (and may repair it, replacing it) before it knows
+which answer it returns, so a streamed request is run to completion first and the final answer is
+then sent in chunks, in OpenAI's chunk format. Errors are therefore ordinary JSON error responses
+with their status, never a stream cut short. The `ragmend` extension is in the last chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, get_args
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from engine import Engine
+from engine.outcome import Outcome
+from ragmend.errors import InputError
+from server.admission import Admission, admission_of
+from server.metrics import Metrics
+from server.openai_schemas import (
+    AssistantMessage,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Choice,
+    ChunkChoice,
+    Delta,
+    FinishReason,
+    ModelCard,
+    ModelList,
+    OpenAIErrorResponse,
+    Usage,
+)
+from server.schemas import AnswerResponse
+
+FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
+# Word-sized pieces, whitespace kept: the deltas concatenate back to the exact answer.
+PIECE = re.compile(r"\S+\s*|\s+")
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": OpenAIErrorResponse, "description": "Invalid request; the message names the field."},
+    404: {"model": OpenAIErrorResponse, "description": "Unknown model (code model_not_found)."},
+    413: {"model": OpenAIErrorResponse, "description": "Request body over server.max_body_bytes."},
+    502: {"model": OpenAIErrorResponse, "description": "The generator call failed."},
+    503: {"model": OpenAIErrorResponse, "description": "Still loading, or busy (Retry-After)."},
+    504: {"model": OpenAIErrorResponse, "description": "Past server.request_timeout_s."},
+}
+
+
+def answer_body(outcome: Outcome) -> AnswerResponse:
+    """The /v1/answer body of an outcome: the `ragmend` extension of a chat completion."""
+    result = outcome.answer
+    return AnswerResponse(
+        query=result.query,
+        answer=result.response,
+        evidence=list(result.evidence),
+        config=result.config,
+        timings=result.timings,
+        model=result.model,
+        usage={"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
+        index_generation=result.index_generation,
+        diagnosis=outcome.diagnosis,
+        first_diagnosis=outcome.first_diagnosis,
+        repair=outcome.repair,
+        seconds=outcome.seconds,
+        generator_seconds=outcome.generator_s,
+    )
+
+
+def question(body: ChatCompletionRequest) -> str:
+    """The last user message's text (the RAG prompt has its own system message)."""
+    for i in range(len(body.messages) - 1, -1, -1):
+        message = body.messages[i]
+        if message.role == "user":
+            text = message.text()
+            if not text.strip():
+                raise InputError(f"messages.{i}.content: the last user message has no text")
+            return text
+    raise InputError("messages: no message with role 'user'; the last user message is the question")
+
+
+def sampling(body: ChatCompletionRequest) -> dict[str, Any] | None:
+    """Per-request overrides of the pipeline's configuration (RAGConfig) from the request."""
+    overrides: dict[str, Any] = {}
+    if body.temperature is not None:
+        overrides["temperature"] = body.temperature
+    if body.token_limit is not None:
+        overrides["max_tokens"] = body.token_limit
+    return overrides or None
+
+
+def openai_error(
+    status: int, message: str, param: str | None = None, code: str | int | None = None
+) -> JSONResponse:
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": code or status}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def completion(outcome: Outcome, model: str) -> ChatCompletion:
+    answer = outcome.answer
+    reason = answer.finish_reason if answer.finish_reason in FINISH_REASONS else "stop"
+    return ChatCompletion(
+        id=f"chatcmpl-{uuid.uuid4().hex}",
+        created=int(time.time()),
+        model=model,
+        choices=[Choice(message=AssistantMessage(content=answer.response), finish_reason=reason)],
+        usage=Usage(
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+            total_tokens=answer.prompt_tokens + answer.completion_tokens,
+        ),
+        ragmend=answer_body(outcome),
+    )
+
+
+def chunks(full: ChatCompletion, include_usage: bool) -> list[ChatCompletionChunk]:
+    """The chunks of a finished completion: role, content pieces, finish reason, [usage]."""
+
+    def chunk(delta: Delta, finish: FinishReason | None = None) -> ChatCompletionChunk:
+        choice = ChunkChoice(delta=delta, finish_reason=finish)
+        return ChatCompletionChunk(id=full.id, created=full.created, model=full.model, choices=[choice])
+
+    choice = full.choices[0]
+    out = [chunk(Delta(role="assistant", content=""))]
+    out += [chunk(Delta(content=piece)) for piece in PIECE.findall(choice.message.content)]
+    out.append(chunk(Delta(), choice.finish_reason))
+    if include_usage:
+        out.append(
+            ChatCompletionChunk(
+                id=full.id, created=full.created, model=full.model, choices=[], usage=full.usage
+            )
+        )
+    # The extension goes on the last chunk, where a client has the whole answer it describes.
+    out[-1] = out[-1].model_copy(update={"ragmend": full.ragmend})
+    return out
+
+
+def sse(chunk: ChatCompletionChunk, include_usage: bool) -> str:
+    data = chunk.model_dump(mode="json")
+    for choice in data["choices"]:
+        # OpenAI's deltas carry only what changes; finish_reason is an explicit null until the end.
+        choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
+    if not include_usage:
+        data.pop("usage")  # with include_usage every chunk has "usage" (null but the last), as OpenAI's
+    if data["ragmend"] is None:
+        data.pop("ragmend")
+    return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
+    """The routes. The served name is read from the engine's settings at each request: a
+    configuration reload replaces them."""
+    router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
+    started = int(time.time())
+
+    def served() -> str:
+        return engine.settings.server.model_name
+
+    def known_models() -> set[str]:
+        # The generator's own model string too, once loaded ("ragmend/smollm2-135m-instruct"...).
+        names = {served()}
+        if engine.models.is_loaded("generator"):
+            names.add(engine.models.generator.model)
+        return names
+
+    def model_not_found(model: str, param: str | None) -> JSONResponse:
+        metrics.observe_error("input", status=404)
+        return openai_error(
+            404,
+            f"The model '{model}' does not exist; this server serves '{served()}' (GET /v1/models).",
+            param=param,
+            code="model_not_found",
+        )
+
+    def respond(query: str, overrides: dict[str, Any] | None) -> Outcome:
+        outcome = engine.respond(query, overrides)
+        metrics.observe(outcome)  # in the worker thread, as /v1/answer: it may read the policy
+        return outcome
+
+    @router.get("/models", response_model=ModelList, summary="The served model (OpenAI list format)")
+    async def list_models() -> ModelList:
+        return ModelList(data=[ModelCard(id=served(), created=started)])
+
+    @router.get(
+        "/models/{model:path}",
+        response_model=ModelCard,
+        summary="One model (OpenAI format)",
+        responses={404: ERRORS[404]},
+    )
+    async def get_model(model: str) -> ModelCard | JSONResponse:
+        if model not in known_models():
+            return model_not_found(model, None)
+        return ModelCard(id=model, created=started)
+
+    @router.post(
+        "/chat/completions",
+        response_model=ChatCompletion,
+        summary="Answer the last user message (OpenAI chat completion; stream: server-sent events)",
+        responses={
+            200: {
+                "description": "A chat.completion object; with stream: true, text/event-stream of "
+                "`data: <chat.completion.chunk JSON>` events (server/openai_schemas.py "
+                "ChatCompletionChunk), ending with `data: [DONE]`.",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            **ERRORS,
+        },
+    )
+    async def chat_completions(
+        body: ChatCompletionRequest, admission: Annotated[Admission, Depends(admission_of)]
+    ) -> ChatCompletion | JSONResponse | StreamingResponse:
+        if body.model is not None and body.model not in known_models():
+            return model_not_found(body.model, "model")
+        query = question(body)
+        # Bounded concurrency, queue and deadline like /v1/answer (503 when full, 504 late).
+        outcome = await admission.run(respond, query, sampling(body))
+        result = completion(outcome, body.model or served())
+        if not body.stream:
+            return result
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+        async def events() -> AsyncIterator[str]:
+            for chunk in chunks(result, include_usage):
+                yield sse(chunk, include_usage)
+            yield "data: [DONE]\n\n"
+
+        # no-cache / no buffering: proxies must pass the events on as they come.
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+    return router

@@ -1,0 +1,246 @@
+"""The OpenAI-compatible API over real HTTP, with the official openai client and the real engine."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai import OpenAI
+
+from engine import Engine
+from ragmend.settings import settings_with
+from server.app import create_app
+from tests.conftest import LiveServer, sample_questions
+
+CHAT = "/v1/chat/completions"
+
+
+def client_for(server: LiveServer) -> OpenAI:
+    return OpenAI(base_url=server.url + "/v1", api_key="unused", timeout=300, max_retries=0)
+
+
+def answers_counted(server: LiveServer) -> float:
+    text = httpx.get(server.url + "/metrics").text
+    rows = re.findall(r"^ragmend_answers_total\{(.*)\} (\S+)$", text, re.M)
+    return sum(float(value) for labels, value in rows if 'pass="final"' in labels)
+
+
+@pytest.fixture(scope="module")
+def no_repair_server(engine: Engine) -> Iterator[LiveServer]:
+    """The same index and models with repair off: the policy learns from every repair, so two
+    requests for one question may repair differently; without repair, temperature 0 makes the
+    answer a function of the question (what the streamed-equals-unstreamed test needs)."""
+    settings = settings_with(engine.settings, policy={"repair": False})
+    plain = Engine(settings, models=engine.models)
+    plain.load()
+    with LiveServer(create_app(settings, engine=plain, load_on_start=False)) as server:
+        yield server
+
+
+def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None:
+    q = sample_questions()[3]
+    before = answers_counted(live_server)
+    raw = client_for(live_server).chat.completions.with_raw_response.create(
+        model="ragmend",
+        messages=[
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "Hello."},
+            {"role": "assistant", "content": "Hello! Ask me anything."},
+            {"role": "user", "content": q["question"]},
+        ],
+        temperature=0,
+        max_tokens=40,
+        top_p=1,  # accepted and ignored, like the other OpenAI fields ragmend has no use for
+        user="test-suite",
+    )
+    resp = raw.parse()
+    assert resp.object == "chat.completion" and resp.id.startswith("chatcmpl-") and resp.model == "ragmend"
+    choice = resp.choices[0]
+    assert choice.message.role == "assistant" and choice.message.content.strip()
+    assert choice.finish_reason in ("stop", "length")
+    assert resp.usage is not None and resp.usage.completion_tokens > 0
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
+
+    ext = raw.http_response.json()["ragmend"]  # the extension, in the raw body
+    assert ext == resp.model_extra["ragmend"]  # ... and kept by the client's model
+    assert ext["query"] == q["question"] and ext["answer"] == choice.message.content
+    assert ext["diagnosis"]["failure"] in ("NoFailure", "WP", "IE", "WR", "LEM")
+    assert any(p["title"] in q["supporting_titles"] for p in ext["evidence"])
+    assert set(ext["timings"]) >= {"retrieve_s", "rerank_s", "generate_s"}
+    # temperature and max_tokens reached the generator (the repaired pass samples like the first).
+    assert (ext["config"]["temperature"], ext["config"]["max_tokens"]) == (0.0, 40)
+    if ext["diagnosis"]["failure"] != "NoFailure" or ext["first_diagnosis"] is not None:
+        assert ext["repair"] is not None
+    assert answers_counted(live_server) == before + 1  # observed like /v1/answer
+
+
+def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer) -> None:
+    client = client_for(no_repair_server)
+    q = sample_questions()[0]["question"]
+    whole = client.chat.completions.create(
+        model="ragmend", messages=[{"role": "user", "content": q}], temperature=0, max_tokens=32
+    )
+    stream = client.chat.completions.create(
+        model="ragmend",
+        # Text parts instead of a string: the same question.
+        messages=[{"role": "user", "content": [{"type": "text", "text": q}]}],
+        temperature=0,
+        max_tokens=32,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == whole.choices[0].message.content
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 1  # really in pieces
+
+    finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finish) == 1 and finish[0].choices[0].finish_reason == whole.choices[0].finish_reason
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None  # include_usage: the usage chunk is last
+    assert last.usage.completion_tokens == whole.usage.completion_tokens
+    ext = last.model_extra["ragmend"]  # the diagnosis rides on the last chunk
+    assert ext["answer"] == content and ext["diagnosis"] is not None and ext["repair"] is None
+    assert all("ragmend" not in c.model_extra for c in chunks[:-1])
+
+
+def test_stream_wire_format(no_repair_server: LiveServer) -> None:
+    """The raw events: `data: <json>` lines, `data: [DONE]` last, no usage without include_usage."""
+    body = {
+        "messages": [{"role": "user", "content": sample_questions()[0]["question"]}],
+        "temperature": 0,
+        "max_tokens": 32,
+        "stream": True,
+    }
+    with httpx.stream("POST", no_repair_server.url + CHAT, json=body, timeout=300) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = [line for line in r.iter_lines() if line]
+    assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]"
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
+    assert all("usage" not in c for c in chunks)
+    reasons = [c["choices"][0]["finish_reason"] for c in chunks]
+    assert reasons[:-1] == [None] * (len(chunks) - 1) and reasons[-1] in ("stop", "length")  # explicit nulls
+    assert chunks[-1]["choices"][0]["delta"] == {} and "ragmend" in chunks[-1]
+
+
+def test_max_tokens_reaches_the_generator(no_repair_server: LiveServer) -> None:
+    resp = client_for(no_repair_server).chat.completions.create(
+        model="ragmend",
+        messages=[{"role": "user", "content": sample_questions()[1]["question"]}],
+        max_completion_tokens=2,
+    )
+    assert resp.usage is not None and resp.usage.completion_tokens == 2
+    assert resp.choices[0].finish_reason == "length"
+
+
+def test_models_list_and_unknown_model(live_server: LiveServer, engine: Engine) -> None:
+    client = client_for(live_server)
+    assert [m.id for m in client.models.list()] == ["ragmend"]
+    assert client.models.retrieve("ragmend").owned_by == "ragmend"
+    # The generator's own model string is accepted too.
+    assert client.models.retrieve(engine.models.generator.model).id == engine.models.generator.model
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert e.value.code == "model_not_found" and "gpt-4o" in e.value.message
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
+
+
+def test_served_model_name_is_configurable(engine: Engine) -> None:
+    settings = settings_with(engine.settings, server={"model_name": "acme-rag"})
+    renamed = Engine(settings, models=engine.models)  # not loaded: the model is checked first
+    with LiveServer(create_app(settings, engine=renamed, load_on_start=False)) as server:
+        assert [m.id for m in client_for(server).models.list()] == ["acme-rag"]
+        r = httpx.post(
+            server.url + CHAT, json={"model": "ragmend", "messages": [{"role": "user", "content": "x"}]}
+        )
+        assert r.status_code == 404 and r.json()["error"]["param"] == "model"
+
+
+USER = [{"role": "user", "content": "Who founded Marvel?"}]
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "names"),
+    [
+        ({}, 400, "messages"),
+        ({"messages": "hi"}, 400, "messages"),
+        ({"messages": []}, 400, "messages"),
+        ({"messages": [{"role": "assistant", "content": "hi"}]}, 400, "user"),
+        ({"messages": [{"role": "user", "content": "   "}]}, 400, "messages.0.content"),
+        ({"messages": [{"role": "user"}]}, 400, "messages.0.content"),
+        ({"messages": [{"role": "user", "content": 42}]}, 400, "messages.0.content"),
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, "messages.0.role"),
+        ({"messages": [{"content": "hi"}]}, 400, "messages.0.role"),
+        ({"messages": ["hi"]}, 400, "messages.0"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+            400,
+            "messages.0.content",
+        ),
+        ({"messages": [{"role": "user", "content": "x" * 5000}]}, 400, "over the maximum"),
+        ({"messages": USER, "n": 2}, 400, "n"),
+        ({"messages": USER, "temperature": "0.5"}, 400, "temperature"),
+        ({"messages": USER, "temperature": 3}, 400, "temperature"),
+        ({"messages": USER, "max_tokens": 0}, 400, "max_tokens"),
+        ({"messages": USER, "max_tokens": 1.5}, 400, "max_tokens"),
+        ({"messages": USER, "max_completion_tokens": 100_000}, 400, "max_completion_tokens"),
+        ({"messages": USER, "stream": "yes"}, 400, "stream"),
+        ({"messages": USER, "stream_options": {"include_usage": 1}}, 400, "stream_options.include_usage"),
+        ({"messages": USER, "model": 7}, 400, "model"),
+        ({"messages": USER, "model": "gpt-4o"}, 404, "gpt-4o"),
+        ([USER], 400, "body"),
+        ("hello", 400, "body"),
+    ],
+)
+def test_bad_requests_get_4xx_naming_the_field(
+    live_server: LiveServer, payload: Any, status: int, names: str
+) -> None:
+    r = httpx.post(live_server.url + CHAT, json=payload, timeout=60)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert names in error["message"] and error["type"] and "code" in error
+
+
+def test_malformed_undecodable_and_oversize_bodies(live_server: LiveServer) -> None:
+    url = live_server.url + CHAT
+    headers = {"content-type": "application/json"}
+    r = httpx.post(url, content=b'{"messages": [', headers=headers)
+    assert r.status_code == 400 and "JSON" in r.json()["error"]["message"]
+    r = httpx.post(url, content=b'{"messages": [{"role": "user", "content": "caf\xe9"}]}', headers=headers)
+    assert r.status_code == 400 and "UTF-8" in r.json()["error"]["message"]
+
+    big = b'{"messages": [{"role": "user", "content": "' + b"x" * 2_000_000 + b'"}]}'
+    r = httpx.post(url, content=big, headers=headers)
+    assert r.status_code == 413 and "over the limit" in r.json()["error"]["message"]
+
+    def chunked() -> Iterator[bytes]:  # no Content-Length: Transfer-Encoding: chunked
+        for i in range(0, len(big), 64 * 1024):
+            yield big[i : i + 64 * 1024]
+
+    r = httpx.post(url, content=chunked(), headers=headers)
+    assert "content-length" not in r.request.headers and r.request.headers["transfer-encoding"] == "chunked"
+    assert r.status_code == 413 and "over the limit" in r.json()["error"]["message"]
+    # A small chunked body is read and answered normally (here: refused for its content).
+    r = httpx.post(url, content=iter([b'{"messages": ', b"[]}"]), headers=headers)
+    assert r.status_code == 400 and "messages" in r.json()["error"]["message"]
+    # /v1/answer is limited the same way.
+    r = httpx.post(live_server.url + "/v1/answer", content=chunked(), headers=headers)
+    assert r.status_code == 413
+
+
+def test_wrong_method_and_not_ready(engine: Engine) -> None:
+    never_loaded = Engine(engine.settings, models=engine.models)
+    with LiveServer(create_app(engine.settings, engine=never_loaded, load_on_start=False)) as server:
+        assert httpx.get(server.url + CHAT).status_code == 405
+        r = httpx.post(server.url + CHAT, json={"messages": USER})
+        assert r.status_code == 503 and r.headers["retry-after"] == "5"
+        r = httpx.post(server.url + CHAT, json={"messages": USER, "stream": True})
+        assert r.status_code == 503 and r.headers["content-type"] == "application/json"

@@ -1,0 +1,220 @@
+"""Evaluation tasks, answer scoring, the replay clock and the warm start (`ragmend train`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.datasets import Paragraph
+from bench.evaluate import RunPlan
+from bench.methods import BY_NAME
+from bench.paper_suite import run_paper_suite
+from bench.scoring import answer_em, answer_f1, fever_label
+from bench.tasks import TASKS, Corpus, EvalItem, Task, get_task
+from bench.warm_start import warm_start
+from bench.workspace import Workspace
+from engine import Engine
+from policy import Policy
+from ragmend import clock
+from ragmend.errors import InputError
+from ragmend.models.registry import ModelRegistry
+from ragmend.settings import settings_with
+from server.cli import app
+from tests.conftest import SAMPLE_CORPUS, sample_questions, tiny_settings
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not beside this checkout")
+
+
+@pytest.mark.parametrize(
+    ("response", "gold", "em", "f1"),
+    [
+        ("The Eiffel Tower", "Eiffel Tower", True, 1.0),
+        ("Paris, France.", "paris", False, 2 / 3),
+        ("yes", "no", False, 0.0),
+        ("no", "No", True, 1.0),
+        ("Gustave Eiffel company", "Gustave Eiffel", False, 0.8),
+        ("", "1889", False, 0.0),
+    ],
+)
+def test_hotpotqa_em_and_f1(response: str, gold: str, em: bool, f1: float) -> None:
+    assert answer_em(response, gold) is em
+    assert answer_f1(response, gold) == pytest.approx(f1)
+
+
+def test_fever_labels_from_responses() -> None:
+    assert fever_label("SUPPORTS. The passage says so.") == "SUPPORTS"
+    assert fever_label("Label: REFUTES - it was 1990") == "REFUTES"
+    assert fever_label("NOT ENOUGH INFO.") == "NOT ENOUGH INFO"
+    assert fever_label("Unverified") == "NOT ENOUGH INFO"
+    assert fever_label("The claim is plausible.") is None
+
+
+def test_fever_accuracy_counts_the_gated_abstention() -> None:
+    fever = get_task("fever")
+    nei = EvalItem("x", "c", "NOT ENOUGH INFO", "dev")
+    sup = EvalItem("y", "c", "SUPPORTS", "dev")
+    # The gated label (IE / LEM abstain) wins over the label the generator wrote.
+    assert fever.score(nei, "SUPPORTS. yes", "NOT ENOUGH INFO") == {"accuracy": 1.0}
+    assert fever.score(sup, "SUPPORTS. yes", "NOT ENOUGH INFO") == {"accuracy": 0.0}
+    assert fever.score(sup, "SUPPORTS. yes", None) == {"accuracy": 1.0}
+    assert fever.score(sup, "no idea", None) == {"accuracy": 0.0}
+
+
+def test_unknown_dataset_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="unknown dataset 'squad'"):
+        get_task("squad")
+    with pytest.raises(InputError, match="not found"):
+        get_task("fever").load(Path("/nonexistent"))
+
+
+@needs_data
+def test_fever_corpus_never_holds_a_removed_fact_of_an_nei_claim() -> None:
+    items, corpus = TASKS["fever"].load(DATA)
+    labels = {i.gold for i in items}
+    assert labels == {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"}
+    nei = {i.query for i in items if i.gold == "NOT ENOUGH INFO"}
+    assert 0.25 < len(nei) / len(items) < 0.45  # near FEVER's third
+    text = " ".join(p.text for p in corpus.paragraphs).lower()
+    removed = [
+        r
+        for line in (DATA / "fever" / "sufficientfacts_fever.jsonl").read_text().splitlines()
+        if (row := json.loads(line))["claim"] in nei and row["label_after"] == "NOT ENOUGH"
+        for r in row["removed"]
+    ]
+    assert removed and not any(r.lower().strip() in text for r in removed)
+    # Every SUPPORTS / REFUTES claim's original evidence is in the corpus.
+    evidence = {
+        json.loads(line)["claim"]: json.loads(line)["evidence"]
+        for line in (DATA / "fever" / "fever_claims_with_evidence_text.jsonl").read_text().splitlines()
+    }
+    for i in items[:200]:
+        if i.gold != "NOT ENOUGH INFO":
+            assert all(e["sentence"].lower() in text for e in evidence[i.query])
+    assert {i.split for i in items} == {"dev", "test"}
+
+
+def test_the_clock_counts_replayed_calls_per_context() -> None:
+    import contextvars
+
+    def in_a_context() -> float:
+        before = clock.now()
+        clock.replay(5.0)
+        return clock.now() - before
+
+    base = clock.replayed()
+    # Run in a copy of this context (as an anyio worker call is): the replay must not leak out.
+    assert contextvars.copy_context().run(in_a_context) >= 5.0
+    assert clock.replayed() == base
+
+
+def test_warm_start_runs_the_live_loop_and_persists_every_update(
+    tmp_path: Path, registry: ModelRegistry, small_corpus: Path
+) -> None:
+    task = TASKS["hotpotqa"]
+    ws = Workspace(task, tmp_path / "ws", DATA)
+    # An entailment threshold no answer reaches: every first answer fails (WR or IE), so every
+    # item exercises select -> act -> reward -> update.
+    s = ws.settings(
+        tiny_settings(tmp_path),
+        sources=[str(small_corpus)],
+        diagnosis={"entail_threshold": 0.999, "joint_entail_threshold": 0.999},
+        # Budgets a contended 2-core CI machine cannot overrun: this test is about the loop.
+        policy={
+            "state_path": str(tmp_path / "state.sqlite"),
+            "enabled_actions": ["depth", "mode_switch"],
+            "latency_budget_s": 300,
+            "request_latency_budget_s": 600,
+        },
+    )
+    engine = Engine(s, models=ModelRegistry.sharing(registry, s))
+    engine.load()
+    items = [EvalItem(q["id"], q["question"], q["answer"], "dev") for q in sample_questions(1)]
+    try:
+        reports = warm_start(engine, items, epochs=2)
+    finally:
+        engine.close()
+    assert [r.epoch for r in reports] == [1, 2] and all(r.items == 1 and r.errors == 0 for r in reports)
+    repaired = sum(r.repaired for r in reports)
+    assert all(r.failed == 1 for r in reports), [r.as_json() for r in reports]
+    assert repaired == 2, [r.as_json() for r in reports]
+    assert sum(r.actions[a] for r in reports for a in ("depth", "mode_switch")) == repaired
+    # A fresh process's view of the state: every repair was an acknowledged, persisted update.
+    reopened = Policy.from_settings(s)
+    try:
+        assert sum(v.pulls for v in reopened.stats().values()) == repaired
+    finally:
+        reopened.close()
+
+
+def test_train_cli_refuses_bad_input_with_exit_code_2(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["--data-dir", str(tmp_path), "train", "--dataset", "squad"])
+    assert result.exit_code == 2 and "unknown dataset" in result.output
+    result = runner.invoke(
+        app, ["--data-dir", str(tmp_path), "train", "--dataset", "fever", "--data-root", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "not found" in result.output
+
+
+def small_task() -> Task:
+    """HotpotQA scoring over the test corpus: two dev and two test questions of the sample."""
+    rows = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
+    questions = sample_questions()
+    wanted = {t for q in questions for t in q["supporting_titles"]}
+    paragraphs = tuple(
+        Paragraph(f"p{i}", r["title"], r["text"])
+        for i, r in enumerate([r for r in rows if r["title"] in wanted] + rows[:30])
+    )
+
+    def build(root: Path) -> tuple[list[EvalItem], Corpus]:
+        items = [
+            EvalItem(q["id"], q["question"], q["answer"], "dev" if n < 2 else "test")
+            for n, q in enumerate(questions[:4])
+        ]
+        return items, Corpus(paragraphs, "sample paragraphs")
+
+    hotpot = TASKS["hotpotqa"]
+    return Task("small", "Small", "concise", 24, "em", hotpot.columns, build, hotpot.score)
+
+
+def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: ModelRegistry) -> None:
+    task = small_task()
+    base = tiny_settings(tmp_path / "base")
+    base = settings_with(
+        base,
+        diagnosis={"entail_threshold": 0.999, "joint_entail_threshold": 0.999},
+        policy={"latency_budget_s": 300, "request_latency_budget_s": 600},
+    )
+    methods = [BY_NAME["naive"], BY_NAME["d2r_linucb"], BY_NAME["d2r_linucb_frozen"]]
+    plan = RunPlan(epochs=1)
+    reports = tmp_path / "reports"
+
+    def suite() -> dict:
+        return run_paper_suite(
+            [task], methods, base, tmp_path, tmp_path / "eval", reports, plan, "test", registry=registry
+        )
+
+    data = suite()
+    small = data["small"]
+    assert {m.name for m in methods} <= set(small)
+    for m in methods:
+        assert small[m.name]["n"] == 2 and 0 <= small[m.name]["em"] <= 100
+    # Every first answer fails; the repairing methods repaired, the baseline did not.
+    assert small["naive"]["repaired"] == 0 and small["d2r_linucb"]["repaired"] == 100
+    assert small["d2r_linucb"]["actions"] and "lift_vs_naive" in small["d2r_linucb"]
+    warm = json.loads((tmp_path / "eval" / "small" / "policies" / "d2r_linucb.warm.json").read_text())
+    assert warm["dev_items"] == 2 and warm["epochs"][0]["items"] == 2
+    text = (reports / "paper.md").read_text()
+    # The paper's figures are shown only for its own data sets.
+    assert "Table 1" in text and "D2R-RAG (LinUCB)" in text and "(36.2)" not in text
+    # A torn last record (a kill mid-write) is dropped and that item runs again; nothing else reruns.
+    records = tmp_path / "eval" / "results" / "small" / "naive.test.jsonl"
+    lines = records.read_text().splitlines()
+    records.write_text(lines[0] + "\n" + lines[1][:20])
+    again = suite()
+    assert again["small"]["naive"]["n"] == 2
+    assert records.read_text().splitlines()[0] == lines[0]
