@@ -35,7 +35,7 @@ import numpy as np
 
 from actions.meter import CostMeter
 from bench.methods import BY_NAME, Method
-from bench.tasks import EvalItem
+from bench.tasks import EvalItem, first
 from bench.warm_start import warm_start
 from bench.workspace import Workspace
 from engine import Engine
@@ -44,6 +44,7 @@ from engine.repair import RepairSkip, RepairTrace
 from engine.services import EngineServices
 from kg.phrases import embed_with
 from ragmend import clock
+from ragmend.errors import GeneratorError
 from ragmend.fileio import atomic_write_json
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
@@ -77,8 +78,8 @@ class Evaluation:
         self.log = log
         self.on_item = on_item
         items = ws.prepare()
-        self.dev = [i for i in items if i.split == "dev"][: plan.dev_items]
-        self.test = [i for i in items if i.split == "test"][: plan.test_items]
+        self.dev = first(items, "dev", plan.dev_items)
+        self.test = first(items, "test", plan.test_items)
         self.registry = registry or ModelRegistry(ws.settings(base))
         self.meter = CostMeter()
         self._embed: Callable[[list[str]], np.ndarray] | None = None
@@ -109,7 +110,7 @@ class Evaluation:
 
     def run(self, method: Method) -> list[dict[str, Any]]:
         """Warm start (when the method has one and it is not done yet), then the test items."""
-        records = self._read_records(method)
+        records = self.records(method, repair=True)
         if method.repairs and not records:
             self._prepare_state(method)
         todo = self.test[len(records) :]
@@ -121,7 +122,7 @@ class Evaluation:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             with open(self.records_path(method), "a", encoding="utf-8") as f:
                 for item in todo:
-                    record = self.answer(engine, method, item)
+                    record = self._answer_retrying(engine, method, item)
                     f.write(json.dumps(record) + "\n")
                     f.flush()
                     os.fsync(f.fileno())
@@ -180,6 +181,15 @@ class Evaluation:
 
     # -- one item --------------------------------------------------------------------------------
 
+    def _answer_retrying(self, engine: Engine, method: Method, item: EvalItem) -> dict[str, Any]:
+        """A generator timeout or error is retried once (a long unattended run should not stop on
+        one stalled call); a second failure stops the run, which resumes at this item."""
+        try:
+            return self.answer(engine, method, item)
+        except GeneratorError as e:
+            self.log(f"{method.name} {item.id}: {e}; retrying once")
+            return self.answer(engine, method, item)
+
     def answer(self, engine: Engine, method: Method, item: EvalItem) -> dict[str, Any]:
         t0 = clock.now()
         with self.meter.measure() as m:
@@ -223,7 +233,9 @@ class Evaluation:
         vecs = self._embed([query, *texts])
         return float((vecs[1:] @ vecs[0]).mean())
 
-    def _read_records(self, method: Method) -> list[dict[str, Any]]:
+    def records(self, method: Method, repair: bool = False) -> list[dict[str, Any]]:
+        """The test records written so far, in item order. A torn last line (a kill mid-write) is
+        left out; with `repair` (the writer, before it appends) it is also cut from the file."""
         path = self.records_path(method)
         if not path.exists():
             return []
@@ -236,7 +248,7 @@ class Evaluation:
         expected = [i.id for i in self.test[: len(records)]]
         if [r["id"] for r in records] != expected:
             raise ValueError(f"{path} does not follow this run's item order: delete it to start over")
-        if len(records) != len(path.read_text(encoding="utf-8").splitlines()):
+        if repair and len(records) != len(path.read_text(encoding="utf-8").splitlines()):
             path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         return records
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.evaluate import Evaluation, RunPlan
-from bench.methods import Method
+from bench.methods import METHODS, Method
 from bench.report import paired_lift, plot_actions, plot_budget, summarize, table
-from bench.tasks import Task
+from bench.tasks import TASKS, Task
 from bench.workspace import Workspace
 from ragmend.fileio import atomic_write_json, atomic_write_text
 from ragmend.models.registry import ModelRegistry
@@ -38,24 +38,47 @@ def run_paper_suite(
     on_item: Callable[[str, int, int], None] | None = None,
     registry: ModelRegistry | None = None,
 ) -> dict[str, Any]:
-    """`registry`: loaded models to share (each task's registry reuses what its settings allow)."""
-    started = time.monotonic()
+    """Run `methods` on `tasks`, then write the report of every task that has records in `workdir`
+    (a task run by an earlier invocation keeps its section). `registry`: loaded models to share."""
     reports.mkdir(parents=True, exist_ok=True)
-    results: dict[str, dict[str, Any]] = {}
-    sections: list[str] = []
-    meta: dict[str, Any] = {}
+    results_dir = workdir / "results"
     for task in tasks:
-        ws = Workspace(task, workdir / task.name, data_root)
-        shared = ModelRegistry.sharing(registry, ws.settings(base)) if registry is not None else None
-        results_dir = workdir / "results"
-        evaluation = Evaluation(ws, base, results_dir, plan, registry=shared, log=log, on_item=on_item)
+        started = time.monotonic()
+        evaluation = _evaluation(task, base, data_root, workdir, plan, registry, log, on_item)
         registry = evaluation.registry  # the encoders load once for every task
-        records: dict[str, list[dict[str, Any]]] = {}
         for method in methods:
             t0 = time.monotonic()
             log(f"{task.name}: {method.title}")
-            records[method.name] = evaluation.run(method)
+            evaluation.run(method)
             log(f"{task.name}: {method.title} done in {time.monotonic() - t0:.0f} s")
+        _log_run(results_dir / task.name / "runs.json", command, time.monotonic() - started, plan)
+    return write_report(base, data_root, workdir, reports, plan, registry, log, tasks)
+
+
+def write_report(
+    base: Settings,
+    data_root: Path,
+    workdir: Path,
+    reports: Path,
+    plan: RunPlan,
+    registry: ModelRegistry | None = None,
+    log: Callable[[str], None] = print,
+    extra_tasks: Sequence[Task] = (),
+) -> dict[str, Any]:
+    """reports/paper.md, paper.json and the plots from the records under `workdir` of every known
+    task (bench.tasks.TASKS, and `extra_tasks`) that has been run there."""
+    reports.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    sections: list[str] = []
+    for task in {**TASKS, **{t.name: t for t in extra_tasks}}.values():
+        results = workdir / "results" / task.name
+        if not any(results.glob("*.test.jsonl")):
+            continue
+        runs = json.loads((results / "runs.json").read_text()) if (results / "runs.json").exists() else []
+        # Every test item: the records of a run with any --test-limit follow the same order.
+        evaluation = _evaluation(task, base, data_root, workdir, RunPlan(seed=plan.seed), registry, log, None)
+        records = {m.name: recs for m in METHODS if (recs := evaluation.records(m))}
         summary = {m: summarize(task, recs) for m, recs in records.items()}
         naive = records.get("naive")
         lifts = {
@@ -65,34 +88,52 @@ def run_paper_suite(
         }
         for m, lift in lifts.items():
             summary[m]["lift_vs_naive"] = lift
-        results[task.name] = summary
+        data[task.name] = summary
         warm = {
-            m.name: json.loads(evaluation.warm_path(m).read_text())["epochs"]
-            for m in methods
-            if m.warm_starts and evaluation.warm_path(m).exists()
+            m.name: json.loads(evaluation.warm_path(m).read_text())
+            for m in METHODS
+            if m.warm_starts and m.name in records and evaluation.warm_path(m).exists()
         }
         meta[task.name] = {
-            "corpus": ws.corpus.description if ws.corpus else "",
-            "test_items": len(evaluation.test),
-            "dev_items_warm_start": len(evaluation.dev),
-            "warm_start": warm,
+            "corpus": evaluation.ws.corpus.description if evaluation.ws.corpus else "",
+            "split": "test",
+            "dev_items_warm_start": sorted({w["dev_items"] for w in warm.values()}),
+            "warm_start": {m: w["epochs"] for m, w in warm.items()},
+            "runs": runs,
         }
-        sections += _task_section(task, summary, lifts, methods, meta[task.name], reports)
-    minutes = (time.monotonic() - started) / 60
-    generator = registry.generator.model if registry is not None else ""
-    data = {
-        **results,
-        "_meta": {
-            "command": command,
-            "minutes": round(minutes, 1),
-            "generator": generator,
-            "plan": plan.__dict__,
-            **{f"{k}_setup": v for k, v in meta.items()},
-        },
-    }
+        sections += _task_section(task, summary, lifts, METHODS, meta[task.name], reports)
+    generator = _generator_name(base)
+    data["_meta"] = {"generator": generator, "seed": plan.seed, **meta}
     atomic_write_json(reports / "paper.json", data)
-    atomic_write_text(reports / "paper.md", _document(sections, command, minutes, generator, plan))
+    atomic_write_text(reports / "paper.md", _document(sections, generator, plan))
     return data
+
+
+def _evaluation(
+    task: Task,
+    base: Settings,
+    data_root: Path,
+    workdir: Path,
+    plan: RunPlan,
+    registry: ModelRegistry | None,
+    log: Callable[[str], None],
+    on_item: Callable[[str, int, int], None] | None,
+) -> Evaluation:
+    ws = Workspace(task, workdir / task.name, data_root)
+    shared = ModelRegistry.sharing(registry, ws.settings(base)) if registry is not None else None
+    return Evaluation(ws, base, workdir / "results", plan, registry=shared, log=log, on_item=on_item)
+
+
+def _log_run(path: Path, command: str, seconds: float, plan: RunPlan) -> None:
+    """Every invocation that worked on a task: its command, minutes and plan (resumed runs add up)."""
+    runs = json.loads(path.read_text()) if path.exists() else []
+    runs.append({"command": command, "minutes": round(seconds / 60, 1), "plan": plan.__dict__})
+    atomic_write_json(path, runs)
+
+
+def _generator_name(base: Settings) -> str:
+    g = base.models.generator
+    return g.model or (str(g.gguf) if g.gguf else f"profile {g.profile}")
 
 
 def _task_section(
@@ -104,11 +145,14 @@ def _task_section(
     reports: Path,
 ) -> list[str]:
     out = [f"## {task.title}", "", f"Corpus: {meta['corpus']}.", ""]
+    dev = ", ".join(map(str, meta["dev_items_warm_start"])) or "-"
     out.append(
-        f"Test split: {meta['test_items']} items; policies warm-started on "
-        f"{meta['dev_items_warm_start']} dev items (Algorithm 2) and learning online during the test "
-        "run (except the frozen row)."
+        f"Test split (n per row below); policies warm-started on {dev} dev items (Algorithm 2, "
+        "two epochs) and learning online during the test run (except the frozen row)."
     )
+    out.append("")
+    out.append("Runs (resumed runs add up; cached generations replay at their recorded duration):")
+    out += [f"- `{r['command']}`: {r['minutes']} min" for r in meta["runs"]]
     out.append("")
     for key, title in TABLES:
         rows = [m for m in methods if key in m.tables and summary.get(m.name, {}).get("n")]
@@ -130,13 +174,12 @@ def _task_section(
     return out
 
 
-def _document(sections: list[str], command: str, minutes: float, generator: str, plan: RunPlan) -> str:
+def _document(sections: list[str], generator: str, plan: RunPlan) -> str:
     head = [
         "# ragmend against D2R-RAG (seed 003): FEVER and HotpotQA",
         "",
-        f"Command: `{command}` ({minutes:.0f} min of this run; cached generations replay at their recorded",
-        "duration in every latency, ragmend/clock.py).",
         f"Generator: {generator}. Seed {plan.seed}. Each cell: ours (the paper's in parentheses).",
+        "Latency counts cached generations at their recorded duration (ragmend/clock.py).",
         "",
         "How each figure is computed is in bench/report.py; the paper's latency and VRAM were measured",
         "with an API generator on a GPU host, ours with a local CPU generator (memory: the labelled",

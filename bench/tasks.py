@@ -92,8 +92,17 @@ class Task:
             raise InputError(f"{self.name}: {e.filename} not found ({where})") from None
 
     def items(self, data_root: Path, split: Split, limit: int | None = None) -> list[EvalItem]:
-        items = [i for i in self.load(data_root)[0] if i.split == split]
-        return items[:limit] if limit is not None else items
+        return first(self.load(data_root)[0], split, limit)
+
+
+def first(items: list[EvalItem], split: Split, limit: int | None = None) -> list[EvalItem]:
+    """The first `limit` items of a split in a fixed pseudo-random order (sha256 of the id): a
+    sample of the split. The files' own order is not one: FEVER's NOT ENOUGH INFO claims sit late
+    in it (20% of its first 300 test claims, 34% of all)."""
+    chosen = sorted(
+        (i for i in items if i.split == split), key=lambda i: hashlib.sha256(i.id.encode()).digest()
+    )
+    return chosen[:limit] if limit is not None else chosen
 
 
 # -- HotpotQA ------------------------------------------------------------------------------------

@@ -177,22 +177,7 @@ def create_app(
     @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
     async def answer(body: AnswerRequest) -> AnswerResponse:
         outcome = await admission.run(respond, body.query, body.config)  # 503 when full, 504 late
-        result = outcome.answer
-        return AnswerResponse(
-            query=result.query,
-            answer=result.response,
-            evidence=list(result.evidence),
-            config=result.config,
-            timings=result.timings,
-            model=result.model,
-            usage={"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
-            index_generation=result.index_generation,
-            diagnosis=outcome.diagnosis,
-            first_diagnosis=outcome.first_diagnosis,
-            repair=outcome.repair,
-            seconds=outcome.seconds,
-            generator_seconds=outcome.generator_s,
-        )
+        return AnswerResponse.of(outcome)
 
     app.include_router(openai_router(engine, metrics))  # /v1/chat/completions, /v1/models
     app.include_router(admin_router(engine, metrics, Path(config_path) if config_path else None))

@@ -31,6 +31,9 @@ def evaluate(
     ] = None,
     reports: Annotated[Path, typer.Option(help="Report directory (paper.md, paper.json).")] = Path("reports"),
     data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    report_only: Annotated[
+        bool, typer.Option("--report-only", help="Write the report from the records so far; run nothing.")
+    ] = False,
 ) -> None:
     """Run an evaluation suite through the engine the server uses and write its report.
 
@@ -42,7 +45,7 @@ def evaluate(
     """
     from bench.evaluate import RunPlan
     from bench.methods import BY_NAME, METHODS
-    from bench.paper_suite import run_paper_suite
+    from bench.paper_suite import run_paper_suite, write_report
     from bench.tasks import get_task
     from ragmend.errors import InputError
 
@@ -64,6 +67,10 @@ def evaluate(
                 raise InputError(f"unknown method(s) {unknown}; methods: {', '.join(BY_NAME)}")
             chosen = [BY_NAME[n] for n in names]
         plan = RunPlan(dev_items=dev_limit, test_items=test_limit, epochs=epochs, seed=seed)
+        if report_only:
+            write_report(base, data_root, root, reports, plan, log=lambda m: err.print(m))
+            err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
+            return
         with progress_bar() as bar:
             jobs: dict[str, int] = {}
 

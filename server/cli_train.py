@@ -41,7 +41,7 @@ def train(
 
     Example: ragmend train --dataset fever --epochs 2 --limit 200
     """
-    from bench.tasks import get_task
+    from bench.tasks import first, get_task
     from bench.warm_start import warm_start
     from bench.workspace import Workspace
     from engine import Engine
@@ -51,7 +51,7 @@ def train(
         base = settings()
         task = get_task(dataset)
         ws = Workspace(task, workdir or base.data_dir / "eval" / task.name, data_root)
-        items = [i for i in ws.prepare() if i.split == "dev"][:limit]
+        items = first(ws.prepare(), "dev", limit)
         policy = {"learn": True, "repair": True, "state_path": str(state or state_path(base))}
         if policy_kind is not None:
             policy["kind"] = policy_kind

@@ -58,26 +58,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def answer_body(outcome: Outcome) -> AnswerResponse:
-    """The /v1/answer body of an outcome: the `ragmend` extension of a chat completion."""
-    result = outcome.answer
-    return AnswerResponse(
-        query=result.query,
-        answer=result.response,
-        evidence=list(result.evidence),
-        config=result.config,
-        timings=result.timings,
-        model=result.model,
-        usage={"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
-        index_generation=result.index_generation,
-        diagnosis=outcome.diagnosis,
-        first_diagnosis=outcome.first_diagnosis,
-        repair=outcome.repair,
-        seconds=outcome.seconds,
-        generator_seconds=outcome.generator_s,
-    )
-
-
 def question(body: ChatCompletionRequest) -> str:
     """The last user message's text (the RAG prompt has its own system message)."""
     for i in range(len(body.messages) - 1, -1, -1):
@@ -120,7 +100,7 @@ def completion(outcome: Outcome, model: str) -> ChatCompletion:
             completion_tokens=answer.completion_tokens,
             total_tokens=answer.prompt_tokens + answer.completion_tokens,
         ),
-        ragmend=answer_body(outcome),
+        ragmend=AnswerResponse.of(outcome),
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from diagnosis.types import Diagnosis
+from engine.outcome import Outcome
 from engine.repair import RepairSkip, RepairTrace
 from rag.types import Passage, RAGConfig, StageTimings
 
@@ -54,6 +55,27 @@ class AnswerResponse(BaseModel):
         description="Of `seconds`, the time in generator calls (first pass, query rewrites, repair "
         "pass), the wait for the in-process model included; the rest is ragmend's own work.",
     )
+
+    @classmethod
+    def of(cls, outcome: Outcome) -> AnswerResponse:
+        """The body for an engine outcome (/v1/answer, and the `ragmend` extension of a chat
+        completion)."""
+        result = outcome.answer
+        return cls(
+            query=result.query,
+            answer=result.response,
+            evidence=list(result.evidence),
+            config=result.config,
+            timings=result.timings,
+            model=result.model,
+            usage={"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
+            index_generation=result.index_generation,
+            diagnosis=outcome.diagnosis,
+            first_diagnosis=outcome.first_diagnosis,
+            repair=outcome.repair,
+            seconds=outcome.seconds,
+            generator_seconds=outcome.generator_s,
+        )
 
 
 class ErrorBody(BaseModel):

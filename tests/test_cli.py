@@ -19,7 +19,19 @@ runner = CliRunner()
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["ingest"], ["ask"], ["models"], ["serve"], ["bench", "pipeline"], ["bench", "startup"]]
+    "command",
+    [
+        [],
+        ["ingest"],
+        ["ask"],
+        ["models"],
+        ["serve"],
+        ["train"],
+        ["eval"],
+        ["bench", "pipeline"],
+        ["bench", "startup"],
+        ["bench", "load"],
+    ],
 )
 def test_every_command_has_help_with_an_example(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"])
