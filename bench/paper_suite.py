@@ -132,8 +132,11 @@ def _log_run(path: Path, command: str, seconds: float, plan: RunPlan) -> None:
 
 
 def _generator_name(base: Settings) -> str:
+    from ragmend.models.bundled import GENERATOR_PROFILES
+
     g = base.models.generator
-    return g.model or (str(g.gguf) if g.gguf else f"profile {g.profile}")
+    bundled = GENERATOR_PROFILES[g.profile].name
+    return g.model or (str(g.gguf) if g.gguf else f"{bundled} (profile {g.profile}, local GGUF, CPU)")
 
 
 def _task_section(
