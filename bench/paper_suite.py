@@ -64,6 +64,7 @@ def write_report(
     registry: ModelRegistry | None = None,
     log: Callable[[str], None] = print,
     extra_tasks: Sequence[Task] = (),
+    note: str | None = None,
 ) -> dict[str, Any]:
     """reports/paper.md, paper.json and the plots from the records under `workdir` of every known
     task (bench.tasks.TASKS, and `extra_tasks`) that has been run there."""
@@ -103,9 +104,9 @@ def write_report(
         }
         sections += _task_section(task, summary, lifts, METHODS, meta[task.name], reports)
     generator = _generator_name(base)
-    data["_meta"] = {"generator": generator, "seed": plan.seed, **meta}
+    data["_meta"] = {"generator": generator, "seed": plan.seed, "note": note, **meta}
     atomic_write_json(reports / "paper.json", data)
-    atomic_write_text(reports / "paper.md", _document(sections, generator, plan))
+    atomic_write_text(reports / "paper.md", _document(sections, generator, plan, note))
     return data
 
 
@@ -155,7 +156,9 @@ def _task_section(
     )
     out.append("")
     out.append("Runs (resumed runs add up; cached generations replay at their recorded duration):")
-    out += [f"- `{r['command']}`: {r['minutes']} min" for r in meta["runs"]]
+    out += [f"- `{r['command']}`: {r['minutes']} min" for r in meta["runs"]] or [
+        "- a run in progress (listed here when it ends)"
+    ]
     out.append("")
     for key, title in TABLES:
         rows = [m for m in methods if key in m.tables and summary.get(m.name, {}).get("n")]
@@ -177,10 +180,11 @@ def _task_section(
     return out
 
 
-def _document(sections: list[str], generator: str, plan: RunPlan) -> str:
+def _document(sections: list[str], generator: str, plan: RunPlan, note: str | None = None) -> str:
     head = [
         "# ragmend against D2R-RAG (seed 003): FEVER and HotpotQA",
         "",
+        *([f"**{note}**", ""] if note else []),
         f"Generator: {generator}. Seed {plan.seed}. Each cell: ours (the paper's in parentheses).",
         "Latency counts cached generations at their recorded duration (ragmend/clock.py).",
         "",
