@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -50,16 +50,19 @@ def error_response(
 class BodyLimit(BaseHTTPMiddleware):
     """413 before reading a body whose declared length is over the limit."""
 
-    def __init__(self, app: Any, max_bytes: int):
+    def __init__(self, app: Any, max_bytes: int, on_refusal: Callable[[int], None] | None = None):
         super().__init__(app)
         self.max_bytes = max_bytes
+        self.on_refusal = on_refusal or (lambda status: None)
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         length = request.headers.get("content-length")
         if length is not None:
             if not length.isdigit():
+                self.on_refusal(400)
                 return error_response(400, "invalid Content-Length header", "invalid_request_error")
             if int(length) > self.max_bytes:
+                self.on_refusal(413)
                 return error_response(
                     413,
                     f"request body is {length} bytes, over the limit of {self.max_bytes}",
@@ -117,10 +120,16 @@ def create_app(
     app.state.engine = engine
     app.state.metrics = metrics
     app.state.admission = admission
+
     # Added first, so innermost: a BaseHTTPMiddleware between it and the routes would wrap its 413
     # (raised while the body is read) in an ExceptionGroup, which FastAPI answers with a 400.
-    app.add_middleware(StreamedBodyLimit, max_bytes=settings.server.max_body_bytes)  # chunked bodies
-    app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    def body_refused(status: int) -> None:
+        metrics.observe_error("payload_too_large" if status == 413 else "http", status=status)
+
+    app.add_middleware(  # chunked bodies
+        StreamedBodyLimit, max_bytes=settings.server.max_body_bytes, on_refusal=body_refused
+    )
+    app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes, on_refusal=body_refused)
     # Outermost: a request without the key is refused before any body is read (server/auth.py).
     app.add_middleware(
         BearerAuth,
@@ -129,6 +138,14 @@ def create_app(
         on_refusal=lambda status: metrics.observe_error("auth", status=status),
     )
     app.state.reloader = reloader
+
+    @app.exception_handler(Exception)
+    async def unhandled_error(request: Request, exc: Exception) -> JSONResponse:
+        # A bug, not bad input: logged with its traceback, counted, and answered in the API's shape
+        # (the message names no internals).
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        metrics.observe_error("internal", status=500)
+        return error_response(500, "internal server error (logged)", "internal_error")
 
     @app.exception_handler(RagmendError)
     async def ragmend_error(request: Request, exc: RagmendError) -> JSONResponse:

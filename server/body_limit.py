@@ -18,15 +18,18 @@ in plain text, and answers any declared oversize body itself, over BodyLimit's J
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class StreamedBodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int):
+    def __init__(self, app: ASGIApp, max_bytes: int, on_refusal: Callable[[int], None] | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.on_refusal = on_refusal  # counts the 413 this middleware answers itself
 
     def error(self) -> HTTPException:
         return HTTPException(413, f"request body is over the limit of {self.max_bytes} bytes")
@@ -58,5 +61,7 @@ class StreamedBodyLimit:
         except HTTPException as e:
             if started or e.status_code != 413:
                 raise
+            if self.on_refusal is not None:
+                self.on_refusal(413)
             body = {"error": {"message": e.detail, "type": "invalid_request_error", "code": 413}}
             await JSONResponse(body, status_code=413)(scope, receive, send)

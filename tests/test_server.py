@@ -85,3 +85,26 @@ def test_server_loads_in_the_background_then_turns_ready(engine: Engine) -> None
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert cold.ready
+
+
+def test_refused_bodies_and_unhandled_errors_are_json_and_counted(engine: Engine) -> None:
+    from tests.test_metrics import value
+
+    app = create_app(engine.settings, engine=engine, load_on_start=False)
+
+    @app.get("/v1/boom")
+    async def boom() -> None:  # a bug in a handler: what the server does with the unexpected
+        raise RuntimeError("secret internals")
+
+    def errors(url: str, **labels: str) -> float:
+        return value(httpx.get(url + "/metrics").text, "ragmend_errors_total", **labels)
+
+    with LiveServer(app) as live:
+        big = b"{" + b" " * (engine.settings.server.max_body_bytes + 10) + b"}"
+        r = httpx.post(live.url + "/v1/answer", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "over the limit" in r.json()["error"]["message"]
+        assert errors(live.url, kind="payload_too_large", code_class="4xx") == 1
+        r = httpx.get(live.url + "/v1/boom")
+        assert r.status_code == 500 and r.json()["error"]["type"] == "internal_error"
+        assert "secret" not in r.text
+        assert errors(live.url, kind="internal", code_class="5xx") == 1
