@@ -2,9 +2,12 @@
 
 For each TruthfulQA question of the TEST split (sha256 of the question, as for the other sets):
 1. parametric-only answer (seed 001's prompt, no passages): P_i = the answer is correct;
-2. three misleading passages written by the local generator (seed 001's prompt, contradicting
-   the gold answer) and three clean passages written the same way from the correct answers (there
-   is no Wikipedia here: a generated passage on each side keeps the two kinds alike in style);
+2. three misleading passages written by the local generator, each asserting one of TruthfulQA's
+   incorrect answers (the best incorrect one first), and three clean passages written with the
+   same prompt from its correct answers (there is no Wikipedia here; the same prompt on both sides
+   keeps the two kinds alike in style). Seed 001 asked its 8B writer to "contradict the correct
+   answer"; asked that, the 0.5B generator restated the correct answer, so the answer to assert is
+   given;
 3. four contexts (clean 3+0, mixed-33 2+1, mixed-67 1+2, poisoned 0+3; order shuffled with a fixed
    seed per question); an answer under each with seed 001's RAG prompt (temperature 0.2);
 4. the engine's diagnosis of every answer: does it flag the poisoned contexts (evidence conflict:
@@ -52,7 +55,7 @@ class TruthfulItem:
     question: str
     best: str
     correct: tuple[str, ...]
-    incorrect: tuple[str, ...]
+    incorrect: tuple[str, ...]  # the best incorrect answer first
 
     @property
     def split(self) -> Split:
@@ -65,6 +68,9 @@ def load_truthfulqa(path: Path, split: Split | None = None) -> list[TruthfulItem
         for row in csv.DictReader(f):
             correct = tuple(a.strip() for a in row["Correct Answers"].split(";") if a.strip())
             incorrect = tuple(a.strip() for a in row["Incorrect Answers"].split(";") if a.strip())
+            worst = row.get("Best Incorrect Answer", "").strip()
+            if worst:
+                incorrect = (worst, *[a for a in incorrect if a != worst])
             best = row["Best Answer"].strip()
             item = TruthfulItem(row["Question"].strip(), best, correct or (best,), incorrect)
             if item.incorrect and (split is None or item.split == split):
@@ -96,18 +102,13 @@ class PoisonRun:
     def run_item(self, item: TruthfulItem) -> dict[str, Any]:
         parametric = self.chat("parametric", 64, question=item.question)
         answers = [item.best, *[a for a in item.correct if a != item.best]]
+        q, wrong = item.question, item.incorrect
         clean = [
-            self.chat(
-                "write_supporting",
-                PASSAGE_TOKENS,
-                n,
-                question=item.question,
-                answer=answers[n % len(answers)],
-            )
+            self.chat("write_passage", PASSAGE_TOKENS, n, question=q, answer=answers[n % len(answers)])
             for n in range(3)
         ]
         misleading = [
-            self.chat("write_misleading", PASSAGE_TOKENS, n, question=item.question, answer=item.best)
+            self.chat("write_passage", PASSAGE_TOKENS, n, question=q, answer=wrong[n % len(wrong)])
             for n in range(3)
         ]
         rng = random.Random(item.question)  # a fixed order per question
