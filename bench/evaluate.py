@@ -141,10 +141,7 @@ class Evaluation:
 
     def _prepare_state(self, method: Method) -> None:
         """A fresh state: warm-started on dev, or imported from the method it reuses."""
-        state = self.state_path(method)
-        for p in state.parent.glob(state.name + "*"):  # the SQLite file and its WAL
-            p.unlink()
-        state.parent.mkdir(parents=True, exist_ok=True)
+        self._clear_state(method)
         source = BY_NAME[method.warm_from] if method.warm_from else method
         warm = self.warm_path(source)
         if not warm.exists():
@@ -155,10 +152,14 @@ class Evaluation:
         finally:
             engine.close()
 
-    def _warm_start(self, method: Method) -> None:
+    def _clear_state(self, method: Method) -> None:
         state = self.state_path(method)
-        for p in state.parent.glob(state.name + "*"):
+        state.parent.mkdir(parents=True, exist_ok=True)
+        for p in state.parent.glob(state.name + "*"):  # the SQLite file and its WAL
             p.unlink()
+
+    def _warm_start(self, method: Method) -> None:
+        self._clear_state(method)
         self.log(f"{method.name}: warm start on {len(self.dev)} dev items x {self.plan.epochs} epochs")
         engine = self.engine(method, learn=True)
         try:

@@ -26,9 +26,7 @@ from server.app import create_app
 from server.metrics import Metrics
 from tests.conftest import LiveServer, sample_questions
 from tests.test_metrics import value
-
-UNANSWERABLE = "What is the name of the dragon that lives under the royal castle of Wawel?"
-
+from tests.test_repair import UNANSWERABLE, repair_settings
 
 # --- the primitive ---------------------------------------------------------------------------------
 
@@ -235,15 +233,7 @@ class TimesOutAfter(Generator):
 def engine_with(base: Engine, tmp: Path, generator_calls: int | None = None) -> Engine:
     """An engine over the session engine's models and index, with its own policy state; with
     `generator_calls`, a generator whose calls past that many time out."""
-    settings = settings_with(
-        base.settings,
-        policy={
-            "latency_budget_s": 120.0,
-            "request_latency_budget_s": 600.0,
-            "seed": 1,
-            "state_path": str(tmp / "policy.sqlite"),
-        },
-    )
+    settings = repair_settings(tmp, base)
     models = ModelRegistry.sharing(base.models, settings)
     if generator_calls is not None:
         # A copy of the shared table, so the session's registry keeps its own generator.

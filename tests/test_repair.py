@@ -13,16 +13,16 @@ from engine import Engine
 from engine.repair import RepairSkip, RepairTrace, support_rank
 from policy import Policy
 from ragmend.models.registry import ModelRegistry
-from ragmend.settings import settings_with
+from ragmend.settings import Settings, settings_with
 from tests.conftest import LiveServer, tiny_settings
 
 # Nothing in the test corpus answers this: the evidence is insufficient (IE) in any diagnosis.
 UNANSWERABLE = "What is the name of the dragon that lives under the royal castle of Wawel?"
 
 
-def make_engine(tmp: Path, base: Engine, **policy: object) -> Engine:
-    """An engine over the session engine's index and models, with its own policy state."""
-    settings = settings_with(
+def repair_settings(tmp: Path, base: Engine, **policy: object) -> Settings:
+    """The session engine's settings with their own policy state and wide budgets."""
+    return settings_with(
         base.settings,
         # Budgets wide enough for two CPU generations on a loaded test machine.
         policy={
@@ -33,6 +33,11 @@ def make_engine(tmp: Path, base: Engine, **policy: object) -> Engine:
         }
         | policy,
     )
+
+
+def make_engine(tmp: Path, base: Engine, **policy: object) -> Engine:
+    """An engine over the session engine's index and models, with its own policy state."""
+    settings = repair_settings(tmp, base, **policy)
     eng = Engine(settings, models=ModelRegistry.sharing(base.models, settings))
     eng.load(build_index=False)
     return eng
