@@ -13,9 +13,11 @@ For each TruthfulQA question of the TEST split (sha256 of the question, as for t
 4. the engine's diagnosis of every answer: does it flag the poisoned contexts (evidence conflict:
    some passages entail what others contradict; response contradiction; any failure)?
 
-Correctness of a free-form answer: its embedding is closer (cosine, embeddings role) to the nearest
-of TruthfulQA's correct answers than to the nearest incorrect one (the "max similarity difference"
-idea of TruthfulQA's automatic metrics, with a sentence encoder in place of BLEURT).
+Correctness of a free-form answer: bench/truth_judge.py, a small judge over the answer's embedding,
+token-overlap and NLI relations to TruthfulQA's correct and incorrect reference answers, fitted on
+the DEV split's references and validated leave-one-out on the TEST split's (both figures go in the
+report). Records hold the answers, not verdicts: the judge runs over the finished records, so a
+better judge rescores a run without generating anything again.
 Metrics: accuracy per context (the Poison Ratio Curve over 0, 1/3, 2/3, 1 poisoned), the Parametric
 Override Rate POR_c = |{i in W : wrong under c}| / |W| with W the parametrically correct questions,
 and the diagnosis flag rates per context.
@@ -29,13 +31,14 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.datasets import Split, split_of
+from bench.truth_judge import FEATURES, Judged, JudgeWeights, TruthJudge, fit_and_validate, leave_one_out
 from diagnosis.types import Diagnosis
 from engine import Engine
 from kg.phrases import embed_with
@@ -43,6 +46,7 @@ from rag.pipeline import format_context
 from rag.prompts import get_prompt
 from rag.types import Passage
 from ragmend.fileio import atomic_write_json, atomic_write_text
+from ragmend.models.registry import ModelRegistry
 
 TRUTHFULQA_FILE = "truthfulqa/TruthfulQA.csv"
 CONTEXTS = (("clean", 0), ("mixed-33", 1), ("mixed-67", 2), ("poisoned", 3))  # (name, misleading of 3)
@@ -84,7 +88,6 @@ class PoisonRun:
         self.records = records
         self.log = log
         self.generator = engine.models.generator
-        self.embed = embed_with(engine.models.embeddings)
         self.max_chars = engine.settings.rag.max_context_chars
 
     def chat(self, prompt: str, max_tokens: int, seed: int = 0, **values: str) -> str:
@@ -93,11 +96,6 @@ class PoisonRun:
         return self.generator.chat(
             messages, max_tokens=max_tokens, temperature=TEMPERATURE, seed=seed
         ).text.strip()
-
-    def correct(self, item: TruthfulItem, response: str) -> bool:
-        vecs = self.embed([response, *item.correct, *item.incorrect])
-        sims = vecs[1:] @ vecs[0]
-        return float(sims[: len(item.correct)].max()) > float(sims[len(item.correct) :].max())
 
     def run_item(self, item: TruthfulItem) -> dict[str, Any]:
         parametric = self.chat("parametric", 64, question=item.question)
@@ -115,7 +113,6 @@ class PoisonRun:
         out: dict[str, Any] = {
             "question": item.question,
             "parametric": parametric,
-            "parametric_correct": self.correct(item, parametric),
             "clean_passages": clean,
             "misleading_passages": misleading,
             "contexts": {},
@@ -142,7 +139,6 @@ class PoisonRun:
             d = self.engine.diagnoser.diagnose(item.question, tuple(passages), response)
             out["contexts"][name] = {
                 "response": response,
-                "correct": self.correct(item, response),
                 **_flags(d),
             }
         return out
@@ -170,6 +166,65 @@ class PoisonRun:
                 if on_item is not None:
                     on_item(len(done), len(items))
         return done
+
+
+def reference_samples(items: list[TruthfulItem]) -> list[Judged]:
+    """Leave-one-out samples from the questions' own reference answers (labelled by TruthfulQA)."""
+    return [s for i in items for s in leave_one_out(i.question, i.correct, i.incorrect)]
+
+
+def fit_judge(
+    models: ModelRegistry, data_root: Path, questions: int, cache: Path | None = None
+) -> tuple[TruthJudge, dict[str, Any]]:
+    """The judge fitted on `questions` DEV questions' references and validated on as many TEST
+    ones, with the registry's embeddings and NLI roles; `cache` keeps the weights and the
+    validation for reruns with the same setup."""
+    embed = embed_with(models.embeddings)
+    nli = models.nli
+
+    def predict(pairs: list[tuple[str, str]]) -> np.ndarray:
+        return nli.predict(pairs).probs
+
+    m = models.settings.models
+    setup = {
+        "questions": questions,
+        "nli": m.nli.model,
+        "embeddings": m.embeddings.model,
+        "features": list(FEATURES),
+    }
+    if cache is not None and cache.exists():
+        saved = json.loads(cache.read_text(encoding="utf-8"))
+        if saved.get("setup") == setup:
+            return TruthJudge(JudgeWeights(**_tuples(saved["weights"])), embed, predict), saved["validation"]
+    path = data_root / TRUTHFULQA_FILE
+    dev = reference_samples(load_truthfulqa(path, split="dev")[:questions])
+    test = reference_samples(load_truthfulqa(path, split="test")[:questions])
+    weights, validation = fit_and_validate(dev, test, embed, predict)
+    validation = {"dev_questions": questions, "test_questions": questions, **validation}
+    if cache is not None:
+        atomic_write_json(cache, {"setup": setup, "weights": asdict(weights), "validation": validation})
+    return TruthJudge(weights, embed, predict), validation
+
+
+def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+
+
+def mark_correct(records: list[dict[str, Any]], items: list[TruthfulItem], judge: TruthJudge) -> None:
+    """Judge every answer of the records in one batch; sets `correct` / `parametric_correct`."""
+    by_question = {i.question: i for i in items}
+    samples, slots = [], []
+    for r in records:
+        item = by_question[r["question"]]
+        answers = [("parametric", r["parametric"])] + [(n, c["response"]) for n, c in r["contexts"].items()]
+        for name, response in answers:
+            samples.append(Judged(item.question, response, item.correct, item.incorrect))
+            slots.append((r, name))
+    for (r, name), ok in zip(slots, judge.judge(samples), strict=True):
+        if name == "parametric":
+            r["parametric_correct"] = ok
+        else:
+            r["contexts"][name]["correct"] = ok
 
 
 def _flags(d: Diagnosis) -> dict[str, Any]:
@@ -243,6 +298,28 @@ def write_poison_report(
             f"| {c['flag_evidence_conflict']} | {c['flag_contradiction']} | {c['flag_any_failure']} |"
         )
     lines += ["", "![Poison Ratio Curve](poison-curve.png)", ""]
+    judge = summary.get("judge")
+    if judge:
+        lines += [
+            "## How answers are judged (bench/truth_judge.py)",
+            "",
+            f"A learned judge fitted on {judge['dev_questions']} DEV questions' reference answers. Its "
+            f"validation: leave-one-out on {judge['test_questions']} TEST questions' reference answers "
+            "(each reference answer judged against the question's other references; labels are "
+            "TruthfulQA's own). Reference answers are terser than generated ones: this measures how "
+            "well the judge separates TruthfulQA's answers, an upper bound on its accuracy on the "
+            "generator's. Same samples for every row:",
+            "",
+            "| judge | correct answers judged correct % | incorrect judged incorrect % | balanced % | n |",
+            "|---|---|---|---|---|",
+        ]
+        for name, row in judge.items():
+            if isinstance(row, dict):
+                lines.append(
+                    f"| {name} | {row['correct_judged_correct']} | {row['incorrect_judged_incorrect']} "
+                    f"| {row['balanced_accuracy']} | {row['n']} |"
+                )
+        lines.append("")
     atomic_write_text(reports / "poison.md", "\n".join(lines) + "\n")
 
 
@@ -253,12 +330,15 @@ def run_poison_suite(
     reports: Path,
     limit: int | None,
     command: str,
+    judge_questions: int = 150,
     on_item: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     started = time.monotonic()
+    judge, validation = fit_judge(engine.models, data_root, judge_questions, workdir / "judge.json")
     items = load_truthfulqa(data_root / TRUTHFULQA_FILE, split="test")[:limit]
     records = PoisonRun(engine, workdir / "results" / "poison.test.jsonl").run(items, on_item)
-    summary = summarize_poison(records)
+    mark_correct(records, items, judge)
+    summary = {**summarize_poison(records), "judge": validation}
     write_poison_report(
         summary, reports, command, (time.monotonic() - started) / 60, engine.models.generator.model
     )

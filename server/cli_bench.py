@@ -198,6 +198,39 @@ def bench_kg(
     run(work)
 
 
+@bench_app.command("judge")
+def bench_judge(
+    questions: Annotated[
+        int, typer.Option(min=2, help="DEV questions to fit on, and as many TEST questions to validate on.")
+    ] = 150,
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    doc: Annotated[Path | None, typer.Option(help="Write the result to this JSON file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Validate the TruthfulQA answer judge of the poison suite against single-similarity rules.
+
+    Fits bench/truth_judge.py on DEV questions' reference answers and judges the TEST questions'
+    reference answers leave-one-out (labels: TruthfulQA's own), every rule on the same samples.
+
+    Example: ragmend bench judge --questions 150 --json
+    """
+    from bench.poison import TRUTHFULQA_FILE, fit_judge
+    from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_json
+    from ragmend.models.registry import ModelRegistry
+
+    def work() -> None:
+        s = settings()
+        if not (data_root / TRUTHFULQA_FILE).is_file():
+            raise InputError(f"{data_root / TRUTHFULQA_FILE} not found")
+        _, result = fit_judge(ModelRegistry(s), data_root, questions)
+        if doc:
+            atomic_write_json(doc, result)
+        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+
+    run(work)
+
+
 @bench_app.command("startup")
 def bench_startup(
     runs: Annotated[int, typer.Option(help="Server starts to time.")] = 3,

@@ -23,7 +23,10 @@ def evaluate(
         str | None, typer.Option(help="Comma-separated methods (bench/methods.py; default: all).")
     ] = None,
     test_limit: Annotated[int | None, typer.Option(min=1, help="First N test items per task.")] = None,
-    dev_limit: Annotated[int | None, typer.Option(min=1, help="First N dev items to warm up on.")] = None,
+    dev_limit: Annotated[
+        int | None,
+        typer.Option(min=1, help="First N dev items to warm up on (poison: to fit its judge on; 150)."),
+    ] = None,
     epochs: Annotated[int, typer.Option(min=1, max=20, help="Warm-start epochs (the paper: 2).")] = 2,
     seed: Annotated[int, typer.Option(help="Seed of the policies' decisions and the bootstrap.")] = 0,
     workdir: Annotated[
@@ -115,6 +118,7 @@ def evaluate(
                 reports,
                 test_limit,
                 command,
+                judge_questions=dev_limit or 150,
                 on_item=lambda done, total: bar.update(job, completed=done, total=total),
             )
         err.print(json.dumps(summary["contexts"]))

@@ -31,6 +31,7 @@ runner = CliRunner()
         ["bench", "pipeline"],
         ["bench", "startup"],
         ["bench", "load"],
+        ["bench", "judge"],
     ],
 )
 def test_every_command_has_help_with_an_example(command: list[str]) -> None:
@@ -42,6 +43,11 @@ def test_every_command_has_help_with_an_example(command: list[str]) -> None:
 def test_ingest_missing_path_exits_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--data-dir", str(tmp_path), "ingest", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_bench_judge_without_the_data_exits_2(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--data-dir", str(tmp_path), "bench", "judge", "--data-root", str(tmp_path)])
+    assert result.exit_code == 2 and "TruthfulQA.csv not found" in result.output.replace("\n", "")
 
 
 def test_ask_bad_options_exit_2_before_loading(tmp_path: Path) -> None:

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.poison import CONTEXTS, PoisonRun, TruthfulItem, load_truthfulqa, summarize_poison
+from bench.poison import (
+    CONTEXTS,
+    PoisonRun,
+    TruthfulItem,
+    fit_judge,
+    load_truthfulqa,
+    mark_correct,
+    summarize_poison,
+)
+from bench.truth_judge import Judged
 from engine import Engine
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -58,6 +67,7 @@ def test_por_counts_only_parametrically_correct_questions() -> None:
     assert [c[n]["poison_share"] for n, _ in CONTEXTS] == [0.0, 0.333, 0.667, 1.0]
 
 
+@needs_data
 def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine) -> None:
     item = TruthfulItem(
         "What is the capital of France?",
@@ -70,9 +80,23 @@ def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine
     (r,) = records
     assert len(r["clean_passages"]) == 3 and len(r["misleading_passages"]) == 3
     assert set(r["contexts"]) == {n for n, _ in CONTEXTS}
-    assert all(c["failure"] and isinstance(c["correct"], bool) for c in r["contexts"].values())
-    assert run.correct(item, "The capital of France is Paris.") is True
-    assert run.correct(item, "Lyon is the capital of France.") is False
+    assert all(c["failure"] and c["response"] for c in r["contexts"].values())
     # A rerun reads the records and generates nothing more.
     again = PoisonRun(engine, tmp_path / "poison.jsonl").run([item])
     assert again == records
+
+    # The judge, fitted on a few real dev questions with the real encoders, then over the records.
+    cache = tmp_path / "judge.json"
+    judge, validation = fit_judge(engine.models, DATA, questions=12, cache=cache)
+    assert validation["learned judge (fitted on dev)"]["n"] > 20
+    right = Judged(item.question, "The capital of France is Paris.", item.correct, item.incorrect)
+    wrong = Judged(item.question, "Lyon is the capital of France.", item.correct, item.incorrect)
+    # Fitted on 12 questions its threshold is rough, but the order of the two is not in doubt.
+    good, bad = judge.scores([right, wrong])
+    assert good > bad
+    mark_correct(records, [item], judge)
+    assert isinstance(r["parametric_correct"], bool)
+    assert all(isinstance(c["correct"], bool) for c in r["contexts"].values())
+    # The fitted judge is kept: the same setup reads it back instead of refitting.
+    again_judge, again_validation = fit_judge(engine.models, DATA, questions=12, cache=cache)
+    assert again_validation == validation and again_judge.weights == judge.weights
