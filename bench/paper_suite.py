@@ -12,6 +12,7 @@ from typing import Any
 from bench.evaluate import Evaluation, RunPlan
 from bench.methods import METHODS, Method
 from bench.report import paired_lift, plot_actions, plot_budget, summarize, table
+from bench.targets import check_targets, targets_markdown
 from bench.tasks import TASKS, Task
 from bench.workspace import Workspace
 from ragmend.fileio import atomic_write_json, atomic_write_text
@@ -43,15 +44,16 @@ def run_paper_suite(
     reports.mkdir(parents=True, exist_ok=True)
     results_dir = workdir / "results"
     for task in tasks:
-        started = time.monotonic()
         evaluation = _evaluation(task, base, data_root, workdir, plan, registry, log, on_item)
         registry = evaluation.registry  # the encoders load once for every task
         for method in methods:
             t0 = time.monotonic()
             log(f"{task.name}: {method.title}")
             evaluation.run(method)
-            log(f"{task.name}: {method.title} done in {time.monotonic() - t0:.0f} s")
-        _log_run(results_dir / task.name / "runs.json", command, time.monotonic() - started, plan)
+            seconds = time.monotonic() - t0
+            log(f"{task.name}: {method.title} done in {seconds:.0f} s")
+            # Per method, as each ends: an interrupted invocation still leaves what it finished.
+            _log_run(results_dir / task.name / "runs.json", command, seconds, plan, method.name)
     return write_report(base, data_root, workdir, reports, plan, registry, log, tasks)
 
 
@@ -101,6 +103,7 @@ def write_report(
             "dev_items_warm_start": sorted({w["dev_items"] for w in warm.values()}),
             "warm_start": {m: w["epochs"] for m, w in warm.items()},
             "runs": runs,
+            "targets": check_targets(task, summary, records, plan.seed),
         }
         sections += _task_section(task, summary, lifts, METHODS, meta[task.name], reports)
     generator = _generator_name(base)
@@ -125,10 +128,12 @@ def _evaluation(
     return Evaluation(ws, base, workdir / "results", plan, registry=shared, log=log, on_item=on_item)
 
 
-def _log_run(path: Path, command: str, seconds: float, plan: RunPlan) -> None:
-    """Every invocation that worked on a task: its command, minutes and plan (resumed runs add up)."""
+def _log_run(path: Path, command: str, seconds: float, plan: RunPlan, method: str) -> None:
+    """Every invocation's work on a method: command, wall minutes, plan (resumed runs add up)."""
     runs = json.loads(path.read_text()) if path.exists() else []
-    runs.append({"command": command, "minutes": round(seconds / 60, 1), "plan": plan.__dict__})
+    runs.append(
+        {"command": command, "method": method, "minutes": round(seconds / 60, 1), "plan": plan.__dict__}
+    )
     atomic_write_json(path, runs)
 
 
@@ -156,15 +161,32 @@ def _task_section(
     )
     out.append("")
     out.append("Runs (resumed runs add up; cached generations replay at their recorded duration):")
-    out += [f"- `{r['command']}`: {r['minutes']} min" for r in meta["runs"]] or [
-        "- a run in progress (listed here when it ends)"
+    out += [
+        f"- `{r['command']}`" + (f" ({r['method']})" if r.get("method") else "") + f": {r['minutes']} min"
+        for r in meta["runs"]
+    ] or ["- a run in progress (listed here when each method ends)"]
+    out += [
+        "",
+        "Time per method, whatever the interruptions: answering the test items (the sum of per-item "
+        "latency, cached generations at their recorded duration) and the warm start (wall time per "
+        "epoch of the invocation that ran it; a resumed warm start replays its cache):",
     ]
+    for m in methods:
+        res = summary.get(m.name, {})
+        if res.get("n"):
+            epochs = meta["warm_start"].get(m.name) or []
+            warm = ", ".join(f"{e['seconds'] / 60:.1f}" for e in epochs)
+            out.append(
+                f"- {m.title}: {res['answer_minutes']:.1f} min for {res['n']} items"
+                + (f"; warm start {warm} min" if warm else "")
+            )
     out.append("")
     for key, title in TABLES:
         rows = [m for m in methods if key in m.tables and summary.get(m.name, {}).get("n")]
         if not rows:
             continue
         out += [f"### {title}", "", *table(task, summary, rows, lifts), ""]
+    out += targets_markdown(task, meta["targets"])
     for name, fn in (("actions", plot_actions), ("budget", plot_budget)):
         path = fn(summary, task, reports / f"{task.name}-{name}.png")
         if path is not None:

@@ -39,6 +39,7 @@ def summarize(task: Task, records: Sequence[Mapping[str, Any]]) -> dict[str, Any
     lat = np.array([r["latency_s"] for r in records])
     out["latency_s"] = round(float(lat.mean()), 3)
     out["latency_p50_s"] = round(float(np.median(lat)), 3)
+    out["answer_minutes"] = round(float(lat.sum()) / 60, 2)
     gen = np.array([r.get("generator_s", 0.0) for r in records])
     out["generator_s"] = round(float(gen.mean()), 3)
     mem = [r["memory_bytes"] for r in records if r["memory_bytes"] is not None]

@@ -211,6 +211,12 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     text = (reports / "paper.md").read_text()
     # The paper's figures are shown only for its own data sets.
     assert "Table 1" in text and "D2R-RAG (LinUCB)" in text and "(36.2)" not in text
+    # The targets, checked from the records: the baselines not run are said to be so.
+    assert "### Targets (issue 7)" in text and "| beats Query Paraphrase | - | not run yet |" in text
+    assert data["_meta"]["small"]["targets"]["best_d2r"] == "d2r_linucb"
+    # Each method's run is logged as it ends.
+    runs = json.loads((tmp_path / "eval" / "results" / "small" / "runs.json").read_text())
+    assert [r["method"] for r in runs] == [m.name for m in methods]
     # A torn last record (a kill mid-write) is dropped and that item runs again; nothing else reruns.
     records = tmp_path / "eval" / "results" / "small" / "naive.test.jsonl"
     lines = records.read_text().splitlines()

@@ -1,0 +1,145 @@
+"""The issue's targets for one task, checked from the records, and the evidence of what limits a miss.
+
+Targets (issue 7): the better D2R policy beats Naive RAG, Query Paraphrase and Context Expansion on
+the headline metric; its mean latency is at most 1.6x Naive RAG's; its lift over Naive RAG is at
+least the paper's own best D2R lift; at least 300 test items. Each comparison is paired over the
+same items with a 95% bootstrap interval (bench/report.paired_lift).
+
+Where D2R falls short, two things can limit it: the diagnosis (a wrong first answer that is never
+flagged cannot be repaired; a right one that is flagged can be broken) and the generator (a flagged
+answer that stays wrong after the repair). `diagnosis_evidence` counts both from the records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bench.methods import BY_NAME
+from bench.report import paired_lift
+from bench.tasks import Task
+
+D2R_POLICIES = ("d2r_linucb", "d2r_ts", "d2r_lints")
+BASELINES = ("naive", "paraphrase", "expansion")
+MAX_LATENCY_RATIO = 1.6
+MIN_ITEMS = 300
+
+Records = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+def paper_lift(task: Task) -> float | None:
+    """The paper's best D2R policy minus its Naive RAG on the headline metric (Table 1)."""
+    naive = BY_NAME["naive"].paper.get(task.name, {}).get(task.primary)
+    d2r = [
+        v for m in D2R_POLICIES if (v := BY_NAME[m].paper.get(task.name, {}).get(task.primary)) is not None
+    ]
+    return round(max(d2r) - naive, 2) if naive is not None and d2r else None
+
+
+def _ok(record: Mapping[str, Any], task: Task) -> bool:
+    return record["scores"][task.primary] > 0
+
+
+def diagnosis_evidence(
+    task: Task, naive: Sequence[Mapping[str, Any]], d2r: Sequence[Mapping[str, Any]]
+) -> dict:
+    """How the D2R run's diagnosis and repairs treated the items Naive RAG got wrong and right."""
+    first_ok = {r["id"]: _ok(r, task) for r in naive}
+    rows = [(first_ok[r["id"]], r) for r in d2r if r["id"] in first_ok]
+    wrong = [r for ok, r in rows if not ok]
+    right = [r for ok, r in rows if ok]
+
+    def flagged(rs: list) -> list:
+        return [r for r in rs if r["first_failure"] not in (None, "NoFailure")]
+
+    return {
+        "naive_wrong": len(wrong),
+        "wrong_flagged": len(flagged(wrong)),  # the diagnosis' recall of wrong answers
+        "wrong_flagged_fixed": sum(_ok(r, task) for r in flagged(wrong)),
+        "wrong_unflagged": len(wrong) - len(flagged(wrong)),  # out of the repair's reach
+        "naive_right": len(right),
+        "right_flagged": len(flagged(right)),  # false alarms
+        "right_flagged_broken": sum(not _ok(r, task) for r in flagged(right)),
+    }
+
+
+def check_targets(
+    task: Task, summary: Mapping[str, Mapping[str, Any]], records: Records, seed: int = 0
+) -> dict:
+    ran = [m for m in D2R_POLICIES if summary.get(m, {}).get("n")]
+    if not ran or "naive" not in records:
+        return {}
+    best = max(ran, key=lambda m: summary[m][task.primary])
+    out: dict[str, Any] = {"best_d2r": best, "metric": task.primary, "checks": []}
+    for base in BASELINES:
+        if base not in records:
+            out["checks"].append(
+                {"target": f"beats {BY_NAME[base].title}", "met": None, "note": "not run yet"}
+            )
+            continue
+        lift = paired_lift(task, records[base], records[best], seed)
+        out["checks"].append(
+            {"target": f"beats {BY_NAME[base].title}", "met": bool(lift and lift["lift"] > 0), **(lift or {})}
+        )
+    ratio = summary[best]["latency_s"] / summary["naive"]["latency_s"]
+    out["checks"].append(
+        {
+            "target": f"latency <= {MAX_LATENCY_RATIO}x Naive RAG",
+            "met": ratio <= MAX_LATENCY_RATIO,
+            "value": round(ratio, 2),
+        }
+    )
+    want = paper_lift(task)
+    lift = paired_lift(task, records["naive"], records[best], seed)
+    if want is not None and lift is not None:
+        out["checks"].append(
+            {
+                "target": f"lift over Naive RAG >= the paper's (+{want})",
+                "met": lift["lift"] >= want,
+                "value": lift["lift"],
+                "short_by": round(max(0.0, want - lift["lift"]), 2),
+            }
+        )
+    n = min(summary[m]["n"] for m in (best, *BASELINES) if summary.get(m, {}).get("n"))
+    out["checks"].append({"target": f">= {MIN_ITEMS} test items", "met": n >= MIN_ITEMS, "value": n})
+    out["diagnosis"] = diagnosis_evidence(task, records["naive"], records[best])
+    return out
+
+
+def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
+    if not result:
+        return []
+    best = BY_NAME[result["best_d2r"]].title
+    lines = [
+        "### Targets (issue 7)",
+        "",
+        f"The better D2R policy here: {best} (by {result['metric']}). Paired over the same test items.",
+        "",
+        "| target | met | figure |",
+        "|---|---|---|",
+    ]
+    for c in result["checks"]:
+        met = {True: "yes", False: "**no**", None: "-"}[c["met"]]
+        if c["met"] and c.get("ci95_low", 1) <= 0:
+            met = "yes, not significant (CI includes 0)"
+        if "lift" in c:
+            fig = f"{c['lift']:+.2f} points [{c['ci95_low']:+.2f}, {c['ci95_high']:+.2f}]"
+        elif "short_by" in c:
+            fig = f"{c['value']:+.2f} points" + (f" (short by {c['short_by']:.2f})" if c["short_by"] else "")
+        else:
+            fig = str(c.get("value", c.get("note", "")))
+        lines.append(f"| {c['target']} | {met} | {fig} |")
+    d = result["diagnosis"]
+    if d["naive_wrong"]:
+        lines += [
+            "",
+            f"What limits the lift ({best}'s run against Naive RAG's answers on the same items): of the "
+            f"{d['naive_wrong']} items Naive RAG answered wrong, the diagnosis flagged "
+            f"{d['wrong_flagged']} ({100 * d['wrong_flagged'] / d['naive_wrong']:.0f}%); "
+            f"the repair fixed {d['wrong_flagged_fixed']} of those; {d['wrong_unflagged']} were never "
+            "flagged, so no repair could reach them (the diagnosis' recall: the NLI model, issue 3). "
+            f"Of the {d['naive_right']} right answers, {d['right_flagged']} were flagged (false alarms) "
+            f"and {d['right_flagged_broken']} of those ended wrong. Flagged wrong answers that stayed "
+            "wrong after one repair are the generator's share of the limit.",
+        ]
+    return [*lines, ""]

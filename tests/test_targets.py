@@ -1,0 +1,75 @@
+"""The issue's targets and the diagnosis evidence, from records made up to test each rule."""
+
+from __future__ import annotations
+
+from bench.report import summarize
+from bench.targets import check_targets, diagnosis_evidence, paper_lift, targets_markdown
+from bench.tasks import TASKS
+
+FEVER = TASKS["fever"]
+
+
+def _records(correct: list[bool], latency: float, flagged: list[bool] | None = None) -> list[dict]:
+    flagged = flagged or [False] * len(correct)
+    return [
+        {
+            "id": f"i{n}",
+            "scores": {"accuracy": float(ok)},
+            "latency_s": latency,
+            "memory_bytes": None,
+            "memory_source": "unavailable",
+            "relevance": 0.0,
+            "faithful": None,
+            "first_failure": "WR" if f else "NoFailure",
+            "action": "rerank" if f else None,
+            "success": False,
+            "kept": None,
+        }
+        for n, (ok, f) in enumerate(zip(correct, flagged, strict=True))
+    ]
+
+
+def test_the_paper_lift_is_its_best_d2r_policy_over_naive() -> None:
+    assert paper_lift(FEVER) == 5.2  # Thompson sampling 61.5 - Naive 56.3
+    assert paper_lift(TASKS["hotpotqa"]) == 4.2  # 40.4 - 36.2
+
+
+def test_targets_are_checked_pairwise_and_a_miss_says_by_how_much() -> None:
+    naive = _records([True] * 150 + [False] * 150, latency=5.0)
+    # D2R flags 100 of the 150 wrong answers and fixes 12; flags 10 right ones and breaks 3.
+    d2r_ok = [True] * 3 + [False] * 3 + [True] * 144 + [True] * 12 + [False] * 138
+    flags = [True] * 10 + [False] * 140 + [True] * 100 + [False] * 50
+    records = {
+        "naive": naive,
+        "d2r_linucb": _records(d2r_ok, latency=9.0, flagged=flags),
+        "d2r_ts": _records([True] * 150 + [False] * 150, latency=6.0),
+        "expansion": _records([True] * 100 + [False] * 200, latency=15.0),
+    }
+    summary = {m: summarize(FEVER, r) for m, r in records.items()}
+    result = check_targets(FEVER, summary, records)
+    assert result["best_d2r"] == "d2r_linucb"  # 159 right against Thompson sampling's 150
+    checks = {c["target"]: c for c in result["checks"]}
+    assert checks["beats Naive RAG"]["met"] and checks["beats Naive RAG"]["lift"] == 3.0
+    assert checks["beats Query Paraphrase"]["met"] is None  # not run
+    assert checks["beats Context Expansion (k'=20)"]["met"]
+    assert checks["latency <= 1.6x Naive RAG"] == {
+        "target": "latency <= 1.6x Naive RAG",
+        "met": False,
+        "value": 1.8,
+    }
+    lift = checks["lift over Naive RAG >= the paper's (+5.2)"]
+    assert lift["met"] is False and lift["short_by"] == 2.2
+    assert checks[">= 300 test items"]["met"]
+    assert result["diagnosis"] == diagnosis_evidence(FEVER, naive, records["d2r_linucb"])
+    assert result["diagnosis"] == {
+        "naive_wrong": 150,
+        "wrong_flagged": 100,
+        "wrong_flagged_fixed": 12,
+        "wrong_unflagged": 50,
+        "naive_right": 150,
+        "right_flagged": 10,
+        "right_flagged_broken": 3,
+    }
+    text = "\n".join(targets_markdown(FEVER, result))
+    assert "| latency <= 1.6x Naive RAG | **no** | 1.8 |" in text and "short by 2.20" in text
+    assert "the diagnosis flagged 100 (67%)" in text
