@@ -307,8 +307,8 @@ def write_poison_report(
             f"validation: leave-one-out on {judge['test_questions']} TEST questions' reference answers "
             "(each reference answer judged against the question's other references; labels are "
             "TruthfulQA's own). Reference answers are terser than generated ones: this measures how "
-            "well the judge separates TruthfulQA's answers, an upper bound on its accuracy on the "
-            "generator's. Same samples for every row:",
+            "well the judge separates TruthfulQA's answers, not its accuracy on the generator's "
+            "(no labels for those here). Same samples for every row:",
             "",
             "| judge | correct answers judged correct % | incorrect judged incorrect % | balanced % | n |",
             "|---|---|---|---|---|",
