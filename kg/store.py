@@ -7,9 +7,11 @@ Tables:
     phrases   one float32 embedding per distinct normalised subject, relation or object string
     triples   one row per triple: doc_id, node (chunk) id, the triple, its three phrase ids
 
-Every sync is one write transaction (BEGIN IMMEDIATE ... COMMIT) on a WAL database, extraction
-included: a crash or an exception at any point leaves the previous state, and readers (alignment
-in the server) go on reading the previous state while a sync runs. A second writer waits for the
+Every sync of up to `commit_texts` texts is one write transaction (BEGIN IMMEDIATE ... COMMIT)
+on a WAL database, extraction included: a crash or an exception at any point leaves the previous
+state, and readers (alignment in the server) go on reading the previous state while a sync runs.
+A larger sync (a first build of a big corpus) commits whole documents every `commit_texts` texts:
+a crash keeps what was committed, and the next sync resumes with the rest. A second writer waits for the
 first (up to `busy_timeout_s`) and then diffs against its result. Alignment reads the arrays of
 a `KGSnapshot`, reloaded only when another commit has bumped the generation counter, so it never
 embeds the graph again.
@@ -116,6 +118,15 @@ class SyncReport:
 
 
 @dataclass(frozen=True)
+class _SyncPlan:
+    old: dict[str, str]  # doc_id -> fingerprint before the sync
+    removed: list[str]
+    changed: list[str]  # new or changed documents, to extract
+    texts: int  # texts the changed documents hold
+    full: bool  # the extractor or the embedding model changed
+
+
+@dataclass(frozen=True)
 class KGSnapshot:
     """The graph as arrays, for vectorised alignment: row i of each per-triple array is one triple."""
 
@@ -143,6 +154,7 @@ class KGStore:
         *,
         embed_name: str = "",
         batch_texts: int = 64,
+        commit_texts: int = 2048,
         busy_timeout_s: float = 600.0,
     ):
         """`embed_name` names the embedding model: phrases cached under another name are re-embedded."""
@@ -151,6 +163,7 @@ class KGStore:
         self.embed = embed
         self.embed_name = embed_name
         self.batch_texts = batch_texts
+        self.commit_texts = commit_texts
         self.busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
         self._snapshot: KGSnapshot | None = None
@@ -214,35 +227,77 @@ class KGStore:
         """Make the graph hold exactly `docs`: extract new and changed documents, drop removed ones.
 
         A document whose fingerprint is unchanged is skipped (its texts are not even read), unless
-        the extractor has changed since it was extracted.
+        the extractor has changed since it was extracted. A sync of at most `commit_texts` texts is
+        one transaction; a larger one (a first build, a rebuild) commits every `commit_texts` texts,
+        so a crash or a kill keeps the documents already written and the next sync extracts only
+        the rest. Every commit replaces whole documents: a reader never sees half of one.
         """
         t0 = time.perf_counter()
         con = self._connect()
         try:
             with self._transaction(con):
-                report = self._sync(con, docs, t0)
+                plan = self._plan(con, docs)
+                if plan.texts <= self.commit_texts:
+                    counts = self._replace(con, docs, plan.changed, plan.old)
+                    return self._finish(con, docs, plan, t0, counts)
+                self._clear(con, plan)
+            counts = (0, 0)
+            for chunk in _chunks(docs, plan.changed, self.commit_texts):
+                with self._transaction(con):
+                    # Another writer may have written some of these since the plan: skip them.
+                    now = _fingerprints(con, chunk)
+                    todo = [d for d in chunk if now.get(d) != docs[d][0]]
+                    added = self._replace(con, docs, todo, now)
+                    counts = (counts[0] + added[0], counts[1] + added[1])
+                    _bump_generation(con)
+            with self._transaction(con):
+                return self._finish(con, docs, plan, t0, counts)
         finally:
             con.close()
-        return report
 
-    def _sync(self, con: sqlite3.Connection, docs: Docs, t0: float) -> SyncReport:
+    def _plan(self, con: sqlite3.Connection, docs: Docs) -> _SyncPlan:
         old = dict(con.execute("SELECT doc_id, fingerprint FROM docs").fetchall())
         full_extract = bool(old) and _meta(con, "extractor") != self.extractor.name
         full_embed = _meta(con, "embed_name") not in (None, self.embed_name)
         removed = [d for d in old if d not in docs]
-        changed = [d for d, (fp, _) in docs.items() if full_extract or old.get(d) != fp]
-        for doc_id in removed + [d for d in changed if d in old]:
+        changed = [d for d, (fp, _) in docs.items() if full_extract or full_embed or old.get(d) != fp]
+        for doc_id in removed:
             con.execute("DELETE FROM triples WHERE doc_id = ?", (doc_id,))
             con.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
-
         if full_embed:
             # Another embedding model made the cached vectors: they are worthless to alignment.
             con.execute("DELETE FROM triples")
             con.execute("DELETE FROM phrases")
             con.execute("DELETE FROM docs")
-            changed = list(docs)
+        return _SyncPlan(
+            old=old,
+            removed=removed,
+            changed=changed,
+            texts=sum(len(docs[d][1]) for d in changed),
+            full=full_extract or full_embed,
+        )
+
+    def _clear(self, con: sqlite3.Connection, plan: _SyncPlan) -> None:
+        """Before a sync that commits in chunks: make what is committed resumable."""
+        if plan.full:
+            # The extractor changed: its name is written now, so the old graph must go now, or a
+            # resumed sync would take the old documents for current ones.
+            con.execute("DELETE FROM triples")
+            con.execute("DELETE FROM docs")
+        _set_meta(con, "extractor", self.extractor.name)
+        _set_meta(con, "embed_name", self.embed_name)
+        _bump_generation(con)
+
+    def _replace(
+        self, con: sqlite3.Connection, docs: Docs, doc_ids: Sequence[str], old: Mapping[str, str]
+    ) -> tuple[int, int]:
+        """Extract `doc_ids` and replace what the graph held of them: (triples, phrases) added."""
+        for doc_id in doc_ids:
+            if doc_id in old:
+                con.execute("DELETE FROM triples WHERE doc_id = ?", (doc_id,))
+                con.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
         phrase_ids: dict[str, int] = dict(con.execute("SELECT text, id FROM phrases").fetchall())
-        pending = [(d, node_id, text) for d in changed for node_id, text in docs[d][1]]
+        pending = [(d, node_id, text) for d in doc_ids for node_id, text in docs[d][1]]
         triples_added = phrases_embedded = 0
         for b in range(0, len(pending), self.batch_texts):
             batch = pending[b : b + self.batch_texts]
@@ -266,8 +321,19 @@ class KGStore:
             )
             triples_added += len(rows)
         con.executemany(
-            "INSERT INTO docs (doc_id, fingerprint) VALUES (?, ?)", [(d, docs[d][0]) for d in changed]
+            "INSERT INTO docs (doc_id, fingerprint) VALUES (?, ?)", [(d, docs[d][0]) for d in doc_ids]
         )
+        return triples_added, phrases_embedded
+
+    def _finish(
+        self,
+        con: sqlite3.Connection,
+        docs: Docs,
+        plan: _SyncPlan,
+        t0: float,
+        counts: tuple[int, int],
+    ) -> SyncReport:
+        triples_added, phrases_embedded = counts
         # Phrases no triple uses any more would only grow the matrix alignment scans.
         con.execute(
             "DELETE FROM phrases WHERE id NOT IN (SELECT subject_id FROM triples UNION "
@@ -275,17 +341,17 @@ class KGStore:
         )
         _set_meta(con, "extractor", self.extractor.name)
         _set_meta(con, "embed_name", self.embed_name)
-        _set_meta(con, "generation", str(int(_meta(con, "generation") or 0) + 1))
+        _bump_generation(con)
         return SyncReport(
-            added=sum(1 for d in changed if d not in old),
-            updated=sum(1 for d in changed if d in old),
-            unchanged=len(docs) - len(changed),
-            removed=len(removed),
-            texts_extracted=len(pending),
+            added=sum(1 for d in plan.changed if d not in plan.old),
+            updated=sum(1 for d in plan.changed if d in plan.old),
+            unchanged=len(docs) - len(plan.changed),
+            removed=len(plan.removed),
+            texts_extracted=plan.texts,
             triples_added=triples_added,
             phrases_embedded=phrases_embedded,
             seconds=time.perf_counter() - t0,
-            full=full_extract or full_embed,
+            full=plan.full,
         )
 
     def _add_phrases(
@@ -360,6 +426,31 @@ class KGStore:
             ).fetchone()
             (phrases,) = con.execute("SELECT COUNT(*) FROM phrases").fetchone()
         return KGStats(docs=docs, triples=triples, subjects=subjects, phrases=phrases)
+
+
+def _chunks(docs: Docs, doc_ids: Sequence[str], texts: int) -> Iterator[list[str]]:
+    """Whole documents, about `texts` texts a chunk (a document larger than that is one chunk)."""
+    chunk: list[str] = []
+    size = 0
+    for doc_id in doc_ids:
+        chunk.append(doc_id)
+        size += len(docs[doc_id][1])
+        if size >= texts:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _fingerprints(con: sqlite3.Connection, doc_ids: Sequence[str]) -> dict[str, str]:
+    marks = ",".join("?" * len(doc_ids))
+    rows = con.execute(f"SELECT doc_id, fingerprint FROM docs WHERE doc_id IN ({marks})", list(doc_ids))
+    return dict(rows.fetchall())
+
+
+def _bump_generation(con: sqlite3.Connection) -> None:
+    # Readers reload their snapshot when the counter moves.
+    _set_meta(con, "generation", str(int(_meta(con, "generation") or 0) + 1))
 
 
 def _row(doc_id: str, node_id: str, t: Triple, phrase_ids: dict[str, int]) -> tuple[object, ...]:

@@ -276,15 +276,17 @@ def test_sync_is_incremental(tmp_path: Path, extractor: SpacyTripleExtractor, em
     assert store.stats().phrases < first.phrases + 3
 
 
+@pytest.mark.parametrize("commit_texts", [2048, 1], ids=["one-transaction", "chunked"])
 def test_extractor_change_reextracts_everything(
-    tmp_path: Path, registry: ModelRegistry, embed: Embed
+    tmp_path: Path, registry: ModelRegistry, embed: Embed, commit_texts: int
 ) -> None:
     path = tmp_path / "kg.sqlite3"
-    KGStore(path, SpacyTripleExtractor(registry.spacy), embed).sync(docs(jaws=JAWS))
+    KGStore(path, SpacyTripleExtractor(registry.spacy), embed).sync(docs(jaws=JAWS, obama=OBAMA))
     other = SpacyTripleExtractor(registry.spacy, max_triples_per_text=1)
     other.name += "-capped"
-    r = KGStore(path, other, embed).sync(docs(jaws=JAWS))
-    assert r.full and r.updated == 1 and KGStore(path, other, embed).stats().triples == 1
+    r = KGStore(path, other, embed, commit_texts=commit_texts).sync(docs(jaws=JAWS, obama=OBAMA))
+    assert r.full and r.updated == 2 and r.texts_extracted == 2
+    assert KGStore(path, other, embed).stats().triples == 2
 
 
 def test_a_failed_sync_leaves_the_previous_graph(
@@ -324,18 +326,26 @@ def embed(texts):
     seeds = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little") for t in texts]
     return np.stack([np.random.default_rng(s).normal(size=8) for s in seeds]).astype(np.float32)
 
-path, die_on_call, *texts = sys.argv[1:]
-store = KGStore(path, Words(int(die_on_call)), embed, batch_texts=1)
+path, die_on_call, commit_texts, *texts = sys.argv[1:]
+store = KGStore(path, Words(int(die_on_call)), embed, batch_texts=1, commit_texts=int(commit_texts))
 store.sync({f"d{i}": (t, [(f"d{i}#0", t)]) for i, t in enumerate(texts)})
+print(store.extractor.calls)
 """
+
+
+def _run_killable_sync(path: str, die_on_call: int, commit_texts: int, *texts: str) -> tuple[int, str]:
+    args = [sys.executable, "-c", textwrap.dedent(_KILLED_SYNC), path, str(die_on_call), str(commit_texts)]
+    done = subprocess.run(
+        [*args, *texts], cwd=REPO, env=dict(os.environ), timeout=120, capture_output=True, text=True
+    )
+    return done.returncode, done.stdout.strip()
 
 
 def test_a_killed_sync_leaves_the_previous_graph(tmp_path: Path) -> None:
     path = str(tmp_path / "kg.sqlite3")
 
     def run(die_on_call: int, *texts: str) -> int:
-        args = [sys.executable, "-c", textwrap.dedent(_KILLED_SYNC), path, str(die_on_call), *texts]
-        return subprocess.run(args, cwd=REPO, env=dict(os.environ), timeout=120).returncode
+        return _run_killable_sync(path, die_on_call, 2048, *texts)[0]
 
     assert run(0, "alpha one", "beta two") == 0
     con = sqlite3.connect(path)
@@ -347,6 +357,22 @@ def test_a_killed_sync_leaves_the_previous_graph(tmp_path: Path) -> None:
     assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert con.execute("SELECT doc_id, subject, object FROM triples ORDER BY id").fetchall() == old
     assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_a_killed_large_sync_keeps_its_commits_and_resumes(tmp_path: Path) -> None:
+    # commit_texts=2: a build of five one-text documents commits after every second document.
+    path = str(tmp_path / "kg.sqlite3")
+    texts = ["alpha one", "beta two", "gamma three", "delta four", "epsilon five"]
+    assert _run_killable_sync(path, 4, 2, *texts)[0] == -9  # killed extracting the fourth text
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    kept = con.execute("SELECT doc_id, subject, object FROM triples ORDER BY id").fetchall()
+    assert kept == [("d0", "alpha", "one"), ("d1", "beta", "two")]
+    assert [r[0] for r in con.execute("SELECT doc_id FROM docs ORDER BY doc_id")] == ["d0", "d1"]
+    # The next sync extracts only the three documents the kill lost.
+    assert _run_killable_sync(path, 0, 2, *texts) == (0, "3")
+    rows = sqlite3.connect(path).execute("SELECT doc_id, subject FROM triples ORDER BY doc_id").fetchall()
+    assert rows == [(f"d{i}", t.split()[0]) for i, t in enumerate(texts)]
 
 
 # -- alignment ---------------------------------------------------------------------------------
