@@ -149,9 +149,20 @@ class NLIPair:
     hypothesis: str
     label: str
     id: str = ""
+    # A teacher model's probabilities in NLI_LABELS order (`ragmend nli label`): a soft training
+    # target beside `label`, which stays the pair's own (gold or constructed) label.
+    probs: tuple[float, float, float] | None = None
 
-    def as_json(self) -> dict[str, str]:
-        return {"premise": self.premise, "hypothesis": self.hypothesis, "label": self.label, "id": self.id}
+    def as_json(self) -> dict[str, object]:
+        row: dict[str, object] = {
+            "premise": self.premise,
+            "hypothesis": self.hypothesis,
+            "label": self.label,
+            "id": self.id,
+        }
+        if self.probs is not None:
+            row["probs"] = [round(p, 5) for p in self.probs]
+        return row
 
 
 @dataclass(frozen=True)
@@ -186,7 +197,7 @@ NLI_SETS: tuple[NLISet, ...] = (
 
 
 def load_nli(path: Path, limit: int | None = None) -> list[NLIPair]:
-    """The shared NLI format {premise, hypothesis, label, id}; a bad row names its line."""
+    """The shared NLI format {premise, hypothesis, label, id, probs?}; a bad row names its line."""
     pairs = []
     for n, row in enumerate(read_jsonl(Path(path)), start=1):
         label = str(row.get("label", "")).lower()
@@ -196,10 +207,20 @@ def load_nli(path: Path, limit: int | None = None) -> list[NLIPair]:
             or not isinstance(row.get("hypothesis"), str)
         ):
             raise ValueError(f"{path}:{n}: expected premise, hypothesis and a label in {NLI_LABELS}")
-        pairs.append(NLIPair(row["premise"], row["hypothesis"], label, str(row.get("id", n))))
+        probs = _soft_label(row.get("probs"), f"{path}:{n}")
+        pairs.append(NLIPair(row["premise"], row["hypothesis"], label, str(row.get("id", n)), probs))
         if limit is not None and len(pairs) >= limit:
             break
     return pairs
+
+
+def _soft_label(value: object, where: str) -> tuple[float, float, float] | None:
+    if value is None:
+        return None
+    ok = isinstance(value, list) and len(value) == 3 and all(isinstance(v, int | float) for v in value)
+    if not ok or min(value) < 0 or abs(sum(value) - 1.0) > 1e-3:  # type: ignore[arg-type]
+        raise ValueError(f"{where}: 'probs' must be three probabilities in {NLI_LABELS} order summing to 1")
+    return (float(value[0]), float(value[1]), float(value[2]))  # type: ignore[index]
 
 
 # -- FEVER -------------------------------------------------------------------------------------

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from server.cli_common import SHARED_DATA, err, progress_bar, run, settings
+
+DEVICE_HELP = "auto (CUDA where torch sees a GPU), cpu or cuda[:n]."
 
 nli_app = typer.Typer(
     help="ragmend's own NLI model: training data and training.\n\nExample: ragmend nli pairs --out data/nli",
@@ -57,15 +59,18 @@ def nli_train(
     max_length: Annotated[int | None, typer.Option(help="Override the config's max length.")] = None,
     seed: Annotated[int | None, typer.Option(help="Override the config's seed.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Stop after N steps (resume later).")] = None,
+    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
 ) -> None:
     """Fine-tune an NLI cross-encoder on a data mix; rerun the same command to resume.
 
     Example: ragmend nli train --mix train/mixes/minilm-v0.yaml --out data/nli-minilm-v0
     """
+    from ragmend.models.runtime import torch_device
     from train.nli_train import load_train_config, resolve_mix, train_nli
 
     def work() -> None:
         s = settings()
+        where = torch_device(device)
         cfg = load_train_config(config, epochs=epochs, max_length=max_length, seed=seed)
         pairs = resolve_mix(cfg, data_root, Path.cwd())
         err.print(f"{len(pairs)} pairs from {len(cfg.mix)} sources")
@@ -77,10 +82,69 @@ def nli_train(
                 out_dir,
                 allow_hub=s.models.allow_hub,
                 max_steps=max_steps,
+                device=where,
                 progress=lambda step, total, loss: bar.update(
                     task, completed=step, total=total, description=f"training (loss {loss:.3f})"
                 ),
             )
+        print(json.dumps(result, indent=2))
+
+    run(work)
+
+
+@nli_app.command("label")
+def nli_label(
+    teacher: Annotated[Path, typer.Option(help="The teacher NLI model directory (transformers or ONNX).")],
+    data: Annotated[list[Path], typer.Option(help="A pair file in the shared NLI format (repeatable).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for the labelled files (same names).")],
+    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
+    max_length: Annotated[int, typer.Option(help="Token limit per pair (the premise is cut).")] = 256,
+    batch_size: Annotated[int, typer.Option(help="Pairs per forward pass.")] = 64,
+    limit: Annotated[int | None, typer.Option(help="Only the first N pairs of each file.")] = None,
+) -> None:
+    """Write a teacher's probabilities onto pair files ('probs'), for training a student on them.
+
+    Each pair keeps its own label; `nli train` mixes it with the teacher's (soft_weight).
+    Example: ragmend nli label --teacher data/nli-mpnet/model --data data/nli-pairs/fever_swap.jsonl
+    --out data/nli-soft
+    """
+    from bench.datasets import load_nli as load_pairs
+    from ragmend.errors import InputError
+    from ragmend.models.nli import TransformersNLI, open_nli
+    from ragmend.models.runtime import torch_device
+    from train.nli_distill import agreement, label_pairs
+    from train.nli_train import write_pairs
+
+    def work() -> None:
+        settings()
+        where = torch_device(device)
+        if not teacher.is_dir():
+            raise InputError(f"not a model directory: {teacher}")
+        sources = {}
+        for path in data:
+            if not path.is_file():
+                raise InputError(f"no such pair file: {path}")
+            try:
+                sources[path] = load_pairs(path, limit=limit)
+            except ValueError as e:
+                raise InputError(str(e)) from e
+        nli = (
+            open_nli(str(teacher), max_length, batch_size)
+            if where == "cpu"
+            else TransformersNLI(str(teacher), max_length, batch_size, device=where)
+        )
+        summary = {}
+        with progress_bar() as bar:
+            for path, pairs in sources.items():
+                job = bar.add_task(path.name, total=len(pairs))
+
+                def tick(done: int, _total: int, job: Any = job) -> None:
+                    bar.update(job, completed=done)
+
+                labelled = label_pairs(nli, pairs, progress=tick)
+                write_pairs(out_dir / path.name, labelled)
+                summary[path.name] = agreement(labelled)
+        result = {"teacher": str(teacher), "device": where, "out": str(out_dir), "files": summary}
         print(json.dumps(result, indent=2))
 
     run(work)

@@ -32,6 +32,8 @@ runner = CliRunner()
         ["bench", "startup"],
         ["bench", "load"],
         ["bench", "judge"],
+        ["nli", "label"],
+        ["nli", "train"],
     ],
 )
 def test_every_command_has_help_with_an_example(command: list[str]) -> None:

@@ -84,3 +84,76 @@ def test_training_loss_falls(tmp_path: Path, random_nli_dir: Path) -> None:
     done = train_nli(cfg, PAIRS, tmp_path / "fit")
     assert done["first_loss"] > 0.9  # about ln 3 for a fresh 3-way head
     assert done["final_loss_mean_last_50"] < 0.6 * done["first_loss"]
+
+
+# -- distillation --------------------------------------------------------------------------------
+
+
+def test_soft_labels_round_trip_and_bad_ones_name_their_line(tmp_path: Path) -> None:
+    from bench.datasets import load_nli
+
+    pair = NLIPair("p", "h", "neutral", "1", probs=(0.2, 0.3, 0.5))
+    path = _write(tmp_path / "soft.jsonl", [pair, NLIPair("p", "h", "entailment", "2")])
+    assert load_nli(path) == [pair, NLIPair("p", "h", "entailment", "2")]
+    path.write_text('{"premise": "p", "hypothesis": "h", "label": "neutral", "probs": [0.5, 0.6, 0.1]}\n')
+    with pytest.raises(ValueError, match=r"soft.jsonl:1: 'probs' must be three probabilities"):
+        load_nli(path)
+
+
+def test_soft_targets_mix_the_teacher_with_the_pairs_own_label() -> None:
+    from train.nli_train import soft_targets
+
+    pairs = [NLIPair("p", "h", "entailment"), NLIPair("p", "h", "entailment", probs=(0.0, 0.2, 0.8))]
+    t = soft_targets(pairs, 0.5)
+    assert np.allclose(t, [[1.0, 0.0, 0.0], [0.5, 0.1, 0.4]])
+    assert np.allclose(soft_targets(pairs, 1.0)[1], [0.0, 0.2, 0.8])
+    with pytest.raises(InputError, match="soft_weight"):
+        soft_targets(pairs, 1.5)
+
+
+def test_a_student_learns_the_teachers_labels(tmp_path: Path, random_nli_dir: Path) -> None:
+    """Distillation is real: every pair says entailment, the teacher says otherwise, and with
+    soft_weight 1 the student ends up predicting what the teacher said, pair by pair."""
+    teacher = {
+        "entailment": (0.05, 0.05, 0.9),
+        "contradiction": (0.05, 0.9, 0.05),
+        "neutral": (0.9, 0.05, 0.05),
+    }
+    pairs = [NLIPair(p.premise, p.hypothesis, "entailment", probs=teacher[p.label]) for p in PAIRS]
+    cfg = _tiny(random_nli_dir, epochs=20, learning_rate=1e-2, warmup_ratio=0.0, bf16=False, soft_weight=1.0)
+    done = train_nli(cfg, pairs, tmp_path / "student", device="cpu")
+    probs = TransformersNLI(done["model"]).predict([(p.premise, p.hypothesis) for p in PAIRS[:3]]).probs
+    assert [int(np.argmax(row)) for row in probs] == [2, 1, 0]
+    assert probs.max(axis=1).min() > 0.7
+
+
+def test_nli_label_writes_the_teachers_probabilities(tmp_path: Path, random_nli_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bench.datasets import load_nli
+    from server.cli import app
+
+    data = _write(tmp_path / "pairs.jsonl", PAIRS[:3])
+    out = str(tmp_path / "soft")
+    args = ["nli", "label", "--teacher", str(random_nli_dir), "--data", str(data), "--out", out]
+    result = CliRunner().invoke(app, [*args, "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    labelled = load_nli(tmp_path / "soft" / "pairs.jsonl")
+    teacher = TransformersNLI(str(random_nli_dir))
+    expected = teacher.predict([(p.premise, p.hypothesis) for p in PAIRS[:3]]).probs
+    assert [p.label for p in labelled] == [p.label for p in PAIRS[:3]]
+    assert np.allclose([p.probs for p in labelled], expected, atol=1e-4)
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert summary["files"]["pairs.jsonl"]["n"] == 3
+
+    result = CliRunner().invoke(app, [*args[:5], str(tmp_path / "missing.jsonl"), *args[6:]])
+    assert result.exit_code == 2 and "no such pair file" in result.output
+    result = CliRunner().invoke(app, [*args, "--device", "tpu"])
+    assert result.exit_code == 2 and "expected auto, cpu or cuda" in result.output
+
+
+@pytest.mark.parametrize("mix", sorted((Path(__file__).parents[1] / "train" / "mixes").glob("*.yaml")))
+def test_shipped_mix_files_load(mix: Path) -> None:
+    cfg = load_train_config(mix)
+    assert cfg.mix and 0.0 <= cfg.soft_weight <= 1.0
+    assert all(e.source for e in cfg.mix)

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from bench.datasets import NLI_LABELS, NLI_SETS, NLIPair, load_nli, split_of
@@ -54,6 +55,10 @@ class TrainConfig:
     # Fraction of the mix held out (by a hash of the pair, so stable across runs) for calibration
     # and an honest in-mix score; written to heldout.jsonl beside the model, never trained on.
     holdout: float = 0.05
+    # Distillation: for pairs a teacher labelled (`ragmend nli label`: NLIPair.probs), the target
+    # is soft_weight * teacher probabilities + (1 - soft_weight) * the pair's own label. Pairs
+    # without probs train on their label alone.
+    soft_weight: float = 0.5
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -128,10 +133,12 @@ def train_nli(
     allow_hub: bool = False,
     progress: Progress | None = None,
     max_steps: int | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Train and save to out_dir/model. `max_steps` stops early (a checkpoint is kept to resume).
 
-    `cfg.holdout` of the pairs are set aside in out_dir/heldout.jsonl for calibration.
+    `cfg.holdout` of the pairs are set aside in out_dir/heldout.jsonl for calibration. `device`
+    ('cpu', 'cuda', 'cuda:1') is not part of the configuration: a run may resume on another.
     """
     import torch
     from transformers import (
@@ -146,7 +153,7 @@ def train_nli(
     out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = out_dir / "checkpoint.pt"
     pairs, held = split_holdout(pairs, cfg.holdout)
-    _write_pairs(out_dir / "heldout.jsonl", held)
+    write_pairs(out_dir / "heldout.jsonl", held)
     base = base_path(cfg.base, allow_hub)
     labels = {i: lab for i, lab in enumerate(NLI_LABELS)}
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -156,7 +163,7 @@ def train_nli(
         id2label=labels,
         label2id={v: k for k, v in labels.items()},
         ignore_mismatched_sizes=True,
-    )
+    ).to(device)
     order = list(range(len(pairs)))
     steps_per_epoch = (len(pairs) + cfg.batch_size - 1) // cfg.batch_size
     total = steps_per_epoch * cfg.epochs
@@ -164,7 +171,7 @@ def train_nli(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
     step = 0
     if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False)
+        state = torch.load(ckpt_path, weights_only=False, map_location=device)
         if state["fingerprint"] != cfg.fingerprint() or state["n_pairs"] != len(pairs):
             raise InputError(f"{ckpt_path} belongs to another configuration or data; remove it to start over")
         model.load_state_dict(state["model"])
@@ -173,7 +180,7 @@ def train_nli(
         step = int(state["step"])
     torch.manual_seed(cfg.seed)
     model.train()
-    label_id = {lab: i for i, lab in labels.items()}
+    targets = soft_targets(pairs, cfg.soft_weight)
     t0, losses = time.perf_counter(), []
     while step < total and (max_steps is None or step < max_steps):
         epoch, offset = divmod(step, steps_per_epoch)
@@ -187,11 +194,13 @@ def train_nli(
             max_length=cfg.max_length,
             padding=True,
             return_tensors="pt",
-        )
-        target = torch.tensor([label_id[p.label] for p in batch])
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+        ).to(device)
+        target = torch.from_numpy(targets[idx]).to(device)
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=cfg.bf16):
             logits = model(**enc).logits
-        loss = torch.nn.functional.cross_entropy(logits.float(), target)
+        # Cross-entropy against a distribution: the usual loss for one-hot rows, distillation
+        # (KL to the teacher up to its constant entropy) for soft ones.
+        loss = -(target * torch.log_softmax(logits.float(), dim=-1)).sum(dim=-1).mean()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -227,7 +236,19 @@ def train_nli(
     }
 
 
-def _write_pairs(path: Path, pairs: list[NLIPair]) -> None:
+def soft_targets(pairs: list[NLIPair], soft_weight: float) -> np.ndarray:
+    """(n, 3) float32 training targets in NLI_LABELS order (see TrainConfig.soft_weight)."""
+    if not 0.0 <= soft_weight <= 1.0:
+        raise InputError(f"soft_weight must be in [0, 1], got {soft_weight}")
+    out = np.zeros((len(pairs), len(NLI_LABELS)), dtype=np.float32)
+    for i, p in enumerate(pairs):
+        out[i, NLI_LABELS.index(p.label)] = 1.0
+        if p.probs is not None:
+            out[i] = (1.0 - soft_weight) * out[i] + soft_weight * np.asarray(p.probs, dtype=np.float32)
+    return out
+
+
+def write_pairs(path: Path, pairs: list[NLIPair]) -> None:
     atomic_write_text(path, "".join(json.dumps(p.as_json(), ensure_ascii=False) + "\n" for p in pairs))
 
 

@@ -201,13 +201,14 @@ class OnnxNLI(_CrossEncoderNLI):
 class TransformersNLI(_CrossEncoderNLI):
     """Any transformers sequence-classification NLI model (a local directory or a hub id)."""
 
-    def __init__(self, model: str, max_length: int = 256, batch_size: int = 16):
+    def __init__(self, model: str, max_length: int = 256, batch_size: int = 16, device: str = "cpu"):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         quiet_transformers()
+        self.device = device
         try:
             tokenizer = AutoTokenizer.from_pretrained(model)
-            self.model = AutoModelForSequenceClassification.from_pretrained(model).eval()
+            self.model = AutoModelForSequenceClassification.from_pretrained(model).eval().to(device)
         except (OSError, ValueError) as e:
             raise ModelUnavailable(f"NLI model '{model}' could not be loaded: {e}") from e
         if not getattr(tokenizer, "is_fast", False):
@@ -229,8 +230,10 @@ class TransformersNLI(_CrossEncoderNLI):
 
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
         with torch.inference_mode():
-            tensors = {k: torch.from_numpy(v) for k, v in feeds.items() if k in self._accepted}
-            return self.model(**tensors).logits.float().numpy()
+            tensors = {
+                k: torch.from_numpy(v).to(self.device) for k, v in feeds.items() if k in self._accepted
+            }
+            return self.model(**tensors).logits.float().cpu().numpy()
 
 
 NLIModel = OnnxNLI | TransformersNLI

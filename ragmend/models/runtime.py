@@ -31,3 +31,24 @@ def prepare_libraries(allow_hub: bool) -> None:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")
+
+
+def torch_device(spec: str) -> str:
+    """'auto' is CUDA where torch sees a GPU, else CPU; 'cpu' and 'cuda[:n]' pass through.
+
+    Only offline tools (training, teacher labelling) take a device: the server's models run on
+    CPU (ONNX) unless configured otherwise.
+    """
+    import torch
+
+    if spec == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if spec.startswith("cuda") and not torch.cuda.is_available():
+        from ragmend.errors import InputError
+
+        raise InputError(f"device '{spec}' asked for, but torch sees no CUDA GPU (use --device cpu)")
+    if spec != "cpu" and not spec.startswith("cuda"):
+        from ragmend.errors import InputError
+
+        raise InputError(f"device '{spec}': expected auto, cpu or cuda[:n]")
+    return spec
