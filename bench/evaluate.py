@@ -204,6 +204,7 @@ class Evaluation:
         d = outcome.diagnosis
         final_label = d.final_label if d is not None and method.gate else None
         response = outcome.answer.response
+        passages = [p.text for p in outcome.answer.evidence]
         return {
             "id": item.id,
             "split": item.split,
@@ -217,9 +218,8 @@ class Evaluation:
             "memory_bytes": cost.memory_bytes,
             "memory_source": cost.memory_source,
             "relevance": round(self.relevance(item.query, [response]), 4),
-            "evidence_relevance": round(
-                self.relevance(item.query, [p.text for p in outcome.answer.evidence]), 4
-            ),
+            "evidence_relevance": round(self.relevance(item.query, passages), 4),
+            "answer_in_evidence": self.ws.task.answer_in(item, passages),
             "faithful": None if d is None else d.e_r.state == "entail",
             **_repair_fields(outcome),
         }

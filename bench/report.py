@@ -7,6 +7,8 @@ Metrics per (task, method), over the test items (n stated with every figure):
 - memory_mb: mean memory growth per request in MiB, with its source (nvml | rss | unavailable);
 - relevance: mean cosine of query and response embeddings, in percent; evidence_relevance: mean
   cosine of query and the passages the final answer read (what retrieval repairs change);
+- answer_in_evidence: share of items whose final passages hold the gold answer (HotpotQA, yes/no
+  answers left out; n beside it): where it is high and the metric low, the generator is the limit;
 - faithfulness: share of final answers whose response entailment e_r is "entail", in percent;
 - repaired: share of items a repair action ran for; repair_success: share of those after which
   the diagnosis found no failure; actions: the action distribution per first failure type.
@@ -50,6 +52,10 @@ def summarize(task: Task, records: Sequence[Mapping[str, Any]]) -> dict[str, Any
     out["evidence_relevance"] = round(
         100 * float(np.mean([r.get("evidence_relevance", 0.0) for r in records])), 2
     )
+    # Records written before the field existed, and yes/no answers, carry no answer_in_evidence.
+    found = [r["answer_in_evidence"] for r in records if r.get("answer_in_evidence") is not None]
+    out["answer_in_evidence"] = round(100 * float(np.mean(found)), 2) if found else None
+    out["answer_in_evidence_n"] = len(found)
     faithful = [r["faithful"] for r in records if r["faithful"] is not None]
     out["faithfulness"] = round(100 * float(np.mean(faithful)), 2) if faithful else None
     failed = [r for r in records if r["first_failure"] not in (None, "NoFailure")]

@@ -52,7 +52,18 @@ def diagnosis_evidence(
     def flagged(rs: list) -> list:
         return [r for r in rs if r["first_failure"] not in (None, "NoFailure")]
 
+    def holding(rs: list) -> tuple[int, int]:
+        """(items whose final passages held the gold answer, items where that is known)."""
+        known = [r["answer_in_evidence"] for r in rs if r.get("answer_in_evidence") is not None]
+        return sum(known), len(known)
+
+    naive_wrong = [r for r in naive if not first_ok[r["id"]]]
+    stuck = [r for r in flagged(wrong) if not _ok(r, task)]
     return {
+        # The generator's share: wrong although the passages it read held the answer.
+        "naive_wrong_answer_in_evidence": holding(naive_wrong),
+        "flagged_still_wrong": len(stuck),
+        "flagged_still_wrong_answer_in_evidence": holding(stuck),
         "naive_wrong": len(wrong),
         "wrong_flagged": len(flagged(wrong)),  # the diagnosis' recall of wrong answers
         "wrong_flagged_fixed": sum(_ok(r, task) for r in flagged(wrong)),
@@ -61,6 +72,25 @@ def diagnosis_evidence(
         "right_flagged": len(flagged(right)),  # false alarms
         "right_flagged_broken": sum(not _ok(r, task) for r in flagged(right)),
     }
+
+
+def _generator_share(d: Mapping[str, Any]) -> list[str]:
+    held, known = d.get("naive_wrong_answer_in_evidence", (0, 0))
+    stuck_held, stuck_known = d.get("flagged_still_wrong_answer_in_evidence", (0, 0))
+    if not known:
+        return []
+    text = (
+        f"The generator's share, measured: of Naive RAG's wrong answers whose gold answer can be "
+        f"looked for in text ({known}; yes/no answers cannot), the passages the generator read held "
+        f"the gold answer in {held} ({100 * held / known:.0f}%): retrieval had found it, the "
+        "generator did not give it."
+    )
+    if stuck_known:
+        text += (
+            f" Of the flagged answers still wrong after the repair ({stuck_known} checkable), the "
+            f"repaired passages held the answer in {stuck_held} ({100 * stuck_held / stuck_known:.0f}%)."
+        )
+    return ["", text]
 
 
 def check_targets(
@@ -143,4 +173,5 @@ def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
             f"and {d['right_flagged_broken']} of those ended wrong. Flagged wrong answers that stayed "
             "wrong after one repair are the generator's share of the limit.",
         ]
+        lines += _generator_share(d)
     return [*lines, ""]

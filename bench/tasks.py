@@ -33,7 +33,7 @@ from bench.datasets import (
     read_jsonl,
     split_of,
 )
-from bench.scoring import answer_correct, answer_em, answer_f1, fever_label
+from bench.scoring import answer_correct, answer_em, answer_f1, fever_label, normalize_answer
 from ragmend.errors import InputError
 
 HOTPOTQA_FILE = "hotpotqa/hotpot_dev_distractor_merged.json"
@@ -65,6 +65,13 @@ class Corpus:
 
 
 Score = Callable[[EvalItem, str, str | None], dict[str, float]]
+# Whether the passages an answer was generated from hold the gold answer (None: not decidable for
+# this task or item). Separates the generator's misses from retrieval's in the report.
+EvidenceCheck = Callable[[EvalItem, list[str]], bool | None]
+
+
+def _undecidable(item: EvalItem, passages: list[str]) -> bool | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,7 @@ class Task:
     columns: tuple[tuple[str, str], ...]  # (metric, column title) of the task's own report columns
     build: Callable[[Path], tuple[list[EvalItem], Corpus]]
     score: Score
+    answer_in: EvidenceCheck = _undecidable
 
     def load(self, data_root: Path) -> tuple[list[EvalItem], Corpus]:
         try:
@@ -126,6 +134,13 @@ def _score_hotpotqa(item: EvalItem, response: str, final_label: str | None) -> d
         # The gold answer occurs in the response (a lenient match for chatty generators).
         "contains": float(answer_correct(response, item.gold)),
     }
+
+
+def _answer_in_passages(item: EvalItem, passages: list[str]) -> bool | None:
+    """The normalised gold answer occurs in the passages; yes / no answers never occur as such."""
+    if normalize_answer(item.gold) in ("yes", "no", ""):
+        return None
+    return answer_correct(" ".join(passages), item.gold)
 
 
 # -- FEVER ---------------------------------------------------------------------------------------
@@ -212,6 +227,7 @@ TASKS: dict[str, Task] = {
             (("em", "EM %"), ("f1", "F1 %"), ("contains", "answer in response %")),
             _hotpotqa,
             _score_hotpotqa,
+            _answer_in_passages,
         ),
         Task("fever", "FEVER", "claim", 48, "accuracy", (("accuracy", "ACC %"),), _fever, _score_fever),
     )

@@ -69,7 +69,40 @@ def test_targets_are_checked_pairwise_and_a_miss_says_by_how_much() -> None:
         "naive_right": 150,
         "right_flagged": 10,
         "right_flagged_broken": 3,
+        "naive_wrong_answer_in_evidence": (0, 0),  # FEVER: not decidable
+        "flagged_still_wrong": 88,
+        "flagged_still_wrong_answer_in_evidence": (0, 0),
     }
     text = "\n".join(targets_markdown(FEVER, result))
     assert "| latency <= 1.6x Naive RAG | **no** | 1.8 |" in text and "short by 2.20" in text
-    assert "the diagnosis flagged 100 (67%)" in text
+    assert "the diagnosis flagged 100 (67%)" in text and "generator's share, measured" not in text
+
+
+def test_the_generators_share_is_measured_where_the_answer_can_be_found() -> None:
+    from bench.tasks import EvalItem
+
+    hotpot = TASKS["hotpotqa"]
+    item = EvalItem("q", "Where was Marie Curie born?", "Warsaw", "test")
+    assert hotpot.answer_in(item, ["Marie Curie was born in Warsaw, Poland."]) is True
+    assert hotpot.answer_in(item, ["She was born in Paris."]) is False
+    assert hotpot.answer_in(EvalItem("q", "Is it?", "yes", "test"), ["yes it is"]) is None
+    assert FEVER.answer_in(item, ["Warsaw"]) is None
+
+    def records(em: list[float], flagged: list[bool], held: list[bool | None]) -> list[dict]:
+        rows = _records([bool(e) for e in em], 5.0, flagged)
+        for r, e, h in zip(rows, em, held, strict=True):
+            r["scores"] = {"em": e, "f1": e}
+            r["answer_in_evidence"] = h
+        return rows
+
+    # Four wrong naive answers (three checkable, two of them with the answer in the passages).
+    naive = records([0, 0, 0, 0, 1], [True, True, False, False, False], [True, True, False, None, True])
+    d2r = records([1, 0, 0, 0, 1], [True, True, False, False, False], [True, True, False, None, True])
+    d = diagnosis_evidence(hotpot, naive, d2r)
+    assert d["naive_wrong_answer_in_evidence"] == (2, 3)
+    assert d["flagged_still_wrong"] == 1 and d["flagged_still_wrong_answer_in_evidence"] == (1, 1)
+    summary = summarize(hotpot, d2r)
+    assert summary["answer_in_evidence"] == 75.0 and summary["answer_in_evidence_n"] == 4
+    result = {"best_d2r": "d2r_linucb", "metric": "em", "checks": [], "diagnosis": d}
+    text = "\n".join(targets_markdown(hotpot, result))
+    assert "held the gold answer in 2 (67%)" in text and "held the answer in 1 (100%)" in text

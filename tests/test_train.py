@@ -178,7 +178,7 @@ def small_task() -> Task:
         return items, Corpus(paragraphs, "sample paragraphs")
 
     hotpot = TASKS["hotpotqa"]
-    return Task("small", "Small", "concise", 24, "em", hotpot.columns, build, hotpot.score)
+    return Task("small", "Small", "concise", 24, "em", hotpot.columns, build, hotpot.score, hotpot.answer_in)
 
 
 def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: ModelRegistry) -> None:
@@ -206,6 +206,10 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     # Every first answer fails; the repairing methods repaired, the baseline did not.
     assert small["naive"]["repaired"] == 0 and small["d2r_linucb"]["repaired"] == 100
     assert small["d2r_linucb"]["actions"] and "lift_vs_naive" in small["d2r_linucb"]
+    # Whether the passages held the gold answer is known for every non-yes/no answer.
+    golds = [i.gold for i in task.items(tmp_path, "test")]
+    checkable = sum(g.lower() not in ("yes", "no") for g in golds)
+    assert small["naive"]["answer_in_evidence_n"] == checkable
     warm = json.loads((tmp_path / "eval" / "small" / "policies" / "d2r_linucb.warm.json").read_text())
     assert warm["dev_items"] == 2 and warm["epochs"][0]["items"] == 2
     text = (reports / "paper.md").read_text()
