@@ -57,20 +57,20 @@ def diagnosis_evidence(
         known = [r["answer_in_evidence"] for r in rs if r.get("answer_in_evidence") is not None]
         return sum(known), len(known)
 
-    naive_wrong = [r for r in naive if not first_ok[r["id"]]]
-    stuck = [r for r in flagged(wrong) if not _ok(r, task)]
+    wrong_flagged, right_flagged = flagged(wrong), flagged(right)
+    stuck = [r for r in wrong_flagged if not _ok(r, task)]
     return {
         # The generator's share: wrong although the passages it read held the answer.
-        "naive_wrong_answer_in_evidence": holding(naive_wrong),
+        "naive_wrong_answer_in_evidence": holding([r for r in naive if not first_ok[r["id"]]]),
         "flagged_still_wrong": len(stuck),
         "flagged_still_wrong_answer_in_evidence": holding(stuck),
         "naive_wrong": len(wrong),
-        "wrong_flagged": len(flagged(wrong)),  # the diagnosis' recall of wrong answers
-        "wrong_flagged_fixed": sum(_ok(r, task) for r in flagged(wrong)),
-        "wrong_unflagged": len(wrong) - len(flagged(wrong)),  # out of the repair's reach
+        "wrong_flagged": len(wrong_flagged),  # the diagnosis' recall of wrong answers
+        "wrong_flagged_fixed": len(wrong_flagged) - len(stuck),
+        "wrong_unflagged": len(wrong) - len(wrong_flagged),  # out of the repair's reach
         "naive_right": len(right),
-        "right_flagged": len(flagged(right)),  # false alarms
-        "right_flagged_broken": sum(not _ok(r, task) for r in flagged(right)),
+        "right_flagged": len(right_flagged),  # false alarms
+        "right_flagged_broken": sum(not _ok(r, task) for r in right_flagged),
     }
 
 

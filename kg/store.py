@@ -10,11 +10,11 @@ Tables:
 Every sync of up to `commit_texts` texts is one write transaction (BEGIN IMMEDIATE ... COMMIT)
 on a WAL database, extraction included: a crash or an exception at any point leaves the previous
 state, and readers (alignment in the server) go on reading the previous state while a sync runs.
-A larger sync (a first build of a big corpus) commits whole documents every `commit_texts` texts:
-a crash keeps what was committed, and the next sync resumes with the rest. A second writer waits for the
-first (up to `busy_timeout_s`) and then diffs against its result. Alignment reads the arrays of
-a `KGSnapshot`, reloaded only when another commit has bumped the generation counter, so it never
-embeds the graph again.
+A larger sync (a first build of a big corpus) commits whole documents every `commit_texts`
+texts: a crash keeps what was committed, and the next sync resumes with the rest. A second
+writer waits for the first (up to `busy_timeout_s`) and then diffs against its result.
+Alignment reads the arrays of a `KGSnapshot`, reloaded only when another commit has bumped the
+generation counter, so it never embeds the graph again.
 """
 
 from __future__ import annotations

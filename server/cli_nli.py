@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -110,7 +110,7 @@ def nli_label(
     """
     from bench.datasets import load_nli as load_pairs
     from ragmend.errors import InputError
-    from ragmend.models.nli import TransformersNLI, open_nli
+    from ragmend.models.nli import open_nli
     from ragmend.models.runtime import torch_device
     from train.nli_distill import agreement, label_pairs
     from train.nli_train import write_pairs
@@ -128,20 +128,16 @@ def nli_label(
                 sources[path] = load_pairs(path, limit=limit)
             except ValueError as e:
                 raise InputError(str(e)) from e
-        nli = (
-            open_nli(str(teacher), max_length, batch_size)
-            if where == "cpu"
-            else TransformersNLI(str(teacher), max_length, batch_size, device=where)
-        )
+        nli = open_nli(str(teacher), max_length, batch_size, device=where)
         summary = {}
         with progress_bar() as bar:
+
+            def label(name: str, pairs: list) -> list:
+                job = bar.add_task(name, total=len(pairs))
+                return label_pairs(nli, pairs, progress=lambda done, _: bar.update(job, completed=done))
+
             for path, pairs in sources.items():
-                job = bar.add_task(path.name, total=len(pairs))
-
-                def tick(done: int, _total: int, job: Any = job) -> None:
-                    bar.update(job, completed=done)
-
-                labelled = label_pairs(nli, pairs, progress=tick)
+                labelled = label(path.name, pairs)
                 write_pairs(out_dir / path.name, labelled)
                 summary[path.name] = agreement(labelled)
         result = {"teacher": str(teacher), "device": where, "out": str(out_dir), "files": summary}

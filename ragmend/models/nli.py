@@ -239,11 +239,12 @@ class TransformersNLI(_CrossEncoderNLI):
 NLIModel = OnnxNLI | TransformersNLI
 
 
-def open_nli(path: str, max_length: int = 256, batch_size: int = 16) -> NLIModel:
-    """A model directory with model.onnx runs on onnxruntime; anything else on transformers."""
-    if (Path(path) / "model.onnx").exists():
+def open_nli(path: str, max_length: int = 256, batch_size: int = 16, device: str = "cpu") -> NLIModel:
+    """A model directory with model.onnx runs on onnxruntime (CPU); anything else, or any model
+    asked for on a GPU, on transformers."""
+    if device == "cpu" and (Path(path) / "model.onnx").exists():
         return OnnxNLI(Path(path), max_length, batch_size)
-    return TransformersNLI(path, max_length, batch_size)
+    return TransformersNLI(path, max_length, batch_size, device=device)
 
 
 def nli_source(models: ModelsSettings) -> tuple[str, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 
+from ragmend.errors import InputError
 from ragmend.settings import library_env
 
 _lock = threading.Lock()
@@ -41,14 +42,10 @@ def torch_device(spec: str) -> str:
     """
     import torch
 
+    if spec not in ("auto", "cpu") and not spec.startswith("cuda"):
+        raise InputError(f"device '{spec}': expected auto, cpu or cuda[:n]")
     if spec == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if spec.startswith("cuda") and not torch.cuda.is_available():
-        from ragmend.errors import InputError
-
         raise InputError(f"device '{spec}' asked for, but torch sees no CUDA GPU (use --device cpu)")
-    if spec != "cpu" and not spec.startswith("cuda"):
-        from ragmend.errors import InputError
-
-        raise InputError(f"device '{spec}': expected auto, cpu or cuda[:n]")
     return spec
