@@ -74,6 +74,42 @@ def diagnosis_evidence(
     }
 
 
+def baseline_wins(
+    task: Task, base: Sequence[Mapping[str, Any]], d2r: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The items a baseline answered right and D2R wrong: was D2R's diagnosis even looking there?"""
+    d2r_by_id = {r["id"]: r for r in d2r}
+    wins = [(b, d2r_by_id[b["id"]]) for b in base if b["id"] in d2r_by_id]
+    wins = [(b, d) for b, d in wins if _ok(b, task) and not _ok(d, task)]
+    losses = sum(
+        1 for b in base if b["id"] in d2r_by_id and not _ok(b, task) and _ok(d2r_by_id[b["id"]], task)
+    )
+    held = [b["answer_in_evidence"] for b, _ in wins if b.get("answer_in_evidence") is not None]
+    return {
+        "wins": len(wins),  # baseline right, D2R wrong
+        "losses": losses,  # baseline wrong, D2R right
+        "wins_flagged": sum(d["first_failure"] not in (None, "NoFailure") for _, d in wins),
+        "wins_answer_in_evidence": (sum(held), len(held)),
+    }
+
+
+def _baseline_lines(result: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for base, w in result.get("baselines", {}).items():
+        if not w["wins"]:
+            continue
+        held, known = w["wins_answer_in_evidence"]
+        text = (
+            f"Where {BY_NAME[base].title} wins: it answered {w['wins']} items right that D2R got wrong "
+            f"(and {w['losses']} the other way); D2R's diagnosis had flagged {w['wins_flagged']} of "
+            f"those {w['wins']}, so {w['wins'] - w['wins_flagged']} were out of every repair's reach"
+        )
+        if known:
+            text += f"; {BY_NAME[base].title}'s passages held the gold answer in {held} of {known} checkable"
+        lines += ["", text + "."]
+    return lines
+
+
 def _generator_share(d: Mapping[str, Any]) -> list[str]:
     held, known = d.get("naive_wrong_answer_in_evidence", (0, 0))
     stuck_held, stuck_known = d.get("flagged_still_wrong_answer_in_evidence", (0, 0))
@@ -134,6 +170,12 @@ def check_targets(
     n = min(summary[m]["n"] for m in (best, *BASELINES) if summary.get(m, {}).get("n"))
     out["checks"].append({"target": f">= {MIN_ITEMS} test items", "met": n >= MIN_ITEMS, "value": n})
     out["diagnosis"] = diagnosis_evidence(task, records["naive"], records[best])
+    # For each baseline D2R does not beat: the items it wins, and whether the diagnosis saw them.
+    out["baselines"] = {
+        base: baseline_wins(task, records[base], records[best])
+        for base in BASELINES
+        if base != "naive" and base in lifts and lifts[base] and lifts[base]["lift"] <= 0
+    }
     return out
 
 
@@ -174,4 +216,5 @@ def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
             "wrong after one repair are the generator's share of the limit.",
         ]
         lines += _generator_share(d)
+    lines += _baseline_lines(result)
     return [*lines, ""]

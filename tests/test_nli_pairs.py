@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from bench.datasets import split_of
+from bench.datasets import load_hotpotqa, split_of
 from ragmend.models.registry import ModelRegistry
 from tests.test_datasets import DATA, needs_data
 from train.nli_pairs import EntitySwapper, build_in_domain_pairs
@@ -21,6 +21,10 @@ def test_swap_uses_an_entity_of_the_same_type_absent_from_the_premise(registry: 
     assert swap is not None and swap.old in {"Angela Merkel", "Hamburg"}
     assert swap.new in {"Barack Obama", "Berlin", "Paris"} and swap.new != swap.old
     assert swap.text != "Angela Merkel was born in Hamburg." and swap.new in swap.text
+    # An answer's stand-in: its type from spaCy on the answer alone, never a name in `avoid`.
+    assert swapper.alternative("Angela Merkel", avoid="Barack Obama met her.") is None
+    assert swapper.alternative("Hamburg", avoid="Paris") == "Berlin"
+    assert swapper.alternative("the quick brown fox") is None  # no entity, no type
     assert nlp(swap.new).ents[0].label_ == swap.label
     assert swapper.swap("nothing named here at all") is None
 
@@ -36,6 +40,9 @@ def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: Mode
         "hotpot_support": {"entailment"},
         "hotpot_swap": {"contradiction"},
         "hotpot_distractor": {"neutral"},
+        "hotpot_statement": {"entailment"},
+        "hotpot_statement_swap": {"contradiction"},
+        "hotpot_statement_distractor": {"neutral"},
     }
     assert set(pairs) == set(expected)
     for source, labels in expected.items():
@@ -47,6 +54,19 @@ def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: Mode
         assert p.hypothesis in p.premise
     for swap in pairs["hotpot_swap"]:
         assert swap.hypothesis not in swap.premise
+    statements = {p.id.removeprefix("hotpot-st-"): p for p in pairs["hotpot_statement"]}
+    for swap in pairs["hotpot_statement_swap"]:
+        assert swap.hypothesis != statements[swap.id.removeprefix("hotpot-st-swap-")].hypothesis
+    # Where spaCy finds the answer in the statement, the answer is what was swapped: a wrong answer
+    # in its slot, the failure the diagnosis' query signal must catch.
+    answers = {
+        i.id: i.answer
+        for i in load_hotpotqa(DATA / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="dev")[:30]
+    }
+    for swap in pairs["hotpot_statement_swap"]:  # a wrong answer in its slot
+        answer = answers[swap.id.removeprefix("hotpot-st-swap-")].lower()
+        statement = statements[swap.id.removeprefix("hotpot-st-swap-")].hypothesis.lower()
+        assert swap.hypothesis.lower().count(answer) < statement.count(answer)
     again = build_in_domain_pairs(DATA, registry.spacy, seed=0, limit=30)
     assert again["hotpot_swap"] == pairs["hotpot_swap"]  # seeded: the same data every time
 
@@ -62,6 +82,6 @@ def test_pairs_cli_writes_one_file_per_source(tmp_path, limit: int) -> None:  # 
         app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(DATA), "--limit", str(limit)]
     )
     assert result.exit_code == 0, result.output
-    assert len(list(tmp_path.glob("*.jsonl"))) == 7
+    assert len(list(tmp_path.glob("*.jsonl"))) == 10
     result = CliRunner().invoke(app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(tmp_path)])
     assert result.exit_code == 2 and "does not hold the shared data" in " ".join(result.output.split())

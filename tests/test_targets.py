@@ -106,3 +106,32 @@ def test_the_generators_share_is_measured_where_the_answer_can_be_found() -> Non
     result = {"best_d2r": "d2r_linucb", "metric": "em", "checks": [], "diagnosis": d}
     text = "\n".join(targets_markdown(hotpot, result))
     assert "held the gold answer in 2 (67%)" in text and "held the answer in 1 (100%)" in text
+
+
+def test_a_baseline_that_wins_is_explained_by_what_the_diagnosis_saw() -> None:
+    naive = _records([False] * 10, latency=5.0)
+    # Expansion: right on items 0-5; D2R: right on 0-1 and 8 only, and had flagged items 2 and 3.
+    expansion = _records([True] * 6 + [False] * 4, latency=15.0)
+    for r, held in zip(expansion, [True] * 5 + [None] + [False] * 4, strict=True):
+        r["answer_in_evidence"] = held
+    d2r = _records(
+        [True, True, False, False, False, False, False, False, True, False],
+        latency=6.0,
+        flagged=[False, False, True, True] + [False] * 6,
+    )
+    records = {"naive": naive, "d2r_linucb": d2r, "expansion": expansion}
+    summary = {m: summarize(FEVER, r) for m, r in records.items()}
+    result = check_targets(FEVER, summary, records)
+    checks = {c["target"]: c for c in result["checks"]}
+    assert checks["beats Context Expansion (k'=20)"]["met"] is False
+    assert result["baselines"] == {
+        "expansion": {"wins": 4, "losses": 1, "wins_flagged": 2, "wins_answer_in_evidence": (3, 3)}
+    }
+    text = "\n".join(targets_markdown(FEVER, result))
+    assert "it answered 4 items right that D2R got wrong (and 1 the other way)" in text
+    assert "had flagged 2 of those 4, so 2 were out of every repair's reach" in text
+    assert "held the gold answer in 3 of 3 checkable" in text
+    # A baseline D2R beats gets no such paragraph.
+    records["expansion"] = _records([False] * 10, latency=15.0)
+    result = check_targets(FEVER, {m: summarize(FEVER, r) for m, r in records.items()}, records)
+    assert result["baselines"] == {}

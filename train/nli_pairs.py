@@ -9,6 +9,14 @@
 | hotpot_support | gold paragraph, ~90 words around the sentence | a supporting sentence | entailment |
 | hotpot_swap | a gold paragraph | that sentence with one entity swapped | contradiction |
 | hotpot_distractor | a distractor paragraph of the same question | the supporting sentence | neutral |
+| hotpot_statement | both gold paragraphs' windows | the question + gold answer as a statement | entailment |
+| hotpot_statement_swap | the same | the statement with a wrong answer in the slot | contradiction |
+| hotpot_statement_distractor | a distractor paragraph | the statement | neutral |
+
+The statement pairs are the diagnosis' own query-signal pairs (diagnosis/hypotheses.py
+`question_statement`: the question with an answer in its slot, judged against the retrieved
+passages), built with the gold answer; yes/no answers are left out (their statement is a template
+that says nothing the passages could entail).
 
 An entity is swapped for another entity of the same spaCy label seen elsewhere in the data and
 absent from the premise, so the swapped statement conflicts with the passage rather than
@@ -34,6 +42,7 @@ from bench.datasets import (
     load_hotpotqa,
     load_sufficient_facts,
 )
+from diagnosis.hypotheses import question_statement
 
 # Entity types whose swap changes what a sentence asserts.
 SWAP_LABELS = frozenset(
@@ -90,6 +99,19 @@ class EntitySwapper:
         """`sentence` with one entity replaced, or None when nothing swappable is found."""
         return self.swap_doc(self.nlp(sentence), avoid)
 
+    def alternative(self, span: str, avoid: str = "") -> str | None:
+        """Another entity of `span`'s type (an answer's stand-in), absent from `avoid` and `span`.
+
+        The type is spaCy's label for the span read alone, when one entity covers most of it; in a
+        sentence spaCy often misses it (titles, lower-case names). None without a swappable type.
+        """
+        ents = [e for e in self.nlp(span).ents if len(e.text) >= 0.8 * len(span)]
+        if not ents or ents[0].label_ not in SWAP_LABELS:
+            return None
+        blocked = f"{avoid} {span}".lower()
+        choices = [t for t in self.pool.get(ents[0].label_, []) if t.lower() not in blocked]
+        return self.rng.choice(choices) if choices else None
+
     def swap_doc(self, doc: Any, avoid: str = "") -> Swap | None:
         ents = [e for e in doc.ents if e.label_ in SWAP_LABELS and self.pool.get(e.label_)]
         self.rng.shuffle(ents)
@@ -145,6 +167,57 @@ def hotpot_pairs(items: list[HotpotItem], swapper: EntitySwapper, seed: int = 0)
     return dict(out)
 
 
+def hotpot_statement_pairs(
+    items: list[HotpotItem], swapper: EntitySwapper, seed: int = 0
+) -> dict[str, list[NLIPair]]:
+    rng = random.Random(seed)
+    out: dict[str, list[NLIPair]] = defaultdict(list)
+    answers = sorted({_answer(i) for i in items} - {"yes", "no", ""})
+    for item in items:
+        if (answer := _answer(item)).lower() in {"yes", "no", ""}:
+            continue
+        # One window per gold paragraph, half the usual length each: together about one chunk.
+        # Items with paragraph-level facts only give the paragraph's opening instead.
+        windows = {t: w for t, w, _ in item.supporting_sentences(PREMISE_WORDS // 2)}
+        for t, p in item.context:
+            if t in item.supporting_titles and t not in windows:
+                windows[t] = " ".join(p.split()[: PREMISE_WORDS // 2])
+        if len(windows) < 2:
+            continue  # a multi-hop statement needs both paragraphs to be entailed
+        premise = " ".join(f"{t}: {w}" for t, w in windows.items())
+        statement = question_statement(item.question, item.answer)
+        key = item.id
+        out["hotpot_statement"].append(NLIPair(premise, statement, "entailment", f"hotpot-st-{key}"))
+        # A wrong answer in the slot: an entity of the answer's type, else another question's answer
+        # (spaCy types only about half of HotpotQA's answers read alone).
+        wrong = swapper.alternative(answer, avoid=f"{premise} {item.question}")
+        if wrong is None:
+            blocked = f"{premise} {item.question} {answer}".lower()
+            others = [a for a in answers if a.lower() not in blocked]
+            wrong = rng.choice(others) if others else None
+        if wrong is not None:
+            out["hotpot_statement_swap"].append(
+                NLIPair(
+                    premise,
+                    question_statement(item.question, wrong),
+                    "contradiction",
+                    f"hotpot-st-swap-{key}",
+                )
+            )
+        distractors = [(t, p) for t, p in item.context if t not in item.supporting_titles]
+        if distractors:
+            t, p = rng.choice(distractors)
+            p = " ".join(p.split()[:PREMISE_WORDS])
+            out["hotpot_statement_distractor"].append(
+                NLIPair(f"{t}: {p}", statement, "neutral", f"hotpot-st-dis-{key}")
+            )
+    return dict(out)
+
+
+def _answer(item: HotpotItem) -> str:
+    return item.answer.strip().rstrip(".").strip()
+
+
 def build_in_domain_pairs(
     data_root: Path, nlp: Any, seed: int = 0, limit: int | None = None
 ) -> dict[str, list[NLIPair]]:
@@ -159,4 +232,8 @@ def build_in_domain_pairs(
     pool = [c.claim for c in claims] + [s for c in claims for _, s in c.evidence]
     pool += [p for item in hotpot for _, p in item.context]
     swapper = EntitySwapper(nlp, pool, seed=seed)
-    return fever_pairs(claims, insufficient, swapper, seed=seed) | hotpot_pairs(hotpot, swapper, seed=seed)
+    return (
+        fever_pairs(claims, insufficient, swapper, seed=seed)
+        | hotpot_pairs(hotpot, swapper, seed=seed)
+        | hotpot_statement_pairs(hotpot, swapper, seed=seed)
+    )
