@@ -107,10 +107,26 @@ def write_report(
         }
         sections += _task_section(task, summary, lifts, METHODS, meta[task.name], reports)
     generator = _generator_name(base)
+    note = " ".join(filter(None, [note, _completeness(data, plan)])) or None
     data["_meta"] = {"generator": generator, "seed": plan.seed, "note": note, **meta}
     atomic_write_json(reports / "paper.json", data)
     atomic_write_text(reports / "paper.md", _document(sections, generator, plan, note))
     return data
+
+
+def _completeness(data: dict[str, Any], plan: RunPlan) -> str | None:
+    """Whether every method has its test items on every dataset shown; None when all do."""
+    short = []
+    for task, summary in data.items():
+        want = plan.test_items or max((s["n"] for s in summary.values()), default=0)
+        short += [
+            f"{task} {m.name} ({summary.get(m.name, {}).get('n', 0)})"
+            for m in METHODS
+            if summary.get(m.name, {}).get("n", 0) < want
+        ]
+    if not short:
+        return None
+    return f"Interim: rows short of their test items (n so far): {', '.join(short)}."
 
 
 def _evaluation(

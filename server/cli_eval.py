@@ -71,11 +71,8 @@ def evaluate(
             chosen = [BY_NAME[n] for n in names]
         plan = RunPlan(dev_items=dev_limit, test_items=test_limit, epochs=epochs, seed=seed)
         if report_only:
-            note = (
-                "Interim report (--report-only): written from the records so far while runs go on; "
-                "methods not listed have no records yet and n says how far each row got."
-            )
-            write_report(base, data_root, root, reports, plan, log=lambda m: err.print(m), note=note)
+            # The report says itself whether any row is short of --test-limit (bench/paper_suite.py).
+            write_report(base, data_root, root, reports, plan, log=lambda m: err.print(m))
             err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
             return
         with progress_bar() as bar:

@@ -218,6 +218,9 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     # The targets, checked from the records: the baselines not run are said to be so.
     assert "### Targets (issue 7)" in text and "| beats Query Paraphrase | - | not run yet |" in text
     assert data["_meta"]["small"]["targets"]["best_d2r"] == "d2r_linucb"
+    # Methods not run leave the report interim, and it names them: here every other method.
+    assert "Interim: rows short of their test items" in text and "small paraphrase (0)" in text
+    assert "small naive (" not in text
     # Each method's run is logged as it ends.
     runs = json.loads((tmp_path / "eval" / "results" / "small" / "runs.json").read_text())
     assert [r["method"] for r in runs] == [m.name for m in methods]
