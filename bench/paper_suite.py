@@ -118,12 +118,9 @@ def _completeness(data: dict[str, Any], plan: RunPlan) -> str | None:
     """Whether every method has its test items on every dataset shown; None when all do."""
     short = []
     for task, summary in data.items():
-        want = plan.test_items or max((s["n"] for s in summary.values()), default=0)
-        short += [
-            f"{task} {m.name} ({summary.get(m.name, {}).get('n', 0)})"
-            for m in METHODS
-            if summary.get(m.name, {}).get("n", 0) < want
-        ]
+        have = {m.name: summary.get(m.name, {}).get("n", 0) for m in METHODS}
+        want = plan.test_items or max(have.values(), default=0)
+        short += [f"{task} {name} ({n})" for name, n in have.items() if n < want]
     if not short:
         return None
     return f"Interim: rows short of their test items (n so far): {', '.join(short)}."

@@ -40,6 +40,16 @@ def _ok(record: Mapping[str, Any], task: Task) -> bool:
     return record["scores"][task.primary] > 0
 
 
+def _flagged(record: Mapping[str, Any]) -> bool:
+    return record["first_failure"] not in (None, "NoFailure")
+
+
+def _holding(records: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(items whose final passages held the gold answer, items where that is known)."""
+    known = [r["answer_in_evidence"] for r in records if r.get("answer_in_evidence") is not None]
+    return sum(known), len(known)
+
+
 def diagnosis_evidence(
     task: Task, naive: Sequence[Mapping[str, Any]], d2r: Sequence[Mapping[str, Any]]
 ) -> dict:
@@ -49,21 +59,14 @@ def diagnosis_evidence(
     wrong = [r for ok, r in rows if not ok]
     right = [r for ok, r in rows if ok]
 
-    def flagged(rs: list) -> list:
-        return [r for r in rs if r["first_failure"] not in (None, "NoFailure")]
-
-    def holding(rs: list) -> tuple[int, int]:
-        """(items whose final passages held the gold answer, items where that is known)."""
-        known = [r["answer_in_evidence"] for r in rs if r.get("answer_in_evidence") is not None]
-        return sum(known), len(known)
-
-    wrong_flagged, right_flagged = flagged(wrong), flagged(right)
+    wrong_flagged = [r for r in wrong if _flagged(r)]
+    right_flagged = [r for r in right if _flagged(r)]
     stuck = [r for r in wrong_flagged if not _ok(r, task)]
     return {
         # The generator's share: wrong although the passages it read held the answer.
-        "naive_wrong_answer_in_evidence": holding([r for r in naive if not first_ok[r["id"]]]),
+        "naive_wrong_answer_in_evidence": _holding([r for r in naive if not first_ok[r["id"]]]),
         "flagged_still_wrong": len(stuck),
-        "flagged_still_wrong_answer_in_evidence": holding(stuck),
+        "flagged_still_wrong_answer_in_evidence": _holding(stuck),
         "naive_wrong": len(wrong),
         "wrong_flagged": len(wrong_flagged),  # the diagnosis' recall of wrong answers
         "wrong_flagged_fixed": len(wrong_flagged) - len(stuck),
@@ -79,17 +82,13 @@ def baseline_wins(
 ) -> dict[str, Any]:
     """The items a baseline answered right and D2R wrong: was D2R's diagnosis even looking there?"""
     d2r_by_id = {r["id"]: r for r in d2r}
-    wins = [(b, d2r_by_id[b["id"]]) for b in base if b["id"] in d2r_by_id]
-    wins = [(b, d) for b, d in wins if _ok(b, task) and not _ok(d, task)]
-    losses = sum(
-        1 for b in base if b["id"] in d2r_by_id and not _ok(b, task) and _ok(d2r_by_id[b["id"]], task)
-    )
-    held = [b["answer_in_evidence"] for b, _ in wins if b.get("answer_in_evidence") is not None]
+    pairs = [(b, d2r_by_id[b["id"]]) for b in base if b["id"] in d2r_by_id]
+    wins = [(b, d) for b, d in pairs if _ok(b, task) and not _ok(d, task)]
     return {
         "wins": len(wins),  # baseline right, D2R wrong
-        "losses": losses,  # baseline wrong, D2R right
-        "wins_flagged": sum(d["first_failure"] not in (None, "NoFailure") for _, d in wins),
-        "wins_answer_in_evidence": (sum(held), len(held)),
+        "losses": sum(not _ok(b, task) and _ok(d, task) for b, d in pairs),  # the other way
+        "wins_flagged": sum(_flagged(d) for _, d in wins),
+        "wins_answer_in_evidence": _holding([b for b, _ in wins]),
     }
 
 

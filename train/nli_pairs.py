@@ -159,10 +159,8 @@ def hotpot_pairs(items: list[HotpotItem], swapper: EntitySwapper, seed: int = 0)
             if s := swapper.swap(sentence, avoid=paragraph):
                 out["hotpot_swap"].append(NLIPair(premise, s.text, "contradiction", f"hotpot-swap-{key}"))
             if distractors:
-                t, p = rng.choice(distractors)
-                p = " ".join(p.split()[:PREMISE_WORDS])  # the same length as the gold premises
                 out["hotpot_distractor"].append(
-                    NLIPair(f"{t}: {p}", sentence, "neutral", f"hotpot-dis-{key}")
+                    NLIPair(_distractor(rng, distractors), sentence, "neutral", f"hotpot-dis-{key}")
                 )
     return dict(out)
 
@@ -206,12 +204,16 @@ def hotpot_statement_pairs(
             )
         distractors = [(t, p) for t, p in item.context if t not in item.supporting_titles]
         if distractors:
-            t, p = rng.choice(distractors)
-            p = " ".join(p.split()[:PREMISE_WORDS])
             out["hotpot_statement_distractor"].append(
-                NLIPair(f"{t}: {p}", statement, "neutral", f"hotpot-st-dis-{key}")
+                NLIPair(_distractor(rng, distractors), statement, "neutral", f"hotpot-st-dis-{key}")
             )
     return dict(out)
+
+
+def _distractor(rng: random.Random, distractors: list[tuple[str, str]]) -> str:
+    """One distractor paragraph as a premise, cut to the length of the gold premises."""
+    title, paragraph = rng.choice(distractors)
+    return f"{title}: {' '.join(paragraph.split()[:PREMISE_WORDS])}"
 
 
 def _answer(item: HotpotItem) -> str:
