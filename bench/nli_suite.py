@@ -53,6 +53,26 @@ def fever_claim_evidence_test(root: Path) -> list[NLIPair]:
     return pairs
 
 
+def hotpot_statement_test(root: Path) -> list[NLIPair]:
+    """The diagnosis' own query signal on HotpotQA TEST items: both gold paragraphs against the
+    question as a statement with the gold answer (entailment), with a wrong answer in its slot
+    (contradiction), and a distractor paragraph against it (neutral). Built as `ragmend nli
+    pairs` builds its DEV-split training files (train/nli_pairs.py), never trained on."""
+    from bench.datasets import load_hotpotqa
+    from ragmend.models.spacy_model import load_spacy
+    from ragmend.settings import ModelsSettings
+    from train.nli_pairs import EntitySwapper, hotpot_statement_pairs
+
+    items = load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")
+    # The wrong answers come from the gold paragraphs' entities (a smaller pool parses faster).
+    pool = [p for i in items for t, p in i.context if t in i.supporting_titles]
+    swapper = EntitySwapper(load_spacy(ModelsSettings()), pool, seed=0)
+    built = hotpot_statement_pairs(items, swapper, seed=0)
+    # Item by item (ids end in the item's id), so that --limit N still mixes the three labels.
+    pairs = [p for rows in built.values() for p in rows]
+    return sorted(pairs, key=lambda p: (p.id.rsplit("-", 1)[1], p.id))
+
+
 SUITE: tuple[SuiteSet, ...] = (
     SuiteSet("mnli_dev_matched", "MNLI dev-matched", _shared("mnli_dev_matched"), ("accuracy", 0.72)),
     SuiteSet("snli_test", "SNLI test", _shared("snli_test"), ("accuracy", 0.82)),
@@ -68,6 +88,11 @@ SUITE: tuple[SuiteSet, ...] = (
         "FEVER test claim vs evidence, 3-way",
         fever_claim_evidence_test,
         ("macro_f1", 0.75),
+    ),
+    SuiteSet(
+        "hotpot_statement_test",
+        "HotpotQA test question-as-statement vs gold paragraphs, 3-way",
+        hotpot_statement_test,
     ),
     SuiteSet("anli_dev_r1", "ANLI dev r1", _shared("anli_dev_r1")),
     SuiteSet("anli_dev_r2", "ANLI dev r2", _shared("anli_dev_r2")),

@@ -95,16 +95,30 @@ def nli_train(
 @nli_app.command("label")
 def nli_label(
     teacher: Annotated[Path, typer.Option(help="The teacher NLI model directory (transformers or ONNX).")],
-    data: Annotated[list[Path], typer.Option(help="A pair file in the shared NLI format (repeatable).")],
+    data: Annotated[
+        list[str],
+        typer.Option(
+            help="A pair file in the shared NLI format, or a permissive set name as in a mix "
+            "(mnli_dev_mismatched, ...) (repeatable)."
+        ),
+    ],
     out_dir: Annotated[Path, typer.Option("--out", help="Directory for the labelled files (same names).")],
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
     device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
     max_length: Annotated[int, typer.Option(help="Token limit per pair (the premise is cut).")] = 256,
     batch_size: Annotated[int, typer.Option(help="Pairs per forward pass.")] = 64,
-    limit: Annotated[int | None, typer.Option(help="Only the first N pairs of each file.")] = None,
+    skip: Annotated[
+        int, typer.Option(help="Leave out the first N pairs of each file (those the teacher trained on).")
+    ] = 0,
+    limit: Annotated[int | None, typer.Option(help="Label at most N pairs of each file.")] = None,
+    bf16: Annotated[
+        bool, typer.Option("--bf16/--fp32", help="Run a transformers teacher in bf16 (faster, ~same labels).")
+    ] = False,
 ) -> None:
     """Write a teacher's probabilities onto pair files ('probs'), for training a student on them.
 
-    Each pair keeps its own label; `nli train` mixes it with the teacher's (soft_weight).
+    Each pair keeps its own label; `nli train` mixes it with the teacher's (soft_weight). A set
+    name writes `<name>.jsonl`; with --skip, the rows a teacher trained on stay out of its labels.
     Example: ragmend nli label --teacher data/nli-mpnet/model --data data/nli-pairs/fever_swap.jsonl
     --out data/nli-soft
     """
@@ -113,22 +127,26 @@ def nli_label(
     from ragmend.models.nli import open_nli
     from ragmend.models.runtime import torch_device
     from train.nli_distill import agreement, label_pairs
-    from train.nli_train import write_pairs
+    from train.nli_train import shared_set_path, write_pairs
 
     def work() -> None:
         settings()
         where = torch_device(device)
         if not teacher.is_dir():
             raise InputError(f"not a model directory: {teacher}")
+        if skip < 0 or (limit is not None and limit < 1):
+            raise InputError("--skip must be >= 0 and --limit >= 1")
         sources = {}
-        for path in data:
+        for spec in data:
+            path, name = Path(spec), Path(spec).name
             if not path.is_file():
-                raise InputError(f"no such pair file: {path}")
+                path, name = shared_set_path(spec, data_root), f"{spec}.jsonl"
             try:
-                sources[path] = load_pairs(path, limit=limit)
+                rows = load_pairs(path, limit=None if limit is None else skip + limit)
             except ValueError as e:
                 raise InputError(str(e)) from e
-        nli = open_nli(str(teacher), max_length, batch_size, device=where)
+            sources[name] = rows[skip:]
+        nli = open_nli(str(teacher), max_length, batch_size, device=where, bf16=bf16)
         summary = {}
         with progress_bar() as bar:
 
@@ -136,12 +154,12 @@ def nli_label(
                 job = bar.add_task(name, total=len(pairs))
                 return label_pairs(nli, pairs, progress=lambda done, _: bar.update(job, completed=done))
 
-            for path, pairs in sources.items():
-                labelled = label(path.name, pairs)
-                write_pairs(out_dir / path.name, labelled)
-                summary[path.name] = agreement(labelled)
-        result = {"teacher": str(teacher), "device": where, "out": str(out_dir), "files": summary}
-        print(json.dumps(result, indent=2))
+            for name, pairs in sources.items():
+                labelled = label(name, pairs)
+                write_pairs(out_dir / name, labelled)
+                summary[name] = agreement(labelled)
+        result = {"teacher": str(teacher), "device": where, "bf16": bf16, "out": str(out_dir)}
+        print(json.dumps({**result, "files": summary}, indent=2))
 
     run(work)
 

@@ -205,7 +205,10 @@ def test_suite_cli_on_a_few_pairs(onnx_nli_dir: Path) -> None:
         "snli_test",
         "fever_symmetric_test",
         "fever_claim_evidence_test",
+        "hotpot_statement_test",
     }
+    hotpot = out["sets"]["hotpot_statement_test"]
+    assert hotpot["n"] == 20 and len([n for n in hotpot["confusion"].values() if sum(n.values())]) == 3
     sym = out["sets"]["fever_symmetric_test"]
     assert sym["n"] == 20 and "three_way" in sym and set(sym["confusion"]) == {"entailment", "contradiction"}
     assert out["sets"]["mnli_dev_matched"]["target"]["metric"] == "accuracy"

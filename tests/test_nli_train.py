@@ -147,9 +147,36 @@ def test_nli_label_writes_the_teachers_probabilities(tmp_path: Path, random_nli_
     assert summary["files"]["pairs.jsonl"]["n"] == 3
 
     result = CliRunner().invoke(app, [*args[:5], str(tmp_path / "missing.jsonl"), *args[6:]])
-    assert result.exit_code == 2 and "no such pair file" in result.output
+    assert result.exit_code == 2 and "neither a pair file nor a shared set" in result.output
+    result = CliRunner().invoke(app, [*args[:5], "anli_dev_r1", *args[6:], "--data-root", str(tmp_path)])
+    assert result.exit_code == 2 and "evaluation only" in result.output
     result = CliRunner().invoke(app, [*args, "--device", "tpu"])
     assert result.exit_code == 2 and "expected auto, cpu or cuda" in result.output
+
+
+def test_nli_label_skips_the_rows_a_teacher_trained_on(tmp_path: Path, random_nli_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bench.datasets import load_nli
+    from server.cli import app
+
+    shared = tmp_path / "shared" / "nli" / "mnli"
+    shared.mkdir(parents=True)
+    _write(shared / "dev_mismatched.jsonl", PAIRS[:5])
+    out = tmp_path / "soft"
+    args = ["nli", "label", "--teacher", str(random_nli_dir), "--data", "mnli_dev_mismatched"]
+    args += ["--out", str(out), "--data-root", str(tmp_path / "shared"), "--device", "cpu"]
+    result = CliRunner().invoke(app, [*args, "--skip", "1", "--limit", "3"])
+    assert result.exit_code == 0, result.output
+    labelled = load_nli(out / "mnli_dev_mismatched.jsonl")
+    assert [(p.premise, p.hypothesis) for p in labelled] == [(p.premise, p.hypothesis) for p in PAIRS[1:4]]
+    assert all(p.probs is not None for p in labelled)
+    result = CliRunner().invoke(app, [*args, "--skip", "1", "--limit", "3", "--bf16"])
+    assert result.exit_code == 0, result.output
+    in_bf16 = load_nli(out / "mnli_dev_mismatched.jsonl")
+    assert np.allclose([p.probs for p in in_bf16], [p.probs for p in labelled], atol=0.02)
+    result = CliRunner().invoke(app, [*args, "--skip", "-1"])
+    assert result.exit_code == 2 and "--skip must be >= 0" in result.output
 
 
 @pytest.mark.parametrize("mix", sorted((Path(__file__).parents[1] / "train" / "mixes").glob("*.yaml")))

@@ -22,7 +22,7 @@ Progress = Callable[[int, int], None]  # (pairs labelled, pairs in all)
 
 
 def label_pairs(
-    teacher: NLIModel, pairs: list[NLIPair], chunk: int = 512, progress: Progress | None = None
+    teacher: NLIModel, pairs: list[NLIPair], chunk: int = 2048, progress: Progress | None = None
 ) -> list[NLIPair]:
     """The same pairs with the teacher's probabilities (NLI_LABELS order) in `probs`."""
     out: list[NLIPair] = []

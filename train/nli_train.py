@@ -80,17 +80,26 @@ def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
     return cfg
 
 
-def resolve_mix(cfg: TrainConfig, data_root: Path, relative_to: Path) -> list[NLIPair]:
+def shared_set_path(name: str, data_root: Path) -> Path:
+    """The file of a permissive shared NLI set; evaluation-only sets are refused (data README)."""
     sets = {s.name: s for s in NLI_SETS}
+    if name not in sets:
+        raise InputError(f"'{name}' is neither a pair file nor a shared set ({', '.join(sets)})")
+    s = sets[name]
+    if not s.permissive:
+        raise InputError(f"'{name}' is {s.license}: evaluation only, never trained on")
+    path = data_root / s.relpath
+    if not path.is_file():
+        raise InputError(f"'{name}': no such file {path}")
+    return path
+
+
+def resolve_mix(cfg: TrainConfig, data_root: Path, relative_to: Path) -> list[NLIPair]:
+    sets = {s.name for s in NLI_SETS}
     pairs: list[NLIPair] = []
     for entry in cfg.mix:
         if entry.source in sets:
-            s = sets[entry.source]
-            if not s.permissive:
-                raise InputError(
-                    f"mix entry '{entry.source}' is {s.license}: evaluation only, never trained on"
-                )
-            path = data_root / s.relpath
+            path = shared_set_path(entry.source, data_root)
         else:
             path = Path(entry.source)
             path = path if path.is_absolute() else relative_to / path

@@ -201,7 +201,9 @@ class OnnxNLI(_CrossEncoderNLI):
 class TransformersNLI(_CrossEncoderNLI):
     """Any transformers sequence-classification NLI model (a local directory or a hub id)."""
 
-    def __init__(self, model: str, max_length: int = 256, batch_size: int = 16, device: str = "cpu"):
+    def __init__(
+        self, model: str, max_length: int = 256, batch_size: int = 16, device: str = "cpu", bf16: bool = False
+    ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         quiet_transformers()
@@ -211,6 +213,10 @@ class TransformersNLI(_CrossEncoderNLI):
             self.model = AutoModelForSequenceClassification.from_pretrained(model).eval().to(device)
         except (OSError, ValueError) as e:
             raise ModelUnavailable(f"NLI model '{model}' could not be loaded: {e}") from e
+        if bf16:  # for bulk labelling (a teacher): ~1.7x faster on CPUs with avx512_bf16
+            import torch
+
+            self.model.to(torch.bfloat16)
         if not getattr(tokenizer, "is_fast", False):
             raise ModelUnavailable(f"NLI model '{model}' has no fast tokenizer (tokenizer.json)")
         self.tokenizer = tokenizer
@@ -239,12 +245,14 @@ class TransformersNLI(_CrossEncoderNLI):
 NLIModel = OnnxNLI | TransformersNLI
 
 
-def open_nli(path: str, max_length: int = 256, batch_size: int = 16, device: str = "cpu") -> NLIModel:
+def open_nli(
+    path: str, max_length: int = 256, batch_size: int = 16, device: str = "cpu", bf16: bool = False
+) -> NLIModel:
     """A model directory with model.onnx runs on onnxruntime (CPU); anything else, or any model
-    asked for on a GPU, on transformers."""
+    asked for on a GPU, on transformers (in bf16 if asked)."""
     if device == "cpu" and (Path(path) / "model.onnx").exists():
         return OnnxNLI(Path(path), max_length, batch_size)
-    return TransformersNLI(path, max_length, batch_size, device=device)
+    return TransformersNLI(path, max_length, batch_size, device=device, bf16=bf16)
 
 
 def nli_source(models: ModelsSettings) -> tuple[str, str]:
