@@ -20,12 +20,20 @@ faithfulness (the final
 answer's response entailment e_r is "entail" under the NLI role; note that the D2R reward optimises
 this very signal, so it favours D2R by construction: the task metrics are the independent ones),
 the first and final failure types, and the repair (action, kept answer, success, reward).
+
+The NLI model is part of every D2R result (the diagnosis decides what is repaired and what the
+policy learns), so each run and each warm start names the NLI weights it ran with
+(ragmend.models.nli.nli_identity): a method's records are never resumed under other weights, and a
+warm start made under other weights is redone. `archive` moves a method's records, policy state,
+warm start and runs aside (results/<task>/archive/<UTC time>/) to run it afresh.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +52,9 @@ from engine.repair import RepairSkip, RepairTrace
 from engine.services import EngineServices
 from kg.phrases import embed_with
 from ragmend import clock
-from ragmend.errors import GeneratorError
+from ragmend.errors import GeneratorError, InputError
 from ragmend.fileio import atomic_write_json
+from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
 
@@ -81,6 +90,7 @@ class Evaluation:
         self.dev = first(items, "dev", plan.dev_items)
         self.test = first(items, "test", plan.test_items)
         self.registry = registry or ModelRegistry(ws.settings(base))
+        self.nli = nli_identity(ws.settings(base).models)
         self.meter = CostMeter()
         self._embed: Callable[[list[str]], np.ndarray] | None = None
 
@@ -94,6 +104,44 @@ class Evaluation:
 
     def records_path(self, method: Method) -> Path:
         return self.out_dir / f"{method.name}.test.jsonl"
+
+    @property
+    def runs_path(self) -> Path:
+        return self.out_dir / "runs.json"
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every invocation's work on a method: command, wall minutes, plan, NLI model."""
+        return json.loads(self.runs_path.read_text()) if self.runs_path.exists() else []
+
+    def log_run(self, method: Method, command: str, seconds: float) -> None:
+        minutes = round(seconds / 60, 1)
+        run = {"command": command, "method": method.name, "minutes": minutes, "plan": self.plan.__dict__}
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.runs_path, [*self.runs(), {**run, "nli": self.nli}])
+
+    def records_nli(self, method: Method) -> str | None:
+        """The NLI model of the method's last run (None: never run, or run before runs named it)."""
+        return next((r.get("nli") for r in reversed(self.runs()) if r["method"] == method.name), None)
+
+    def archive(self, method: Method) -> Path | None:
+        """Move the method's records, policy state, own warm start and runs aside; None when it has
+        none. Nothing is deleted: an earlier result stays readable next to the new one."""
+        moving = [
+            p
+            for p in (self.records_path(method), self.warm_path(method), *self._state_files(method))
+            if p.exists()
+        ]
+        runs = self.runs()
+        mine = [r for r in runs if r["method"] == method.name]
+        if not moving and not mine:
+            return None
+        dest = self.out_dir / "archive" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) / method.name
+        dest.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(dest / "runs.json", mine)
+        for p in moving:
+            shutil.move(p, dest / p.name)
+        atomic_write_json(self.runs_path, [r for r in runs if r["method"] != method.name])
+        return dest
 
     def engine(self, method: Method, learn: bool) -> Engine:
         policy: dict[str, Any] = {
@@ -111,11 +159,16 @@ class Evaluation:
     def run(self, method: Method) -> list[dict[str, Any]]:
         """Warm start (when the method has one and it is not done yet), then the test items."""
         records = self.records(method, repair=True)
-        if method.repairs and not records:
-            self._prepare_state(method)
         todo = self.test[len(records) :]
         if not todo:
             return records
+        if records and (made_with := self.records_nli(method) or "unnamed") != self.nli:
+            raise InputError(
+                f"{self.ws.task.name} {method.name}: its {len(records)} records were made with NLI "
+                f"{made_with}, not {self.nli}; rerun with --restart to set them aside and start over"
+            )
+        if method.repairs and not records:
+            self._prepare_state(method)
         engine = self.engine(method, learn=method.learn_on_test)
         try:
             self._warm_up(engine)
@@ -144,7 +197,7 @@ class Evaluation:
         self._clear_state(method)
         source = BY_NAME[method.warm_from] if method.warm_from else method
         warm = self.warm_path(source)
-        if not warm.exists():
+        if not warm.exists() or json.loads(warm.read_text()).get("nli") != self.nli:
             self._warm_start(source)
         engine = self.engine(method, learn=True)
         try:
@@ -152,10 +205,13 @@ class Evaluation:
         finally:
             engine.close()
 
-    def _clear_state(self, method: Method) -> None:
+    def _state_files(self, method: Method) -> list[Path]:
         state = self.state_path(method)
-        state.parent.mkdir(parents=True, exist_ok=True)
-        for p in state.parent.glob(state.name + "*"):  # the SQLite file and its WAL
+        return sorted(state.parent.glob(state.name + "*"))  # the SQLite file and its WAL
+
+    def _clear_state(self, method: Method) -> None:
+        self.state_path(method).parent.mkdir(parents=True, exist_ok=True)
+        for p in self._state_files(method):
             p.unlink()
 
     def _warm_start(self, method: Method) -> None:
@@ -177,7 +233,12 @@ class Evaluation:
             engine.close()
         atomic_write_json(
             self.warm_path(method),
-            {"epochs": [r.as_json() for r in reports], "dev_items": len(self.dev), "state": exported},
+            {
+                "epochs": [r.as_json() for r in reports],
+                "dev_items": len(self.dev),
+                "nli": self.nli,
+                "state": exported,
+            },
         )
 
     # -- one item --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from bench.targets import check_targets, targets_markdown
 from bench.tasks import TASKS, Task
 from bench.workspace import Workspace
 from ragmend.fileio import atomic_write_json, atomic_write_text
+from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
 
@@ -38,22 +39,25 @@ def run_paper_suite(
     log: Callable[[str], None] = print,
     on_item: Callable[[str, int, int], None] | None = None,
     registry: ModelRegistry | None = None,
+    restart: bool = False,
 ) -> dict[str, Any]:
     """Run `methods` on `tasks`, then write the report of every task that has records in `workdir`
-    (a task run by an earlier invocation keeps its section). `registry`: loaded models to share."""
+    (a task run by an earlier invocation keeps its section). `registry`: loaded models to share.
+    `restart`: archive each method's earlier records and state first (Evaluation.archive)."""
     reports.mkdir(parents=True, exist_ok=True)
-    results_dir = workdir / "results"
     for task in tasks:
         evaluation = _evaluation(task, base, data_root, workdir, plan, registry, log, on_item)
         registry = evaluation.registry  # the encoders load once for every task
         for method in methods:
+            if restart and (dest := evaluation.archive(method)) is not None:
+                log(f"{task.name}: {method.title}: earlier records and state moved to {dest}")
             t0 = time.monotonic()
             log(f"{task.name}: {method.title}")
             evaluation.run(method)
             seconds = time.monotonic() - t0
             log(f"{task.name}: {method.title} done in {seconds:.0f} s")
             # Per method, as each ends: an interrupted invocation still leaves what it finished.
-            _log_run(results_dir / task.name / "runs.json", command, seconds, plan, method.name)
+            evaluation.log_run(method, command, seconds)
     return write_report(base, data_root, workdir, reports, plan, registry, log, tasks)
 
 
@@ -78,7 +82,6 @@ def write_report(
         results = workdir / "results" / task.name
         if not any(results.glob("*.test.jsonl")):
             continue
-        runs = json.loads((results / "runs.json").read_text()) if (results / "runs.json").exists() else []
         # Every test item: the records of a run with any --test-limit follow the same order.
         evaluation = _evaluation(task, base, data_root, workdir, RunPlan(seed=plan.seed), registry, log, None)
         records = {m.name: recs for m in METHODS if (recs := evaluation.records(m))}
@@ -102,15 +105,17 @@ def write_report(
             "split": "test",
             "dev_items_warm_start": sorted({w["dev_items"] for w in warm.values()}),
             "warm_start": {m: w["epochs"] for m, w in warm.items()},
-            "runs": runs,
+            "runs": evaluation.runs(),
+            "nli": {m.name: evaluation.records_nli(m) or "unnamed" for m in METHODS if m.name in records},
             "targets": check_targets(task, summary, records, plan.seed),
         }
         sections += _task_section(task, summary, lifts, METHODS, meta[task.name], reports)
     generator = _generator_name(base)
+    nli = nli_identity(base.models)
     note = " ".join(filter(None, [note, _completeness(data, plan)])) or None
-    data["_meta"] = {"generator": generator, "seed": plan.seed, "note": note, **meta}
+    data["_meta"] = {"generator": generator, "nli": nli, "seed": plan.seed, "note": note, **meta}
     atomic_write_json(reports / "paper.json", data)
-    atomic_write_text(reports / "paper.md", _document(sections, generator, plan, note))
+    atomic_write_text(reports / "paper.md", _document(sections, generator, nli, plan, note))
     return data
 
 
@@ -139,15 +144,6 @@ def _evaluation(
     ws = Workspace(task, workdir / task.name, data_root)
     shared = ModelRegistry.sharing(registry, ws.settings(base)) if registry is not None else None
     return Evaluation(ws, base, workdir / "results", plan, registry=shared, log=log, on_item=on_item)
-
-
-def _log_run(path: Path, command: str, seconds: float, plan: RunPlan, method: str) -> None:
-    """Every invocation's work on a method: command, wall minutes, plan (resumed runs add up)."""
-    runs = json.loads(path.read_text()) if path.exists() else []
-    runs.append(
-        {"command": command, "method": method, "minutes": round(seconds / 60, 1), "plan": plan.__dict__}
-    )
-    atomic_write_json(path, runs)
 
 
 def _generator_name(base: Settings) -> str:
@@ -182,7 +178,8 @@ def _task_section(
         "",
         "Time per method, whatever the interruptions: answering the test items (the sum of per-item "
         "latency, cached generations at their recorded duration) and the warm start (wall time per "
-        "epoch of the invocation that ran it; a resumed warm start replays its cache):",
+        "epoch of the invocation that ran it; a resumed warm start replays its cache); and the NLI "
+        "weights the method ran with (the diagnosis, hence every D2R decision, depends on them):",
     ]
     for m in methods:
         res = summary.get(m.name, {})
@@ -192,6 +189,7 @@ def _task_section(
             out.append(
                 f"- {m.title}: {res['answer_minutes']:.1f} min for {res['n']} items"
                 + (f"; warm start {warm} min" if warm else "")
+                + f"; NLI {meta['nli'][m.name]}"
             )
     out.append("")
     for key, title in TABLES:
@@ -215,12 +213,13 @@ def _task_section(
     return out
 
 
-def _document(sections: list[str], generator: str, plan: RunPlan, note: str | None = None) -> str:
+def _document(sections: list[str], generator: str, nli: str, plan: RunPlan, note: str | None = None) -> str:
     head = [
         "# ragmend against D2R-RAG (seed 003): FEVER and HotpotQA",
         "",
         *([f"**{note}**", ""] if note else []),
         f"Generator: {generator}. Seed {plan.seed}. Each cell: ours (the paper's in parentheses).",
+        f"NLI of the diagnosis now: {nli}; each method's own is listed with its time below.",
         "Latency counts cached generations at their recorded duration (ragmend/clock.py).",
         "",
         "How each figure is computed is in bench/report.py; the paper's latency and VRAM were measured",

@@ -24,8 +24,8 @@ ABSTAIN_LABEL = "NOT ENOUGH INFO"
 class Thresholds:
     """The aggregation rule's thresholds (configuration: diagnosis.*; calibrated on dev)."""
 
-    entail: float = 0.325  # a passage entails a hypothesis when P(entail) >= this
-    contradict: float = 0.4  # ... contradicts it when P(contradict) >= this (and none entails)
+    entail: float = 0.4  # a passage entails a hypothesis when P(entail) >= this
+    contradict: float = 0.35  # ... contradicts it when P(contradict) >= this (and none entails)
     relevance: float = 0.5  # rerank construction: sigmoid(max reranker logit) >= this = answers
     egc_tau: float = 0.4  # EGC edge threshold on cosine similarity (seed 002)
     joint_entail: float = 0.6  # the joint premise (top passages concatenated) entails at this

@@ -130,10 +130,10 @@ class DiagnosisSettings(_Section):
     # question (the raw question as NLI hypothesis), rerank (cross-encoder relevance).
     query_hypothesis: Literal["statement", "question", "rerank"] = "statement"
     # AggregateNLI: a passage entails / contradicts a hypothesis at these calibrated probabilities.
-    # Defaults: the F1-best points on the NLI model's 2,450 held-out pairs (never trained on) for
+    # Defaults: the F1-best points on the NLI model's 2,495 held-out pairs (never trained on) for
     # the shipped model (`ragmend bench diagnosis`, docs/diagnosis.md); refit for another model.
-    entail_threshold: float = Field(0.325, gt=0, lt=1)
-    contradict_threshold: float = Field(0.4, gt=0, lt=1)
+    entail_threshold: float = Field(0.4, gt=0, lt=1)
+    contradict_threshold: float = Field(0.35, gt=0, lt=1)
     # The joint premise (top two passages concatenated) entails only at this higher bar: two
     # unrelated passages side by side draw spurious mid-range entailment.
     joint_entail_threshold: float = Field(0.6, gt=0, lt=1)

@@ -34,6 +34,14 @@ def evaluate(
     ] = None,
     reports: Annotated[Path, typer.Option(help="Report directory (paper.md, paper.json).")] = Path("reports"),
     data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    restart: Annotated[
+        bool,
+        typer.Option(
+            "--restart",
+            help="Set each chosen method's earlier records, policy state and warm start aside "
+            "(results/<task>/archive/) and run it afresh, e.g. after the NLI model changed.",
+        ),
+    ] = False,
     report_only: Annotated[
         bool, typer.Option("--report-only", help="Write the report from the records so far; run nothing.")
     ] = False,
@@ -44,6 +52,7 @@ def evaluate(
     after an interruption.
 
     Example: ragmend eval --suite paper --datasets fever --test-limit 300 --dev-limit 300
+    Example: ragmend eval --suite paper --datasets hotpotqa --methods d2r_linucb --restart
     Example: ragmend eval --suite poison --test-limit 100
     """
     from bench.evaluate import RunPlan
@@ -94,6 +103,7 @@ def evaluate(
                 command,
                 log=lambda m: err.print(m),
                 on_item=tick,
+                restart=restart,
             )
         err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
 

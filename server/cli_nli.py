@@ -110,6 +110,13 @@ def nli_label(
     skip: Annotated[
         int, typer.Option(help="Leave out the first N pairs of each file (those the teacher trained on).")
     ] = 0,
+    skip_from: Annotated[
+        Path | None,
+        typer.Option(
+            help="The teacher's training mix: leave out, per file, the rows it trained on (its limit "
+            "for that set; instead of --skip)."
+        ),
+    ] = None,
     limit: Annotated[int | None, typer.Option(help="Label at most N pairs of each file.")] = None,
     bf16: Annotated[
         bool, typer.Option("--bf16/--fp32", help="Run a transformers teacher in bf16 (faster, ~same labels).")
@@ -118,16 +125,19 @@ def nli_label(
     """Write a teacher's probabilities onto pair files ('probs'), for training a student on them.
 
     Each pair keeps its own label; `nli train` mixes it with the teacher's (soft_weight). A set
-    name writes `<name>.jsonl`; with --skip, the rows a teacher trained on stay out of its labels.
+    name writes `<name>.jsonl`; with --skip or --skip-from, the rows a teacher trained on stay out
+    of its labels.
     Example: ragmend nli label --teacher data/nli-mpnet/model --data data/nli-pairs/fever_swap.jsonl
     --out data/nli-soft
+    Example: ragmend nli label --teacher data/nli-mpnet-cpu/model --data snli_dev
+    --skip-from train/mixes/mpnet-teacher-cpu.yaml --out data/nli-soft
     """
     from bench.datasets import load_nli as load_pairs
     from ragmend.errors import InputError
     from ragmend.models.nli import open_nli
     from ragmend.models.runtime import torch_device
     from train.nli_distill import agreement, label_pairs
-    from train.nli_train import shared_set_path, write_pairs
+    from train.nli_train import load_train_config, shared_set_path, trained_rows, write_pairs
 
     def work() -> None:
         settings()
@@ -136,16 +146,22 @@ def nli_label(
             raise InputError(f"not a model directory: {teacher}")
         if skip < 0 or (limit is not None and limit < 1):
             raise InputError("--skip must be >= 0 and --limit >= 1")
+        if skip and skip_from is not None:
+            raise InputError("give --skip or --skip-from, not both")
+        teacher_mix = load_train_config(skip_from) if skip_from is not None else None
         sources = {}
         for spec in data:
             path, name = Path(spec), Path(spec).name
             if not path.is_file():
                 path, name = shared_set_path(spec, data_root), f"{spec}.jsonl"
+            seen = skip if teacher_mix is None else trained_rows(teacher_mix, spec)
+            if seen is None:
+                raise InputError(f"{skip_from} trains on every row of {spec}: none is left to label")
             try:
-                rows = load_pairs(path, limit=None if limit is None else skip + limit)
+                rows = load_pairs(path, limit=None if limit is None else seen + limit)
             except ValueError as e:
                 raise InputError(str(e)) from e
-            sources[name] = rows[skip:]
+            sources[name] = rows[seen:]
         nli = open_nli(str(teacher), max_length, batch_size, device=where, bf16=bf16)
         summary = {}
         with progress_bar() as bar:

@@ -46,7 +46,7 @@ def test_clear_cases(nli: OnnxNLI) -> None:
             (PASSAGE, "Marie Curie was born in Berlin."),
             (PASSAGE, "Marie Curie had three brothers."),
             (PASSAGE, "Marie Curie won the Nobel Prize in Physics in 1903."),
-            (PASSAGE, "Marie Curie won the Nobel Prize in Physics in 1911."),
+            (PASSAGE, "Marie Curie was born in Paris."),
             (PASSAGE, "Marie Curie never won a Nobel Prize."),
             (PASSAGE, "Marie Curie was a chemist."),
         ]
@@ -61,8 +61,8 @@ def test_clear_cases(nli: OnnxNLI) -> None:
         "contradiction",
         "entailment",
     ]
-    # Known weaknesses (MODEL_CARD.md), not asserted: "born in Paris" (the passage says
-    # naturalised-French) and "born in 1900" come out as entailment.
+    # Known weakness (MODEL_CARD.md), not asserted: a wrong number ("won ... in 1911", "born in
+    # 1900") sits between entailment and contradiction; the KG alignment checks numbers.
     assert np.allclose(batch.probs.sum(axis=1), 1.0, atol=1e-5)
 
 

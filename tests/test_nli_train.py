@@ -177,6 +177,18 @@ def test_nli_label_skips_the_rows_a_teacher_trained_on(tmp_path: Path, random_nl
     assert np.allclose([p.probs for p in in_bf16], [p.probs for p in labelled], atol=0.02)
     result = CliRunner().invoke(app, [*args, "--skip", "-1"])
     assert result.exit_code == 2 and "--skip must be >= 0" in result.output
+    # --skip-from reads the rows to skip from the teacher's mix (its limit for the set).
+    teacher_mix = tmp_path / "teacher.yaml"
+    teacher_mix.write_text("mix:\n  - {source: mnli_dev_mismatched, limit: 2}\n  - {source: snli_dev}\n")
+    result = CliRunner().invoke(app, [*args, "--skip-from", str(teacher_mix)])
+    assert result.exit_code == 0, result.output
+    from_mix = load_nli(out / "mnli_dev_mismatched.jsonl")
+    assert [p.hypothesis for p in from_mix] == [p.hypothesis for p in PAIRS[2:5]]
+    result = CliRunner().invoke(app, [*args, "--skip-from", str(teacher_mix), "--skip", "1"])
+    assert result.exit_code == 2 and "not both" in result.output
+    teacher_mix.write_text("mix:\n  - {source: mnli_dev_mismatched}\n")
+    result = CliRunner().invoke(app, [*args, "--skip-from", str(teacher_mix)])
+    assert result.exit_code == 2 and "none is left to label" in result.output
 
 
 @pytest.mark.parametrize("mix", sorted((Path(__file__).parents[1] / "train" / "mixes").glob("*.yaml")))

@@ -20,6 +20,8 @@ from engine import Engine
 from policy import Policy
 from ragmend import clock
 from ragmend.errors import InputError
+from ragmend.fileio import atomic_write_json
+from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import settings_with
 from server.cli import app
@@ -193,9 +195,18 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     plan = RunPlan(epochs=1)
     reports = tmp_path / "reports"
 
-    def suite() -> dict:
+    def suite(chosen: list = methods, restart: bool = False) -> dict:
         return run_paper_suite(
-            [task], methods, base, tmp_path, tmp_path / "eval", reports, plan, "test", registry=registry
+            [task],
+            chosen,
+            base,
+            tmp_path,
+            tmp_path / "eval",
+            reports,
+            plan,
+            "test",
+            registry=registry,
+            restart=restart,
         )
 
     data = suite()
@@ -212,6 +223,8 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     assert small["naive"]["answer_in_evidence_n"] == checkable
     warm = json.loads((tmp_path / "eval" / "small" / "policies" / "d2r_linucb.warm.json").read_text())
     assert warm["dev_items"] == 2 and warm["epochs"][0]["items"] == 2
+    nli = nli_identity(base.models)
+    assert "sha256" in nli and warm["nli"] == nli
     text = (reports / "paper.md").read_text()
     # The paper's figures are shown only for its own data sets.
     assert "Table 1" in text and "D2R-RAG (LinUCB)" in text and "(36.2)" not in text
@@ -222,8 +235,10 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     assert "Interim: rows short of their test items" in text and "small paraphrase (0)" in text
     assert "small naive (" not in text
     # Each method's run is logged as it ends.
-    runs = json.loads((tmp_path / "eval" / "results" / "small" / "runs.json").read_text())
-    assert [r["method"] for r in runs] == [m.name for m in methods]
+    runs_path = tmp_path / "eval" / "results" / "small" / "runs.json"
+    runs = json.loads(runs_path.read_text())
+    assert [r["method"] for r in runs] == [m.name for m in methods] and {r["nli"] for r in runs} == {nli}
+    assert f"; NLI {nli}" in text
     # A torn last record (a kill mid-write) is dropped and that item runs again; nothing else reruns.
     records = tmp_path / "eval" / "results" / "small" / "naive.test.jsonl"
     lines = records.read_text().splitlines()
@@ -231,3 +246,16 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     again = suite()
     assert again["small"]["naive"]["n"] == 2
     assert records.read_text().splitlines()[0] == lines[0]
+    # Records made under other NLI weights are never resumed under these ...
+    other = [{**r, "nli": "other weights"} if r["method"] == "naive" else r for r in runs]
+    atomic_write_json(runs_path, other)
+    records.write_text(lines[0] + "\n")
+    with pytest.raises(InputError, match=r"made with NLI other weights.*--restart"):
+        suite([BY_NAME["naive"]])
+    # ... --restart sets them aside (nothing deleted) and runs the method afresh.
+    fresh = suite([BY_NAME["naive"]], restart=True)
+    assert fresh["small"]["naive"]["n"] == 2
+    (archived,) = (tmp_path / "eval" / "results" / "small" / "archive").glob("*/naive")
+    assert (archived / "naive.test.jsonl").read_text() == lines[0] + "\n"
+    assert [r["nli"] for r in json.loads((archived / "runs.json").read_text())] == ["other weights"]
+    assert [r["nli"] for r in json.loads(runs_path.read_text()) if r["method"] == "naive"] == [nli]

@@ -80,6 +80,16 @@ def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
     return cfg
 
 
+def trained_rows(cfg: TrainConfig, source: str) -> int | None:
+    """How many leading rows of `source` (a set name or a path as the mix writes it) the mix trains
+    on: 0 when it does not use it, None when it uses all of them. For a student labelled by a
+    teacher trained on this mix: the rows to skip, read from the one place they are written."""
+    limits = [e.limit for e in cfg.mix if e.source == source]
+    if not limits:
+        return 0
+    return None if None in limits else max(n for n in limits if n is not None)
+
+
 def shared_set_path(name: str, data_root: Path) -> Path:
     """The file of a permissive shared NLI set; evaluation-only sets are refused (data README)."""
     sets = {s.name: s for s in NLI_SETS}

@@ -13,6 +13,7 @@ its own longest pair, not the request's.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import threading
@@ -266,3 +267,27 @@ def load_nli(models: ModelsSettings) -> NLIModel:
     prepare_libraries(models.allow_hub)
     _, path = nli_source(models)
     return open_nli(path, models.nli.max_length, models.nli.batch_size)
+
+
+WEIGHT_FILES = ("model.onnx", "model.safetensors", "pytorch_model.bin")
+
+
+def nli_identity(models: ModelsSettings) -> str:
+    """Which NLI model this configuration judges with: the spec and, for a model on disk, the first
+    12 hex digits of its weights' sha256, so records made with other weights under the same name
+    (a retrained bundled model) are told apart. A hub id is its own identity."""
+    spec = models.nli.model
+    if spec is None:
+        return "none"
+    try:
+        _, where = nli_source(models)
+    except ModelUnavailable:
+        return spec
+    weights = next((Path(where) / f for f in WEIGHT_FILES if (Path(where) / f).is_file()), None)
+    if weights is None:
+        return spec
+    digest = hashlib.sha256()
+    with weights.open("rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return f"{spec} ({weights.name} sha256 {digest.hexdigest()[:12]})"
