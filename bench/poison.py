@@ -45,7 +45,9 @@ from kg.phrases import embed_with
 from rag.pipeline import format_context
 from rag.prompts import get_prompt
 from rag.types import Passage
+from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_json, atomic_write_text
+from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
 
 TRUTHFULQA_FILE = "truthfulqa/TruthfulQA.csv"
@@ -89,6 +91,8 @@ class PoisonRun:
         self.log = log
         self.generator = engine.models.generator
         self.max_chars = engine.settings.rag.max_context_chars
+        # The flags are the diagnosis' and depend on the NLI weights: each record names them.
+        self.nli = nli_identity(engine.settings.models)
 
     def chat(self, prompt: str, max_tokens: int, seed: int = 0, **values: str) -> str:
         # Distinct passages of one kind come from distinct sampling seeds (temperature 0.2).
@@ -112,6 +116,7 @@ class PoisonRun:
         rng = random.Random(item.question)  # a fixed order per question
         out: dict[str, Any] = {
             "question": item.question,
+            "nli": self.nli,
             "parametric": parametric,
             "clean_passages": clean,
             "misleading_passages": misleading,
@@ -153,6 +158,11 @@ class PoisonRun:
                     break
         if [r["question"] for r in done] != [i.question for i in items[: len(done)]]:
             raise ValueError(f"{self.records} does not follow this run's questions: delete it to start over")
+        if other := {r.get("nli", "unnamed") for r in done} - {self.nli}:
+            raise InputError(
+                f"{self.records} holds records diagnosed with NLI {', '.join(sorted(other))}, not "
+                f"{self.nli}: move it aside to start over (its generations are cached: a rerun is quick)"
+            )
         self.records.parent.mkdir(parents=True, exist_ok=True)
         with open(self.records, "w", encoding="utf-8") as f:
             for r in done:
@@ -188,7 +198,7 @@ def fit_judge(
     m = models.settings.models
     setup = {
         "questions": questions,
-        "nli": m.nli.model,
+        "nli": nli_identity(m),
         "embeddings": m.embeddings.model,
         "features": list(FEATURES),
     }
@@ -255,7 +265,7 @@ def summarize_poison(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_poison_report(
-    summary: dict[str, Any], reports: Path, command: str, minutes: float, generator: str
+    summary: dict[str, Any], reports: Path, command: str, minutes: float, generator: str, nli: str
 ) -> None:
     import matplotlib
 
@@ -278,11 +288,13 @@ def write_poison_report(
     fig.tight_layout()
     fig.savefig(reports / "poison-curve.png", dpi=110)
     plt.close(fig)
-    atomic_write_json(reports / "poison.json", {**summary, "_meta": {"command": command, "minutes": minutes}})
+    meta = {"command": command, "minutes": minutes, "nli": nli}
+    atomic_write_json(reports / "poison.json", {**summary, "_meta": meta})
     lines = [
         "# Poisoned retrieval (seed 001) on TruthfulQA",
         "",
         f"Command: `{command}` ({minutes:.0f} min). Generator: {generator}.",
+        f"NLI (the diagnosis' flags and the judge): {nli}.",
         f"Test split, {summary['n']} questions;",
         f"{summary['parametric_correct']} answered correctly with no passages (W, the POR denominator).",
         "The protocol and how correctness is judged are in bench/poison.py.",
@@ -336,10 +348,10 @@ def run_poison_suite(
     started = time.monotonic()
     judge, validation = fit_judge(engine.models, data_root, judge_questions, workdir / "judge.json")
     items = load_truthfulqa(data_root / TRUTHFULQA_FILE, split="test")[:limit]
-    records = PoisonRun(engine, workdir / "results" / "poison.test.jsonl").run(items, on_item)
+    poison = PoisonRun(engine, workdir / "results" / "poison.test.jsonl")
+    records = poison.run(items, on_item)
     mark_correct(records, items, judge)
     summary = {**summarize_poison(records), "judge": validation}
-    write_poison_report(
-        summary, reports, command, (time.monotonic() - started) / 60, engine.models.generator.model
-    )
+    minutes = (time.monotonic() - started) / 60
+    write_poison_report(summary, reports, command, minutes, engine.models.generator.model, poison.nli)
     return summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from bench.poison import (
 )
 from bench.truth_judge import Judged
 from engine import Engine
+from ragmend.errors import InputError
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not beside this checkout")
@@ -84,6 +86,11 @@ def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine
     # A rerun reads the records and generates nothing more.
     again = PoisonRun(engine, tmp_path / "poison.jsonl").run([item])
     assert again == records
+    # The flags depend on the NLI weights, which each record names: no resume under other weights.
+    assert r["nli"] == run.nli and "sha256" in run.nli
+    (tmp_path / "poison.jsonl").write_text(json.dumps({**r, "nli": "other weights"}) + "\n")
+    with pytest.raises(InputError, match="diagnosed with NLI other weights"):
+        PoisonRun(engine, tmp_path / "poison.jsonl").run([item])
 
     # The judge, fitted on a few real dev questions with the real encoders, then over the records.
     cache = tmp_path / "judge.json"
