@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.evaluate import Evaluation, RunPlan
-from bench.methods import METHODS, Method
+from bench.methods import BY_NAME, METHODS, Method
 from bench.report import paired_lift, plot_actions, plot_budget, summarize, table
 from bench.targets import check_targets, targets_markdown
 from bench.tasks import TASKS, Task
@@ -106,7 +106,8 @@ def write_report(
             "dev_items_warm_start": sorted({w["dev_items"] for w in warm.values()}),
             "warm_start": {m: w["epochs"] for m, w in warm.items()},
             "runs": evaluation.runs(),
-            "nli": {m.name: evaluation.records_nli(m) or "unnamed" for m in METHODS if m.name in records},
+            # Runs logged before they named their NLI weights: "not recorded".
+            "nli": {m: evaluation.records_nli(BY_NAME[m]) or "not recorded" for m in records},
             "targets": check_targets(task, summary, records, plan.seed),
         }
         sections += _task_section(task, summary, lifts, METHODS, meta[task.name], reports)
