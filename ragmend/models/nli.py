@@ -286,8 +286,6 @@ def nli_identity(models: ModelsSettings) -> str:
     weights = next((Path(where) / f for f in WEIGHT_FILES if (Path(where) / f).is_file()), None)
     if weights is None:
         return spec
-    digest = hashlib.sha256()
     with weights.open("rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return f"{spec} ({weights.name} sha256 {digest.hexdigest()[:12]})"
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    return f"{spec} ({weights.name} sha256 {digest[:12]})"
