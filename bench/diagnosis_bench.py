@@ -24,25 +24,11 @@ import numpy as np
 
 from bench.datasets import NLIPair, hotpotqa_paragraphs, load_hotpotqa, write_jsonl
 from bench.scoring import answer_correct
+from bench.stats import auroc
 from diagnosis.diagnoser import Diagnoser
 from diagnosis.hypotheses import QUERY_CONSTRUCTIONS
 from engine import Engine
 from ragmend.settings import Settings, settings_with
-
-
-def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Probability that a random positive scores above a random negative (ties count half)."""
-    pos, neg = scores[labels], scores[~labels]
-    if not len(pos) or not len(neg):
-        return float("nan")
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    ranks = np.empty(len(order))
-    ranks[order] = np.arange(1, len(order) + 1)
-    allv = np.concatenate([pos, neg])
-    for v in np.unique(allv):  # average ranks of ties
-        tie = allv == v
-        ranks[tie] = ranks[tie].mean()
-    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:

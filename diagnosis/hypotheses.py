@@ -25,22 +25,27 @@ QUERY_CONSTRUCTIONS = ("statement", "question", "rerank")
 _ABSTAIN = re.compile(
     r"\b(i don'?t know|not (?:enough|sufficient) information|cannot (?:be )?determine)", re.I
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+# A sentence ends at . ! ? before a capital or digit, and a line break always ends one: chat answers
+# put a preamble ("Here is an overview:"), paragraphs and list items on lines of their own.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\s*\n\s*")
+_LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*\u2022]|\d{1,2}[.)])[ \t]+")
 _ABBREVIATION_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Inc|Ltd|Co|vs|No|Mt|Ft|U\.S))\.$")
 _PARTICIPLES = frozenset({"born", "built", "made", "held", "written", "known", "found", "shot", "set", "run"})
 _AUX = r"(is|was|are|were|has|had|have|will|can|could|should|would)"
 
 
 def split_claims(text: str, max_claims: int = 8) -> list[str]:
-    """Sentences of a response, without citations like [1] and without empty fragments."""
-    text = re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", text).strip()
+    """Sentences of a response, without citations like [1], list markers and empty fragments.
+    A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing."""
+    text = _LIST_MARKER.sub("", re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", text)).strip()
     parts: list[str] = []
     for piece in (p.strip() for p in _SENTENCE_END.split(text)):
         if parts and _ABBREVIATION_END.search(parts[-1]):
             parts[-1] = f"{parts[-1]} {piece}"  # "J. D. Fetzer", "Dr. No": not a sentence end
         elif piece:
             parts.append(piece)
-    return [p for p in parts if len(p.split()) >= 2 or any(c.isdigit() for c in p)][:max_claims] or (
+    claims = [p for p in parts if not p.endswith(":")]
+    return [p for p in claims if len(p.split()) >= 2 or any(c.isdigit() for c in p)][:max_claims] or (
         [text] if text else []
     )
 

@@ -77,6 +77,10 @@ class Ingestor:
             id_func=lambda i, doc: f"{doc.doc_id}#{i}",
         )
 
+    def split(self, text: str) -> list[str]:
+        """The chunks ingest would make of `text`: the same splitter, sizes and tokenizer."""
+        return [c for c in self._splitter().split_text(text) if c.strip()]
+
     def ingest(
         self, paths: Sequence[Path], progress: Progress | None = None, rebuild: bool = False
     ) -> IngestReport:

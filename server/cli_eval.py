@@ -16,13 +16,19 @@ from server.cli_common import SHARED_DATA, err, progress_bar, run, settings
 
 def evaluate(
     suite: Annotated[
-        str, typer.Option(help="paper (FEVER + HotpotQA, Tables 1-3) or poison (TruthfulQA, seed 001).")
+        str,
+        typer.Option(
+            help="paper (FEVER + HotpotQA, Tables 1-3), poison (TruthfulQA, seed 001) or ragtruth "
+            "(hallucination detection, seed 002)."
+        ),
     ] = "paper",
     datasets: Annotated[str, typer.Option(help="Comma-separated tasks.")] = "fever,hotpotqa",
     methods: Annotated[
         str | None, typer.Option(help="Comma-separated methods (bench/methods.py; default: all).")
     ] = None,
-    test_limit: Annotated[int | None, typer.Option(min=1, help="First N test items per task.")] = None,
+    test_limit: Annotated[
+        int | None, typer.Option(min=1, help="First N test items per task (ragtruth: responses).")
+    ] = None,
     dev_limit: Annotated[
         int | None,
         typer.Option(min=1, help="First N dev items to warm up on (poison: to fit its judge on; 150)."),
@@ -32,7 +38,9 @@ def evaluate(
     workdir: Annotated[
         Path | None, typer.Option(help="Workspaces and per-item records (default <data_dir>/eval).")
     ] = None,
-    reports: Annotated[Path, typer.Option(help="Report directory (paper.md, paper.json).")] = Path("reports"),
+    reports: Annotated[
+        Path, typer.Option(help="Report directory (paper.md and .json, poison.md, ragtruth.md).")
+    ] = Path("reports"),
     data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
     restart: Annotated[
         bool,
@@ -54,6 +62,7 @@ def evaluate(
     Example: ragmend eval --suite paper --datasets fever --test-limit 300 --dev-limit 300
     Example: ragmend eval --suite paper --datasets hotpotqa --methods d2r_linucb --restart
     Example: ragmend eval --suite poison --test-limit 100
+    Example: ragmend eval --suite ragtruth
     """
     from bench.evaluate import RunPlan
     from bench.methods import BY_NAME, METHODS
@@ -62,13 +71,16 @@ def evaluate(
     from ragmend.errors import InputError
 
     def work() -> None:
-        if suite not in ("paper", "poison"):
-            raise InputError(f"unknown suite {suite!r}; suites: paper, poison")
+        if suite not in ("paper", "poison", "ragtruth"):
+            raise InputError(f"unknown suite {suite!r}; suites: paper, poison, ragtruth")
         base = settings()
         root = workdir or base.data_dir / "eval"
         command = "ragmend " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         if suite == "poison":
             poison(base, root, command)
+            return
+        if suite == "ragtruth":
+            ragtruth(base, root, command)
             return
         tasks = [get_task(t.strip()) for t in datasets.split(",") if t.strip()]
         chosen = list(METHODS)
@@ -130,5 +142,25 @@ def evaluate(
             )
         err.print(json.dumps(summary["contexts"]))
         err.print(f"wrote {reports / 'poison.md'}")
+
+    def ragtruth(base: Settings, root: Path, command: str) -> None:
+        from bench.ragtruth import OVERRIDES, run_ragtruth_suite
+        from engine import Engine
+        from ragmend.settings import settings_with
+
+        engine = Engine(settings_with(base, **OVERRIDES))
+        with progress_bar() as bar:
+            job = bar.add_task("ragtruth", total=None)
+            summary = run_ragtruth_suite(
+                engine,
+                data_root,
+                root / "ragtruth",
+                reports,
+                test_limit,
+                command,
+                on_item=lambda done, total: bar.update(job, completed=done, total=total),
+            )
+        err.print(json.dumps({k: summary["all"]["signals"][k] for k in ("weakest_claim", "egc")}))
+        err.print(f"wrote {reports / 'ragtruth.md'}")
 
     run(work)

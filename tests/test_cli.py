@@ -52,6 +52,14 @@ def test_bench_judge_without_the_data_exits_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "TruthfulQA.csv not found" in result.output.replace("\n", "")
 
 
+def test_eval_unknown_suite_and_missing_ragtruth_exit_2(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--data-dir", str(tmp_path), "eval", "--suite", "nope"])
+    assert result.exit_code == 2 and "paper, poison, ragtruth" in result.output
+    args = ["--data-dir", str(tmp_path), "eval", "--suite", "ragtruth", "--data-root", str(tmp_path)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "not found" in result.output.replace("\n", "")
+
+
 def test_ask_bad_options_exit_2_before_loading(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--data-dir", str(tmp_path), "ask", "question", "--mode", "sparse"])
     assert result.exit_code == 2 and "config.mode" in result.output

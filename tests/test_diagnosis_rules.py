@@ -117,6 +117,9 @@ def test_claims_and_labels() -> None:
         "It was founded by J. D. Fetzer in 1965.",
         "Dr. No is a film.",
     ]
+    # Lines are claims of their own; a lead-in line and list markers are not part of any claim.
+    overview = "Here is an overview of the cafe:\n\nIt opens at 8 am.\n- It has WiFi\n2. Parking is free."
+    assert split_claims(overview) == ["It opens at 8 am.", "It has WiFi", "Parking is free."]
     assert parse_claim_label("SUPPORTS. The passage says so.") == ("SUPPORTS", "The passage says so.")
     assert parse_claim_label("Label: REFUTES - born in 1900") == ("REFUTES", "born in 1900")
     assert parse_claim_label("NOT ENOUGH INFO") == ("NOT ENOUGH INFO", "")
