@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.stats import auroc, auroc_interval, stratified_auroc
+from bench.stats import auroc, auroc_interval, fit_logistic, stratified_auroc
 from diagnosis.types import Diagnosis
 from engine import Engine
 from rag.types import Passage
@@ -287,25 +287,6 @@ def signal_matrix(records: Sequence[Mapping[str, Any]], names: Sequence[str]) ->
     return np.array([[SIGNALS[n][1](r) for n in names] for r in records], dtype=np.float64)
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 50) -> np.ndarray:
-    """Class-balanced, L2-regularised logistic regression by Newton's method; x standardised by
-    the caller, the last weight is the bias (not penalised)."""
-    x1 = np.hstack([x, np.ones((len(x), 1))])
-    weight = np.where(y, len(y) / (2 * max(1, y.sum())), len(y) / (2 * max(1, (~y).sum())))
-    w = np.zeros(x1.shape[1])
-    penalty = np.full(x1.shape[1], l2)
-    penalty[-1] = 0.0
-    for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-(x1 @ w)))
-        grad = x1.T @ (weight * (p - y)) + penalty * w
-        hess = (x1 * (weight * p * (1 - p))[:, None]).T @ x1 + np.diag(penalty) + 1e-9 * np.eye(len(w))
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w
-
-
 def fold_of(source_id: str) -> int:
     # Grouped by source text: the six LLMs' responses to one article never straddle train and test.
     return int(hashlib.sha256(source_id.encode()).hexdigest(), 16) % FOLDS
@@ -320,12 +301,8 @@ def cross_validated_scores(records: Sequence[Mapping[str, Any]]) -> np.ndarray:
     for k in range(FOLDS):
         test = folds == k
         train = ~test
-        if not test.any() or len(set(y[train])) < 2:
-            continue
-        mu, sd = x[train].mean(axis=0), x[train].std(axis=0) + 1e-9
-        w = fit_logistic((x[train] - mu) / sd, y[train])
-        xt = np.hstack([(x[test] - mu) / sd, np.ones((int(test.sum()), 1))])
-        out[test] = 1.0 / (1.0 + np.exp(-(xt @ w)))
+        if test.any() and len(set(y[train])) == 2:
+            out[test] = fit_logistic(x[train], y[train]).proba(x[test])
     return out
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench.scoring import answer_f1
+from bench.stats import fit_logistic
 
 Embed = Callable[[list[str]], np.ndarray]  # unit rows
 NLIPredict = Callable[[list[tuple[str, str]]], np.ndarray]  # (n, 3) entail / neutral / contradict
@@ -118,24 +119,8 @@ def features(samples: Sequence[Judged], embed: Embed, nli: NLIPredict) -> np.nda
 
 def fit_weights(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 500) -> JudgeWeights:
     """L2 logistic regression by Newton's method on standardised features, classes balanced."""
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0) + 1e-9
-    z = np.column_stack([(x - mean) / scale, np.ones(len(x))])
-    y = y.astype(np.float64)
-    # Balanced: each class weighs half, however many samples it has.
-    sw = np.where(y > 0, 0.5 / max(y.sum(), 1), 0.5 / max((1 - y).sum(), 1)) * len(y)
-    w = np.zeros(z.shape[1])
-    reg = np.full(z.shape[1], l2)
-    reg[-1] = 0.0  # the intercept is not shrunk
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-(z @ w)))
-        grad = z.T @ (sw * (p - y)) + reg * w
-        hess = (z * (sw * p * (1 - p))[:, None]).T @ z + np.diag(reg + 1e-9)
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return JudgeWeights(FEATURES, tuple(mean), tuple(scale), tuple(w[:-1]), float(w[-1]))
+    m = fit_logistic(x, y, l2, steps)
+    return JudgeWeights(FEATURES, tuple(m.mean), tuple(m.scale), tuple(m.coef), m.intercept)
 
 
 def logits(weights: JudgeWeights, x: np.ndarray) -> np.ndarray:
