@@ -57,6 +57,17 @@ class NLISignal:
     state: NLIState
     hypotheses: tuple[HypothesisVerdict, ...]
     construction: str  # how the hypothesis was built (query signal) or "claims" (response)
+    # The graded form of `state`: the mean over hypotheses of the best P(entail) any premise gives
+    # it (rerank construction: the best relevance); None without scores (a bare label, an
+    # abstention). Filled from the hypotheses when not given. On RAGTruth it ranks hallucinated
+    # responses best of the diagnosis' signals (reports/ragtruth.md).
+    support: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.support is None:
+            best = [max(s.entail for s in h.scores) for h in self.hypotheses if h.scores]
+            if best:
+                object.__setattr__(self, "support", round(sum(best) / len(best), 4))
 
 
 @dataclass(frozen=True)

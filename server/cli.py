@@ -180,7 +180,8 @@ def print_repair(trace: Any) -> None:
 def print_diagnosis(d: Any) -> None:
     colour = "green" if d.failure == "NoFailure" else "yellow"
     out.print(
-        f"\n[bold {colour}]{d.failure}[/] · e_q={d.e_q.state} ({d.e_q.construction}) · e_r={d.e_r.state} · "
+        f"\n[bold {colour}]{d.failure}[/] · e_q={d.e_q.state} ({d.e_q.construction}) · e_r={d.e_r.state}"
+        f"{'' if d.e_r.support is None else f' (support {d.e_r.support:.2f})'} · "
         f"kappa={d.kappa}{'' if d.kg.available else ' (no KG)'} · stage={d.stage}: {escape(d.stage_reason)}"
     )
     for v in d.e_r.hypotheses:

@@ -100,6 +100,7 @@ ACTION_MEMORY_BUCKETS = tuple(
 # Eq. 2: quality in {0, .25, .5, .75, 1} times factors in [0, 1]. The "unconstrained" variant's
 # overrun penalty is negative: it lands in le=0, and no bucket is negative because
 # prometheus_client leaves out _sum (which the mean reward needs) when one is.
+# Dimensionless scores in [0, 1]: the repair reward and the answers' support.
 REWARD_BUCKETS = (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1)
 
 
@@ -184,6 +185,15 @@ class Metrics:
             "Answers by diagnosed failure type; pass=first is the first answer, pass=final the one "
             "the reply carries (the repaired one when it is better supported).",
             ("pass", "failure"),
+        )
+        self.answer_support = Histogram(
+            "ragmend_answer_support",
+            "Support of each answer's claims by its evidence, per pass: the mean over claims of the "
+            "best P(entail) any passage gives it (diagnosis e_r.support; answers without claims, such "
+            "as abstentions, are not observed). The graded form of the entail verdict.",
+            ["pass"],
+            buckets=REWARD_BUCKETS,
+            registry=r,
         )
         self.failure_stages = counter(
             "ragmend_failure_stages_total",
@@ -316,6 +326,7 @@ class Metrics:
         for stage in REQUEST_STAGES:
             self.request_seconds.labels(stage)
         for p in PASSES:
+            self.answer_support.labels(p)
             for failure in FAILURE_TYPES:
                 self.answers.labels(p, failure)
             for stage in STAGES:
@@ -400,6 +411,8 @@ class Metrics:
         else:
             self.answers.labels(pass_, bounded(diagnosis.failure, FAILURE_TYPES)).inc()
             self.failure_stages.labels(pass_, bounded(diagnosis.stage, STAGES)).inc()
+            if diagnosis.e_r.support is not None:
+                self.answer_support.labels(pass_).observe(diagnosis.e_r.support)
 
     def _observe_repair(self, trace: RepairTrace) -> None:
         action = bounded(trace.action, self.actions)

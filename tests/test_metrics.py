@@ -49,6 +49,7 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_answers", "pass"): m.PASSES,
     ("ragmend_answers", "failure"): m.FAILURE_LABELS,
     ("ragmend_failure_stages", "pass"): m.PASSES,
+    ("ragmend_answer_support", "pass"): m.PASSES,
     ("ragmend_failure_stages", "stage"): m.STAGE_LABELS,
     ("ragmend_repair_actions", "failure"): (*FAILURE_TYPES, m.OTHER),
     ("ragmend_budget_violations", "budget"): (*m.BUDGETS, m.OTHER),
@@ -87,12 +88,14 @@ FREE_LABELS = {("ragmend_build_info", "version"), ("ragmend_index_info", "genera
 # --- values built from the real dataclasses --------------------------------------------------------
 
 
-def diagnosis(failure: str = "NoFailure", stage: str = "none", seconds: float = 0.4) -> Diagnosis:
+def diagnosis(
+    failure: str = "NoFailure", stage: str = "none", seconds: float = 0.4, support: float | None = None
+) -> Diagnosis:
     ok = failure == "NoFailure"
     return Diagnosis(
         mode="qa",
         e_q=NLISignal("entail", (), "statement"),
-        e_r=NLISignal("entail" if ok else "neutral", (), "claims"),
+        e_r=NLISignal("entail" if ok else "neutral", (), "claims", support),
         kg=KGSignal("consistent" if ok else "missing"),
         failure=failure,  # type: ignore[arg-type]
         egc=EGCFeatures(1.0, 1.0, 1.0, 1.0, 0.0, 1.0),
@@ -217,6 +220,17 @@ def test_an_answer_without_failure(metrics: Metrics) -> None:
     assert value(text, "ragmend_repair_actions_total") == 0
     assert value(text, "ragmend_repairs_skipped_total") == 0
     assert value(text, "ragmend_budget_violations_total") == 0
+
+
+def test_answer_support_per_pass_and_none_without_claims(metrics: Metrics) -> None:
+    metrics.observe(Outcome(answer(), diagnosis(support=0.82), seconds=1.0))
+    metrics.observe(Outcome(answer(), diagnosis(support=None), seconds=1.0))  # an abstention
+    text = scrape(metrics)
+    for p in ("first", "final"):
+        assert value(text, "ragmend_answer_support_count", **{"pass": p}) == 1
+        assert value(text, "ragmend_answer_support_sum", **{"pass": p}) == pytest.approx(0.82)
+        assert value(text, "ragmend_answer_support_bucket", **{"pass": p, "le": "0.8"}) == 0
+        assert value(text, "ragmend_answer_support_bucket", **{"pass": p, "le": "0.9"}) == 1
 
 
 def test_a_repair_records_action_cost_reward_and_outcome(metrics: Metrics) -> None:
@@ -423,7 +437,8 @@ def assert_prometheus_naming(text: str) -> None:
             assert names <= {fam.name + "_total", fam.name + "_created"}, fam.name
         if fam.type == "histogram":
             # Base units in the name; the reward is a dimensionless score.
-            assert fam.name.endswith(("_seconds", "_bytes")) or fam.name == "ragmend_repair_reward", fam.name
+            dimensionless = ("ragmend_repair_reward", "ragmend_answer_support")  # scores in [0, 1]
+            assert fam.name.endswith(("_seconds", "_bytes")) or fam.name in dimensionless, fam.name
         if fam.type == "gauge" and "budget" in fam.name and not fam.name.endswith(("_created", "_scale")):
             assert fam.name.endswith(("_seconds", "_bytes")), fam.name
         assert not fam.name.endswith("_total") or fam.type == "counter", fam.name
@@ -454,6 +469,10 @@ def test_metrics_over_http_after_a_real_answer(live_server: LiveServer) -> None:
     assert delta("ragmend_answers_total", **{"pass": "first", "failure": first["failure"]}) == 1
     assert delta("ragmend_answers_total", **{"pass": "final", "failure": body["diagnosis"]["failure"]}) == 1
     assert delta("ragmend_failure_stages_total", **{"pass": "first", "stage": first["stage"]}) == 1
+    support = body["diagnosis"]["e_r"]["support"]  # the real diagnosis' graded e_r, over HTTP
+    assert delta("ragmend_answer_support_count", **{"pass": "final"}) == (support is not None)
+    if support is not None:
+        assert delta("ragmend_answer_support_sum", **{"pass": "final"}) == pytest.approx(support)
     for stage in ("retrieve", "generate", "diagnose", "total"):
         assert delta("ragmend_request_duration_seconds_count", stage=stage) == 1, stage
     assert delta("ragmend_request_duration_seconds_sum", stage="total") == pytest.approx(body["seconds"])
