@@ -161,7 +161,7 @@ def diagnosis_record(
     item: RagTruthItem, d: Diagnosis, passages: int, setup: Mapping[str, Any]
 ) -> dict[str, Any]:
     """What the summary needs of one diagnosis (the claims with their best scores over passages)."""
-    claims = [h for h in d.e_r.hypotheses]
+    claims = list(d.e_r.hypotheses)
     located = locate_claims(item.response, [h.hypothesis for h in claims])
     return {
         "id": item.id,
