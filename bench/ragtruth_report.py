@@ -28,9 +28,16 @@ def _groups(summary: Mapping[str, Any]) -> list[str]:
     return ["all", *[t for t in TASK_QUERIES if t in summary]]
 
 
-def _head(summary: Mapping[str, Any]) -> str:
-    groups = _groups(summary)
-    return " | ".join(f"{g} (n={summary[g]['n']}, {summary[g]['hallucinated']} hall.)" for g in groups)
+def markdown_table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    return [
+        f"| {' | '.join(head)} |",
+        "|" + "---|" * len(head),
+        *[f"| {' | '.join(str(c) for c in row)} |" for row in rows],
+    ]
+
+
+def _f3(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
 
 
 def _rates(summary: Mapping[str, Any]) -> str:
@@ -41,9 +48,12 @@ def _rates(summary: Mapping[str, Any]) -> str:
 def signal_table(summary: Mapping[str, Any]) -> list[str]:
     groups = _groups(summary)
     within = summary["all"].get("within_task", {})
-    lines = [
-        f"| signal | what it is | {_head(summary)} | all, within task | seed 002 (QA split) |",
-        "|---|---|" + "---|" * len(groups) + "---|---|",
+    head = [
+        "signal",
+        "what it is",
+        *[f"{g} (n={summary[g]['n']}, {summary[g]['hallucinated']} hall.)" for g in groups],
+        "all, within task",
+        "seed 002 (QA split)",
     ]
     rows = [(n, what, [summary[g]["signals"][n] for g in groups]) for n, (what, _) in SIGNALS.items()]
     rows.append(
@@ -54,57 +64,71 @@ def signal_table(summary: Mapping[str, Any]) -> list[str]:
             [summary[g].get("logistic_cv") for g in groups],
         )
     )
-    for name, what, cells in rows:
-        paper = PAPER_QA.get(name, "-")
-        inside = within.get(name)
-        lines.append(
-            f"| {name} | {what} | {' | '.join(_auc(c) for c in cells)} "
-            f"| {'-' if inside is None else f'{inside:.3f}'} | {paper} |"
-        )
-    return lines
+    return markdown_table(
+        head,
+        [
+            [name, what, *[_auc(c) for c in cells], _f3(within.get(name)), PAPER_QA.get(name, "-")]
+            for name, what, cells in rows
+        ],
+    )
 
 
 def verdict_table(summary: Mapping[str, Any]) -> list[str]:
-    lines = [
-        "| verdict | what it is | group | flagged % | precision | recall | F1 (hallucinated) | macro-F1 |",
-        "|---|---|---|---|---|---|---|---|",
+    head = [
+        "verdict",
+        "what it is",
+        "group",
+        "flagged %",
+        "precision",
+        "recall",
+        "F1 (hallucinated)",
+        "macro-F1",
     ]
+    rows = []
     for name, (what, _) in VERDICTS.items():
         for g in _groups(summary):
             v = summary[g]["verdicts"][name]
-            lines.append(
-                f"| {name} | {what} | {g} | {100 * v['flagged']:.1f} | {v['precision']:.3f} "
-                f"| {v['recall']:.3f} | {v['f1']:.3f} | {v['macro_f1']:.3f} |"
-            )
-    return lines
+            scores = [_f3(v[k]) for k in ("precision", "recall", "f1", "macro_f1")]
+            rows.append([name, what, g, f"{100 * v['flagged']:.1f}", *scores])
+    return markdown_table(head, rows)
 
 
 def claim_table(summary: Mapping[str, Any]) -> list[str]:
-    lines = [
-        "| group | claims | hallucinated | AUROC 1 - best P(entail) | AUROC max P(contradict) "
-        "| not entailed: precision / recall / F1 |",
-        "|---|---|---|---|---|---|",
+    head = [
+        "group",
+        "claims",
+        "hallucinated",
+        "AUROC 1 - best P(entail)",
+        "AUROC max P(contradict)",
+        "not entailed: precision / recall / F1",
     ]
+    rows = []
     for g in _groups(summary):
         c = summary[g]["claim_level"]
         v = c["not_entailed"]
-        lines.append(
-            f"| {g} | {c['claims']} | {c['hallucinated']} | {_auc(c['unsupported'])} "
-            f"| {_auc(c['contradiction'])} | {v['precision']:.3f} / {v['recall']:.3f} / {v['f1']:.3f} |"
+        prf = " / ".join(_f3(v[k]) for k in ("precision", "recall", "f1"))
+        rows.append(
+            [g, c["claims"], c["hallucinated"], _auc(c["unsupported"]), _auc(c["contradiction"]), prf]
         )
-    return lines
+    return markdown_table(head, rows)
 
 
 def model_table(summary: Mapping[str, Any]) -> list[str]:
-    lines = [
-        f"| LLM | n | hallucinated % | {' | '.join(f'AUROC {k}' for k in PER_MODEL_SIGNALS)} |",
-        "|---|---|---|" + "---|" * len(PER_MODEL_SIGNALS),
+    head = ["LLM", "n", "hallucinated %", *[f"AUROC {k}" for k in PER_MODEL_SIGNALS]]
+    rows = [
+        [model, row["n"], f"{100 * row['hallucinated'] / max(1, row['n']):.1f}"]
+        + [_f3(row[k]) for k in PER_MODEL_SIGNALS]
+        for model, row in summary["per_model"].items()
     ]
-    for model, row in summary["per_model"].items():
-        share = 100 * row["hallucinated"] / max(1, row["n"])
-        cells = " | ".join("-" if row[k] is None else f"{row[k]:.3f}" for k in PER_MODEL_SIGNALS)
-        lines.append(f"| {model} | {row['n']} | {share:.1f} | {cells} |")
-    return lines
+    return markdown_table(head, rows)
+
+
+def cost_table(summary: Mapping[str, Any]) -> list[str]:
+    rows = [
+        [g, summary[g]["diagnose_p50_s"], f"{summary[g]['passages_p50']:g}", f"{summary[g]['claims_p50']:g}"]
+        for g in _groups(summary)
+    ]
+    return markdown_table(["group", "diagnosis p50 s", "passages p50", "claims p50"], rows)
 
 
 def roc_plot(records: Sequence[Mapping[str, Any]], path: Path) -> None:
@@ -191,13 +215,7 @@ def write_ragtruth_report(
         "",
         "## Cost",
         "",
-        "| group | diagnosis p50 s | passages p50 | claims p50 |",
-        "|---|---|---|---|",
-        *[
-            f"| {g} | {summary[g]['diagnose_p50_s']} | {summary[g]['passages_p50']:g} "
-            f"| {summary[g]['claims_p50']:g} |"
-            for g in _groups(summary)
-        ],
+        *cost_table(summary),
         "",
     ]
     atomic_write_text(reports / "ragtruth.md", "\n".join(lines) + "\n")

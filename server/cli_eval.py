@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +14,14 @@ import typer
 
 from ragmend.settings import Settings
 from server.cli_common import SHARED_DATA, err, progress_bar, run, settings
+
+
+@contextmanager
+def counted(name: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar for one suite; yields its on_item(done, total) callback."""
+    with progress_bar() as bar:
+        job = bar.add_task(name, total=None)
+        yield lambda done, total: bar.update(job, completed=done, total=total)
 
 
 def evaluate(
@@ -128,8 +138,7 @@ def evaluate(
         cache = str(root / "poison" / "generations.sqlite")
         s = settings_with(base, kg={"enabled": False}, models={"generator": {"cache": cache}})
         engine = Engine(s)
-        with progress_bar() as bar:
-            job = bar.add_task("poison", total=None)
+        with counted("poison") as on_item:
             summary = run_poison_suite(
                 engine,
                 data_root,
@@ -138,7 +147,7 @@ def evaluate(
                 test_limit,
                 command,
                 judge_questions=dev_limit or 150,
-                on_item=lambda done, total: bar.update(job, completed=done, total=total),
+                on_item=on_item,
             )
         err.print(json.dumps(summary["contexts"]))
         err.print(f"wrote {reports / 'poison.md'}")
@@ -149,16 +158,9 @@ def evaluate(
         from ragmend.settings import settings_with
 
         engine = Engine(settings_with(base, **OVERRIDES))
-        with progress_bar() as bar:
-            job = bar.add_task("ragtruth", total=None)
+        with counted("ragtruth") as on_item:
             summary = run_ragtruth_suite(
-                engine,
-                data_root,
-                root / "ragtruth",
-                reports,
-                test_limit,
-                command,
-                on_item=lambda done, total: bar.update(job, completed=done, total=total),
+                engine, data_root, root / "ragtruth", reports, test_limit, command, on_item
             )
         err.print(json.dumps({k: summary["all"]["signals"][k] for k in ("weakest_claim", "egc")}))
         err.print(f"wrote {reports / 'ragtruth.md'}")
