@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from diagnosis.types import FailureType
-from rag.types import RAGConfig
+from ragmend.diagnosis.types import FailureType
+from ragmend.rag.types import RAGConfig
 
 ALL_FAILURES: frozenset[FailureType] = frozenset({"WP", "IE", "WR", "LEM"})
 DEPTH_LADDER = (5, 10, 20)

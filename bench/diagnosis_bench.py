@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from bench.datasets import NLIPair, hotpotqa_paragraphs, load_hotpotqa, write_jsonl
-from bench.scoring import answer_correct
-from bench.stats import auroc
-from diagnosis.diagnoser import Diagnoser
-from diagnosis.hypotheses import QUERY_CONSTRUCTIONS
-from engine import Engine
+from ragmend.bench.datasets import NLIPair, hotpotqa_paragraphs, load_hotpotqa, write_jsonl
+from ragmend.bench.scoring import answer_correct
+from ragmend.bench.stats import auroc
+from ragmend.diagnosis.diagnoser import Diagnoser
+from ragmend.diagnosis.hypotheses import QUERY_CONSTRUCTIONS
+from ragmend.engine import Engine
 from ragmend.settings import Settings, settings_with
 
 

@@ -41,19 +41,19 @@ from typing import Any
 
 import numpy as np
 
-from actions.meter import CostMeter
-from bench.methods import BY_NAME, Method
-from bench.tasks import EvalItem, first
-from bench.warm_start import warm_start
-from bench.workspace import Workspace
-from engine import Engine
-from engine.outcome import Outcome
-from engine.repair import RepairSkip, RepairTrace
-from engine.services import EngineServices
-from kg.phrases import embed_with
 from ragmend import clock
+from ragmend.actions.meter import CostMeter
+from ragmend.bench.methods import BY_NAME, Method
+from ragmend.bench.tasks import EvalItem, first
+from ragmend.bench.warm_start import warm_start
+from ragmend.bench.workspace import Workspace
+from ragmend.engine import Engine
+from ragmend.engine.outcome import Outcome
+from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.engine.services import EngineServices
 from ragmend.errors import GeneratorError, InputError
 from ragmend.fileio import atomic_write_json
+from ragmend.kg.phrases import embed_with
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from bench.datasets import load_hotpotqa
-from kg import AlignThresholds, KGStore, SpacyTripleExtractor, align
-from kg.phrases import embed_with
+from ragmend.bench.datasets import load_hotpotqa
+from ragmend.kg import AlignThresholds, KGStore, SpacyTripleExtractor, align
+from ragmend.kg.phrases import embed_with
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
-from train.nli_pairs import PREMISE_WORDS, EntitySwapper
+from ragmend.train.nli_pairs import PREMISE_WORDS, EntitySwapper
 
 GRID = {
     "subject": (0.8, 0.9),

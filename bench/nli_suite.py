@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.datasets import (
+from ragmend.bench.datasets import (
     FEVER_TO_NLI,
     NLI_LABELS,
     NLI_SETS,
@@ -23,7 +23,7 @@ from bench.datasets import (
     load_nli,
     load_sufficient_facts,
 )
-from bench.nli_eval import classification_metrics, score_nli
+from ragmend.bench.nli_eval import classification_metrics, score_nli
 from ragmend.fileio import atomic_write_text
 
 
@@ -58,10 +58,10 @@ def hotpot_statement_test(root: Path) -> list[NLIPair]:
     question as a statement with the gold answer (entailment), with a wrong answer in its slot
     (contradiction), and a distractor paragraph against it (neutral). Built as `ragmend nli
     pairs` builds its DEV-split training files (train/nli_pairs.py), never trained on."""
-    from bench.datasets import load_hotpotqa
+    from ragmend.bench.datasets import load_hotpotqa
     from ragmend.models.spacy_model import load_spacy
     from ragmend.settings import ModelsSettings
-    from train.nli_pairs import EntitySwapper, hotpot_statement_pairs
+    from ragmend.train.nli_pairs import EntitySwapper, hotpot_statement_pairs
 
     items = load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")
     # The wrong answers come from the gold paragraphs' entities (a smaller pool parses faster).

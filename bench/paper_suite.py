@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.evaluate import Evaluation, RunPlan
-from bench.methods import BY_NAME, METHODS, Method
-from bench.report import paired_lift, plot_actions, plot_budget, summarize, table
-from bench.targets import check_targets, targets_markdown
-from bench.tasks import TASKS, Task
-from bench.workspace import Workspace
+from ragmend.bench.evaluate import Evaluation, RunPlan
+from ragmend.bench.methods import BY_NAME, METHODS, Method
+from ragmend.bench.report import paired_lift, plot_actions, plot_budget, summarize, table
+from ragmend.bench.targets import check_targets, targets_markdown
+from ragmend.bench.tasks import TASKS, Task
+from ragmend.bench.workspace import Workspace
 from ragmend.fileio import atomic_write_json, atomic_write_text
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.datasets import hotpotqa_paragraphs, load_hotpotqa, write_jsonl
-from bench.stats import median, percentiles_ms
-from engine import Engine
-from rag.pipeline import format_context
-from rag.prompts import get_prompt
+from ragmend.bench.datasets import hotpotqa_paragraphs, load_hotpotqa, write_jsonl
+from ragmend.bench.stats import median, percentiles_ms
+from ragmend.engine import Engine
 from ragmend.models.generator import load_generator
+from ragmend.rag.pipeline import format_context
+from ragmend.rag.prompts import get_prompt
 from ragmend.settings import Settings, settings_with
 
 STAGES = ("ingest", "embed", "retrieval", "rerank", "generate")
@@ -123,7 +123,7 @@ def run_pipeline_bench(
 
 def _bench_embed(engine: Engine, paragraphs: list[Any], log: Callable[[str], None]) -> dict[str, Any]:
     """Chunk embedding throughput in file order and in length order, side by side."""
-    from rag.documents import SourceDocument
+    from ragmend.rag.documents import SourceDocument
 
     ingestor = engine.ingestor()
     nodes = ingestor.chunk([SourceDocument(p.id, p.title, p.text, "bench") for p in paragraphs])

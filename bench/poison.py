@@ -37,18 +37,25 @@ from typing import Any
 
 import numpy as np
 
-from bench.datasets import Split, split_of
-from bench.truth_judge import FEATURES, Judged, JudgeWeights, TruthJudge, fit_and_validate, leave_one_out
-from diagnosis.types import Diagnosis
-from engine import Engine
-from kg.phrases import embed_with
-from rag.pipeline import format_context
-from rag.prompts import get_prompt
-from rag.types import Passage
+from ragmend.bench.datasets import Split, split_of
+from ragmend.bench.truth_judge import (
+    FEATURES,
+    Judged,
+    JudgeWeights,
+    TruthJudge,
+    fit_and_validate,
+    leave_one_out,
+)
+from ragmend.diagnosis.types import Diagnosis
+from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_json, atomic_write_text
+from ragmend.kg.phrases import embed_with
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
+from ragmend.rag.pipeline import format_context
+from ragmend.rag.prompts import get_prompt
+from ragmend.rag.types import Passage
 
 TRUTHFULQA_FILE = "truthfulqa/TruthfulQA.csv"
 CONTEXTS = (("clean", 0), ("mixed-33", 1), ("mixed-67", 2), ("poisoned", 3))  # (name, misleading of 3)

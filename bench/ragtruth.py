@@ -34,13 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from bench.stats import auroc, auroc_interval, fit_logistic, stratified_auroc
-from diagnosis.types import Diagnosis
-from engine import Engine
-from rag.types import Passage
+from ragmend.bench.stats import auroc, auroc_interval, fit_logistic, stratified_auroc
+from ragmend.diagnosis.types import Diagnosis
+from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 from ragmend.models.nli import nli_identity
+from ragmend.rag.types import Passage
 
 RAGTRUTH_FILE = "ragtruth/ragtruth_test_balanced600_SriVarshini09.jsonl"
 # RAGTruth's generation instructions (its paper, Appendix A), shortened: the "question" of each task.
@@ -434,7 +434,7 @@ def run_ragtruth_suite(
         "at_claim_cap": sum(len(r["claims"]) >= engine.settings.diagnosis.max_claims for r in records),
         "truncated": sum(bool(r["truncated"]) for r in records),
     }
-    from bench.ragtruth_report import write_ragtruth_report
+    from ragmend.bench.ragtruth_report import write_ragtruth_report
 
     write_ragtruth_report(summary, meta, records, reports)
     return {**summary, "_meta": meta}

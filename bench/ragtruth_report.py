@@ -8,7 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from bench.ragtruth import PER_MODEL_SIGNALS, SIGNALS, TASK_QUERIES, VERDICTS, claim_counts, signal_matrix
+from ragmend.bench.ragtruth import (
+    PER_MODEL_SIGNALS,
+    SIGNALS,
+    TASK_QUERIES,
+    VERDICTS,
+    claim_counts,
+    signal_matrix,
+)
 from ragmend.fileio import atomic_write_json, atomic_write_text
 
 # Seed 002, Table II: the RAGTruth QA test split (875 responses, six LLMs): a split this copy cannot

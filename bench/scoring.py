@@ -11,7 +11,7 @@ import re
 import string
 from collections import Counter
 
-from diagnosis.hypotheses import parse_claim_label
+from ragmend.diagnosis.hypotheses import parse_claim_label
 
 _PUNCT = set(string.punctuation)
 

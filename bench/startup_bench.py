@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from bench.stats import median
+from ragmend.bench.stats import median
 
 TIMEOUT_S = 600.0
 
@@ -30,7 +30,7 @@ def free_port() -> int:
 
 
 def start_server(config: Path | None, overrides: dict[str, Any], port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "server.cli"]
+    cmd = [sys.executable, "-m", "ragmend.cli"]
     if config:
         cmd += ["--config", str(config)]
     if "data_dir" in overrides:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench.methods import BY_NAME
-from bench.report import paired_lift
-from bench.tasks import Task
+from ragmend.bench.methods import BY_NAME
+from ragmend.bench.report import paired_lift
+from ragmend.bench.tasks import Task
 
 D2R_POLICIES = ("d2r_linucb", "d2r_ts", "d2r_lints")
 BASELINES = ("naive", "paraphrase", "expansion")

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.tasks import EvalItem
-from engine import Engine
-from engine.repair import RepairSkip, RepairTrace
+from ragmend.bench.tasks import EvalItem
+from ragmend.engine import Engine
+from ragmend.engine.repair import RepairSkip, RepairTrace
 from ragmend.errors import RagmendError
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from diagnosis.types import HypothesisVerdict, NLIState, PassageScores, Thresholds
+from ragmend.diagnosis.types import HypothesisVerdict, NLIState, PassageScores, Thresholds
 
 
 def hypothesis_state(hypothesis: str, scores: Sequence[PassageScores], t: Thresholds) -> HypothesisVerdict:

@@ -13,17 +13,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
-from diagnosis.egc import egc_features
-from diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label
-from diagnosis.hypotheses import (
+from ragmend.diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
+from ragmend.diagnosis.egc import egc_features
+from ragmend.diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label
+from ragmend.diagnosis.hypotheses import (
     is_abstention,
     negate,
     parse_claim_label,
     question_statement,
     split_claims,
 )
-from diagnosis.types import (
+from ragmend.diagnosis.types import (
     Diagnosis,
     HypothesisVerdict,
     KGSignal,

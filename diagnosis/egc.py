@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from diagnosis.types import EGCFeatures
+from ragmend.diagnosis.types import EGCFeatures
 
 
 def egc_features(q: np.ndarray, evidence: np.ndarray, claims: np.ndarray, tau: float = 0.4) -> EGCFeatures:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnosis.types import ABSTAIN_LABEL, FailureType, Kappa, Mode, NLIState, Stage
+from ragmend.diagnosis.types import ABSTAIN_LABEL, FailureType, Kappa, Mode, NLIState, Stage
 
 # LabelCompatible(y, e_q) for claim verification: the label must say what the evidence says.
 _COMPATIBLE: dict[str, NLIState] = {

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from diagnosis.types import CLAIM_LABELS
+from ragmend.diagnosis.types import CLAIM_LABELS
 
 QUERY_CONSTRUCTIONS = ("statement", "question", "rerank")
 

@@ -4,6 +4,6 @@ Later issues put the diagnose -> select -> repair -> learn loop here, between th
 and diagnosis/, policy/, actions/, rag/ and kg/ below.
 """
 
-from engine.core import Engine
+from ragmend.engine.core import Engine
 
 __all__ = ["Engine"]

@@ -11,26 +11,26 @@ from typing import Any
 
 import numpy as np
 
-from actions.catalogue import BY_NAME as ACTIONS_BY_NAME
-from actions.meter import CostMeter
-from diagnosis.diagnoser import Diagnoser, DiagnosisOptions
-from diagnosis.types import Diagnosis, Thresholds
-from engine.knowledge import KnowledgeGraph
-from engine.outcome import Outcome
-from engine.repair import Repairer
-from engine.services import EngineServices
-from engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
-from kg.phrases import embed_with
-from policy import Policy
-from rag.documents import BUNDLED_CORPUS
-from rag.ingest import Ingestor, IngestReport, Progress
-from rag.pipeline import IndexHandle, Pipeline
-from rag.store import IndexStore
-from rag.types import Answer, RAGConfig
 from ragmend import clock
+from ragmend.actions.catalogue import BY_NAME as ACTIONS_BY_NAME
+from ragmend.actions.meter import CostMeter
+from ragmend.diagnosis.diagnoser import Diagnoser, DiagnosisOptions
+from ragmend.diagnosis.types import Diagnosis, Thresholds
+from ragmend.engine.knowledge import KnowledgeGraph
+from ragmend.engine.outcome import Outcome
+from ragmend.engine.repair import Repairer
+from ragmend.engine.services import EngineServices
+from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
 from ragmend.errors import ConfigError, InputError, NotReady
+from ragmend.kg.phrases import embed_with
 from ragmend.models.embeddings import token_counter
 from ragmend.models.registry import ModelRegistry
+from ragmend.policy import Policy
+from ragmend.rag.documents import BUNDLED_CORPUS
+from ragmend.rag.ingest import Ingestor, IngestReport, Progress
+from ragmend.rag.pipeline import IndexHandle, Pipeline
+from ragmend.rag.store import IndexStore
+from ragmend.rag.types import Answer, RAGConfig
 from ragmend.settings import Settings, settings_with
 
 log = logging.getLogger("ragmend.engine")

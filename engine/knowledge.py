@@ -6,12 +6,12 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from diagnosis.types import KGSignal, TripleMatch
-from kg import AlignThresholds, KGStore, align_text, open_store
-from rag.store import IndexSnapshot
+from ragmend.diagnosis.types import KGSignal, TripleMatch
+from ragmend.kg import AlignThresholds, KGStore, align_text, open_store
+from ragmend.rag.store import IndexSnapshot
 
 if TYPE_CHECKING:
-    from kg.store import SyncReport
+    from ragmend.kg.store import SyncReport
     from ragmend.models.registry import ModelRegistry
     from ragmend.settings import Settings
 

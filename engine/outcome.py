@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnosis.types import Diagnosis
-from engine.repair import RepairSkip, RepairTrace
-from rag.types import Answer
+from ragmend.diagnosis.types import Diagnosis
+from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.rag.types import Answer
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from actions.catalogue import BY_NAME, Budgets, Cooldown, CostModel, Masked, RepairServices, feasible
-from actions.meter import Cost, CostMeter
-from diagnosis.types import Diagnosis
-from policy import Policy
-from policy.core import ArmsDisabled, action_budgets
-from policy.reward import Reward
-from policy.types import Decision
-from rag.types import Answer, RAGConfig
 from ragmend import clock
+from ragmend.actions.catalogue import BY_NAME, Budgets, Cooldown, CostModel, Masked, RepairServices, feasible
+from ragmend.actions.meter import Cost, CostMeter
+from ragmend.diagnosis.types import Diagnosis
 from ragmend.errors import GeneratorTimeout
+from ragmend.policy import Policy
+from ragmend.policy.core import ArmsDisabled, action_budgets
+from ragmend.policy.reward import Reward
+from ragmend.policy.types import Decision
+from ragmend.rag.types import Answer, RAGConfig
 
 
 @dataclass(frozen=True)

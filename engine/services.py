@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from rag.prompts import get_prompt
+from ragmend.rag.prompts import get_prompt
 
 if TYPE_CHECKING:
-    from engine.core import Engine
+    from ragmend.engine.core import Engine
 
 # A rewrite longer than this many times the query is the model rambling, not a query.
 _MAX_GROWTH = 3

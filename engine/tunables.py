@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from policy.core import LIVE_POLICY_KEYS
+from ragmend.policy.core import LIVE_POLICY_KEYS
 from ragmend.settings import Settings, settings_with
 
 ENGINE_LIVE_KEYS: tuple[str, ...] = tuple(f"policy.{k}" for k in LIVE_POLICY_KEYS)

@@ -7,12 +7,12 @@ answer's triples against it (kg.align: kappa in consistent, conflict, missing, n
 matched triples as the explanation). docs/kg.md describes the rules and their limits.
 """
 
-from kg.align import Alignment, AlignThresholds, Kappa, TripleAlignment, align, align_text
-from kg.factory import build_extractor, graph_path, open_store
-from kg.phrases import Embed, embed_with
-from kg.rebel import RebelTripleExtractor, parse_rebel
-from kg.store import KGSnapshot, KGStats, KGStore, KGTriple, SyncReport
-from kg.triples import SpacyTripleExtractor, Triple, TripleExtractor
+from ragmend.kg.align import Alignment, AlignThresholds, Kappa, TripleAlignment, align, align_text
+from ragmend.kg.factory import build_extractor, graph_path, open_store
+from ragmend.kg.phrases import Embed, embed_with
+from ragmend.kg.rebel import RebelTripleExtractor, parse_rebel
+from ragmend.kg.store import KGSnapshot, KGStats, KGStore, KGTriple, SyncReport
+from ragmend.kg.triples import SpacyTripleExtractor, Triple, TripleExtractor
 
 __all__ = [
     "AlignThresholds",

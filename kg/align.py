@@ -30,10 +30,10 @@ from typing import Literal
 
 import numpy as np
 
-from kg.phrases import Embed, keys_agree, name_key, number_key, triple_phrases, unit_rows
-from kg.store import KGSnapshot, KGStore, KGTriple
-from kg.triples import Triple, TripleExtractor
 from ragmend.errors import ConfigError
+from ragmend.kg.phrases import Embed, keys_agree, name_key, number_key, triple_phrases, unit_rows
+from ragmend.kg.store import KGSnapshot, KGStore, KGTriple
+from ragmend.kg.triples import Triple, TripleExtractor
 from ragmend.settings import KGSettings
 
 Kappa = Literal["consistent", "conflict", "missing", "no_triplet"]

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kg.align import align
-from kg.phrases import Embed, embed_with, triple_phrases
-from kg.store import KGStore
-from kg.triples import SpacyTripleExtractor, Triple
+from ragmend.kg.align import align
+from ragmend.kg.phrases import Embed, embed_with, triple_phrases
+from ragmend.kg.store import KGStore
+from ragmend.kg.triples import SpacyTripleExtractor, Triple
 from ragmend.models.embeddings import load_embeddings
 from ragmend.models.spacy_model import load_spacy
 from ragmend.settings import load_settings

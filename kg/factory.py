@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kg.phrases import embed_with
-from kg.store import KGStore
-from kg.triples import SpacyTripleExtractor, TripleExtractor
+from ragmend.kg.phrases import embed_with
+from ragmend.kg.store import KGStore
+from ragmend.kg.triples import SpacyTripleExtractor, TripleExtractor
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
 
@@ -15,7 +15,7 @@ from ragmend.settings import Settings
 def build_extractor(settings: Settings, nlp: Any | None = None) -> TripleExtractor:
     """The extractor `settings.kg` names; `nlp` is an already loaded spaCy pipeline to reuse."""
     if settings.kg.extractor == "rebel":
-        from kg.rebel import RebelTripleExtractor
+        from ragmend.kg.rebel import RebelTripleExtractor
 
         return RebelTripleExtractor.from_settings(settings)
     if nlp is None:

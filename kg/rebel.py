@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from kg.phrases import normalise_relation
-from kg.triples import Triple
 from ragmend.errors import ModelUnavailable
+from ragmend.kg.phrases import normalise_relation
+from ragmend.kg.triples import Triple
 from ragmend.models.bundled import resolve_local_or_hub
 from ragmend.models.runtime import prepare_libraries, quiet_transformers
 from ragmend.settings import Settings

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kg.phrases import Embed, name_key, number_key, triple_phrases, unit_rows
-from kg.triples import Triple, TripleExtractor
 from ragmend.errors import ConfigError, IndexMissing
+from ragmend.kg.phrases import Embed, name_key, number_key, triple_phrases, unit_rows
+from ragmend.kg.triples import Triple, TripleExtractor
 
 SCHEMA_VERSION = 1
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kg.phrases import normalise_phrase, normalise_relation
+from ragmend.kg.phrases import normalise_phrase, normalise_relation
 
 # Bumped whenever the rules below change what is extracted, so a store re-extracts its documents.
 RULES_VERSION = 1

@@ -8,13 +8,13 @@ state store (SQLite, atomic commits, export / import / reset). docs/policy.md de
 The engine uses the facade: Policy.from_settings, context, select, reward, update.
 """
 
-from policy.beta import BetaTS
-from policy.context import ContextBuilder
-from policy.core import Policy, state_path
-from policy.linear import LinTS, LinUCB, RidgeArm
-from policy.reward import BUDGET_SCALES, Budgets, Reward, compute_reward, reward_from_signals
-from policy.store import MemoryStore, PolicyStore, SQLiteStore
-from policy.types import POLICY_KINDS, ArmStats, ArmSummary, Decision, PolicyKind, PolicyState
+from ragmend.policy.beta import BetaTS
+from ragmend.policy.context import ContextBuilder
+from ragmend.policy.core import Policy, state_path
+from ragmend.policy.linear import LinTS, LinUCB, RidgeArm
+from ragmend.policy.reward import BUDGET_SCALES, Budgets, Reward, compute_reward, reward_from_signals
+from ragmend.policy.store import MemoryStore, PolicyStore, SQLiteStore
+from ragmend.policy.types import POLICY_KINDS, ArmStats, ArmSummary, Decision, PolicyKind, PolicyState
 
 __all__ = [
     "BUDGET_SCALES",

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from policy.types import ArmStats, Decision, PolicyKind, PolicyState
 from ragmend.errors import InputError
+from ragmend.policy.types import ArmStats, Decision, PolicyKind, PolicyState
 
 # Scores within this (relative) distance of the best are ties. At the start every arm scores the
 # same; always taking the first would never explore the others under alpha = 0.

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES
-from policy.context import ContextBuilder
-from policy.core import Policy
-from policy.linear import LinUCB
-from policy.store import MemoryStore, PolicyStore, SQLiteStore
-from policy.types import POLICY_KINDS
+from ragmend.diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES
+from ragmend.policy.context import ContextBuilder
+from ragmend.policy.core import Policy
+from ragmend.policy.linear import LinUCB
+from ragmend.policy.store import MemoryStore, PolicyStore, SQLiteStore
+from ragmend.policy.types import POLICY_KINDS
 from ragmend.settings import PolicySettings
 
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from policy.bandit import Bandit
-from policy.types import ArmStats, PolicyKind
+from ragmend.policy.bandit import Bandit
+from ragmend.policy.types import ArmStats, PolicyKind
 
 
 def binarise(reward: float, threshold: float) -> bool:

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES, Diagnosis
+from ragmend.diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES, Diagnosis
 from ragmend.errors import InputError
 
 

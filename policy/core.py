@@ -28,17 +28,17 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from actions.catalogue import ACTIONS
-from diagnosis.types import Diagnosis
-from policy.bandit import Bandit, check_reward
-from policy.beta import BetaTS, binarise
-from policy.context import ContextBuilder
-from policy.exchange import state_from_json, state_to_json
-from policy.linear import LinearBandit, LinTS, LinUCB
-from policy.reward import Budgets, Reward, RewardVariant, compute_reward
-from policy.store import MemoryStore, PolicyStore, SQLiteStore
-from policy.types import ArmStats, ArmSummary, Decision, PolicyKind, PolicyState
+from ragmend.actions.catalogue import ACTIONS
+from ragmend.diagnosis.types import Diagnosis
 from ragmend.errors import ConfigError, InputError
+from ragmend.policy.bandit import Bandit, check_reward
+from ragmend.policy.beta import BetaTS, binarise
+from ragmend.policy.context import ContextBuilder
+from ragmend.policy.exchange import state_from_json, state_to_json
+from ragmend.policy.linear import LinearBandit, LinTS, LinUCB
+from ragmend.policy.reward import Budgets, Reward, RewardVariant, compute_reward
+from ragmend.policy.store import MemoryStore, PolicyStore, SQLiteStore
+from ragmend.policy.types import ArmStats, ArmSummary, Decision, PolicyKind, PolicyState
 from ragmend.settings import PolicySettings, Settings
 
 # Every repair action of the catalogue, in its order: the arms of every policy the engine builds.

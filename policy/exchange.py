@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from policy.types import POLICY_KINDS, ArmStats, PolicyState, frozen_array
 from ragmend.errors import InputError
+from ragmend.policy.types import POLICY_KINDS, ArmStats, PolicyState, frozen_array
 
 SCHEMA = "ragmend.policy.state"
 VERSION = 1

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from policy.bandit import Bandit
-from policy.types import ArmStats, PolicyKind
+from ragmend.policy.bandit import Bandit
+from ragmend.policy.types import ArmStats, PolicyKind
 
 DRIFT_TOL = 1e-8  # relative residual of A (A^-1 x) = x that triggers a full re-inversion
 # Rows per block of an update: a block of A^-1 and one of A (128 KiB each) stay in cache together.

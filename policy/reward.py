@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from diagnosis.types import Diagnosis
+from ragmend.diagnosis.types import Diagnosis
 from ragmend.errors import InputError
 
 RewardVariant = Literal["paper", "unweighted", "unconstrained"]

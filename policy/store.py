@@ -30,8 +30,8 @@ from typing import NoReturn, Protocol
 
 import numpy as np
 
-from policy.types import ArmStats, PolicyState, frozen_array
 from ragmend.errors import ConfigError
+from ragmend.policy.types import ArmStats, PolicyState, frozen_array
 
 SQLITE_SCHEMA_VERSION = 1
 

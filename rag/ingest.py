@@ -18,9 +18,9 @@ from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode, TextNode
 
-from rag.documents import SourceDocument, load_source
-from rag.store import DocEntry, IndexSnapshot, IndexStore, Manifest, make_node
 from ragmend.errors import InputError
+from ragmend.rag.documents import SourceDocument, load_source
+from ragmend.rag.store import DocEntry, IndexSnapshot, IndexStore, Manifest, make_node
 
 # progress(done, total) after each embedding batch
 Progress = Callable[[int, int], None]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 import time
 
-from rag.prompts import get_prompt
-from rag.retrieval import SnapshotRetriever, rerank
-from rag.store import IndexSnapshot, IndexStore
-from rag.types import Answer, Passage, RAGConfig, StageTimings
 from ragmend.models.registry import ModelRegistry
+from ragmend.rag.prompts import get_prompt
+from ragmend.rag.retrieval import SnapshotRetriever, rerank
+from ragmend.rag.store import IndexSnapshot, IndexStore
+from ragmend.rag.types import Answer, Passage, RAGConfig, StageTimings
 from ragmend.settings import Settings
 from ragmend.text import validate_query
 

@@ -7,9 +7,9 @@ from typing import Any
 from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import NodeWithScore
 
-from rag.store import IndexSnapshot
-from rag.types import Passage
 from ragmend.models.reranker import Reranker
+from ragmend.rag.store import IndexSnapshot
+from ragmend.rag.types import Passage
 from ragmend.settings import RetrievalMode
 
 RRF_K = 60  # the constant of Cormack et al.'s reciprocal-rank fusion

@@ -31,8 +31,8 @@ import numpy as np
 from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 
-from rag.vector_store import NumpyVectorStore
 from ragmend.errors import IndexMissing, InputError
+from ragmend.rag.vector_store import NumpyVectorStore
 
 MANIFEST_VERSION = 1
 KEEP_GENERATIONS = 2  # the live one and its predecessor, which in-flight readers may still hold

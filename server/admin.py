@@ -20,11 +20,11 @@ from anyio import to_thread
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from engine import Engine
-from policy.core import BUDGET_KEYS, action_budgets
+from ragmend.engine import Engine
 from ragmend.errors import ConfigError, InputError, RagmendError
+from ragmend.policy.core import BUDGET_KEYS, action_budgets
+from ragmend.server.metrics import Metrics
 from ragmend.settings import PolicySettings
-from server.metrics import Metrics
 
 log = logging.getLogger("ragmend.admin")
 T = TypeVar("T")

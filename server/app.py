@@ -22,20 +22,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.responses import Response
 
-from engine import Engine
-from engine.outcome import Outcome
 from ragmend import __version__
+from ragmend.engine import Engine
+from ragmend.engine.outcome import Outcome
 from ragmend.errors import RagmendError
+from ragmend.server.admin import admin_router
+from ragmend.server.admission import Admission
+from ragmend.server.auth import BearerAuth
+from ragmend.server.body_limit import StreamedBodyLimit
+from ragmend.server.lifecycle import shut_down
+from ragmend.server.metrics import Metrics
+from ragmend.server.openai_api import openai_router
+from ragmend.server.reload import ConfigReloader, watching
+from ragmend.server.schemas import AnswerRequest, AnswerResponse, ErrorResponse
 from ragmend.settings import Settings
-from server.admin import admin_router
-from server.admission import Admission
-from server.auth import BearerAuth
-from server.body_limit import StreamedBodyLimit
-from server.lifecycle import shut_down
-from server.metrics import Metrics
-from server.openai_api import openai_router
-from server.reload import ConfigReloader, watching
-from server.schemas import AnswerRequest, AnswerResponse, ErrorResponse
 
 log = logging.getLogger("ragmend.server")
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from anyio import to_thread
 
 if TYPE_CHECKING:
-    from engine import Engine
-    from server.admission import Admission
+    from ragmend.engine import Engine
+    from ragmend.server.admission import Admission
 
 log = logging.getLogger("ragmend.server")
 

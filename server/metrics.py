@@ -28,18 +28,18 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from actions.catalogue import BY_NAME as ACTIONS_BY_NAME
-from diagnosis.types import FAILURE_TYPES, STAGES, Diagnosis
-from engine.outcome import Outcome
-from engine.repair import RepairSkip, RepairTrace
 from ragmend import __version__
+from ragmend.actions.catalogue import BY_NAME as ACTIONS_BY_NAME
+from ragmend.diagnosis.types import FAILURE_TYPES, STAGES, Diagnosis
+from ragmend.engine.outcome import Outcome
+from ragmend.engine.repair import RepairSkip, RepairTrace
 from ragmend.errors import RagmendError
 from ragmend.models.registry import ROLES
 from ragmend.settings import Settings
 
 if TYPE_CHECKING:
-    from engine import Engine
-    from policy import Policy
+    from ragmend.engine import Engine
+    from ragmend.policy import Policy
 
 log = logging.getLogger("ragmend.metrics")
 
@@ -491,7 +491,7 @@ class Metrics:
             return self._nvml_status()
         with self._meter_lock:
             if self._meter is None:
-                from actions.meter import CostMeter  # pynvml is imported by the meter, on first use
+                from ragmend.actions.meter import CostMeter  # pynvml is imported by the meter, on first use
 
                 self._meter = CostMeter()
             meter = self._meter

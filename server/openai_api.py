@@ -23,12 +23,12 @@ from typing import Annotated, Any, get_args
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from engine import Engine
-from engine.outcome import Outcome
+from ragmend.engine import Engine
+from ragmend.engine.outcome import Outcome
 from ragmend.errors import InputError
-from server.admission import Admission, admission_of
-from server.metrics import Metrics
-from server.openai_schemas import (
+from ragmend.server.admission import Admission, admission_of
+from ragmend.server.metrics import Metrics
+from ragmend.server.openai_schemas import (
     AssistantMessage,
     ChatCompletion,
     ChatCompletionChunk,
@@ -42,7 +42,7 @@ from server.openai_schemas import (
     OpenAIErrorResponse,
     Usage,
 )
-from server.schemas import AnswerResponse
+from ragmend.server.schemas import AnswerResponse
 
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
 # Word-sized pieces, whitespace kept: the deltas concatenate back to the exact answer.

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.schemas import AnswerResponse
+from ragmend.server.schemas import AnswerResponse
 
 # The same bounds as RAGConfig.max_tokens / temperature, so a bad value is refused naming the
 # request field rather than a config field the client never sent.

@@ -33,11 +33,11 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ragmend.errors import RagmendError
+from ragmend.server.metrics import Metrics
 from ragmend.settings import load_settings
-from server.metrics import Metrics
 
 if TYPE_CHECKING:
-    from engine import Engine
+    from ragmend.engine import Engine
 
 log = logging.getLogger("ragmend.reload")
 

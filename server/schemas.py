@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from diagnosis.types import Diagnosis
-from engine.outcome import Outcome
-from engine.repair import RepairSkip, RepairTrace
-from rag.types import Passage, RAGConfig, StageTimings
+from ragmend.diagnosis.types import Diagnosis
+from ragmend.engine.outcome import Outcome
+from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.rag.types import Passage, RAGConfig, StageTimings
 
 
 class AnswerRequest(BaseModel):

@@ -12,8 +12,8 @@ import httpx
 import pytest
 import uvicorn
 
-from bench.startup_bench import free_port
-from engine import Engine
+from ragmend.bench.startup_bench import free_port
+from ragmend.engine import Engine
 from ragmend.models import bundled
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings, load_settings, settings_with
@@ -97,7 +97,7 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def live_server(engine: Engine) -> Iterator[LiveServer]:
-    from server.app import create_app
+    from ragmend.server.app import create_app
 
     with LiveServer(create_app(engine.settings, engine=engine)) as server:
         yield server

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from actions.catalogue import ACTIONS, BY_NAME, Budgets, Cooldown, CostModel, feasible
-from actions.meter import CostMeter
-from engine import Engine
-from engine.services import EngineServices, clean_rewrite
-from rag.types import RAGConfig
+from ragmend.actions.catalogue import ACTIONS, BY_NAME, Budgets, Cooldown, CostModel, feasible
+from ragmend.actions.meter import CostMeter
+from ragmend.engine import Engine
+from ragmend.engine.services import EngineServices, clean_rewrite
 from ragmend.models.registry import ModelRegistry
+from ragmend.rag.types import RAGConfig
 from tests.conftest import tiny_settings
 
 

@@ -15,11 +15,11 @@ import httpx
 import numpy as np
 import pytest
 
-from engine import Engine
-from policy import Policy
+from ragmend.engine import Engine
 from ragmend.models.registry import ModelRegistry
+from ragmend.policy import Policy
+from ragmend.server.app import create_app
 from ragmend.settings import Settings, settings_with
-from server.app import create_app
 from tests.conftest import LiveServer
 from tests.test_metrics import value
 from tests.test_repair import UNANSWERABLE

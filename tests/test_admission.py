@@ -16,14 +16,14 @@ from typing import Any
 import httpx
 import pytest
 
-from engine import Engine
+from ragmend.engine import Engine
 from ragmend.errors import GeneratorTimeout, Overloaded, RequestTimeout
 from ragmend.models.generator import Generator
 from ragmend.models.registry import ModelRegistry
+from ragmend.server.admission import Admission
+from ragmend.server.app import create_app
+from ragmend.server.metrics import Metrics
 from ragmend.settings import Settings, settings_with
-from server.admission import Admission
-from server.app import create_app
-from server.metrics import Metrics
 from tests.conftest import LiveServer, sample_questions
 from tests.test_metrics import value
 from tests.test_repair import UNANSWERABLE, repair_settings

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine import Engine
-from server.cli import app
+from ragmend.cli.main import app
+from ragmend.engine import Engine
 from tests.conftest import sample_questions
 
 runner = CliRunner()
@@ -82,7 +82,7 @@ def test_models_unknown_role(tmp_path: Path) -> None:
 def _cli(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, XDG_CACHE_HOME=str(data_dir / "xdg-cache"))
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", "--data-dir", str(data_dir), "--profile", "tiny", *args],
+        [sys.executable, "-m", "ragmend.cli", "--data-dir", str(data_dir), "--profile", "tiny", *args],
         capture_output=True,
         text=True,
         env=env,

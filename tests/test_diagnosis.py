@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from diagnosis.diagnoser import Diagnoser, DiagnosisOptions
-from diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES, STAGES
-from engine import Engine
-from rag.types import Passage
+from ragmend.diagnosis.diagnoser import Diagnoser, DiagnosisOptions
+from ragmend.diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES, STAGES
+from ragmend.engine import Engine
+from ragmend.rag.types import Passage
 from tests.conftest import sample_questions
 
 
@@ -111,7 +111,7 @@ def test_http_and_cli_return_the_diagnosis(engine: Engine, live_server: object) 
 
 
 def test_ask_json_includes_the_diagnosis(engine: Engine) -> None:
-    from server.cli import app
+    from ragmend.cli.main import app
 
     env = {
         "RAGMEND_DATA_DIR": str(engine.settings.data_dir),

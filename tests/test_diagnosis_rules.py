@@ -6,11 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
-from diagnosis.egc import egc_features
-from diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label, label_compatible
-from diagnosis.hypotheses import parse_claim_label, question_statement, split_claims
-from diagnosis.types import PassageScores, Thresholds
+from ragmend.diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
+from ragmend.diagnosis.egc import egc_features
+from ragmend.diagnosis.failure import (
+    StageEvidence,
+    attribute_stage,
+    failure_type,
+    gated_label,
+    label_compatible,
+)
+from ragmend.diagnosis.hypotheses import parse_claim_label, question_statement, split_claims
+from ragmend.diagnosis.types import PassageScores, Thresholds
 
 T = Thresholds(entail=0.6, contradict=0.7)
 

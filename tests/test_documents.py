@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from rag.documents import html_to_text, load_source
 from ragmend.errors import InputError
+from ragmend.rag.documents import html_to_text, load_source
 
 MAX = 10_000_000
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine
-from rag.store import IndexStore
+from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.models.registry import ModelRegistry
+from ragmend.rag.store import IndexStore
 from tests.conftest import tiny_settings
 
 
@@ -120,7 +120,7 @@ KILL_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from engine import Engine
+    from ragmend.engine import Engine
     from tests.conftest import tiny_settings
 
     data_dir, src, marker = map(Path, sys.argv[1:4])
@@ -169,7 +169,7 @@ def test_killed_ingest_leaves_previous_index(
 
 
 def test_length_sorted_embedding_keeps_node_order(tmp_path: Path, registry: ModelRegistry) -> None:
-    from rag.documents import SourceDocument
+    from ragmend.rag.documents import SourceDocument
 
     ingestor = _engine(tmp_path, registry).ingestor()
     docs = [SourceDocument(k, k, v * (i + 1), "t") for i, (k, v) in enumerate(DOCS.items())]

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kg import (
+from ragmend.errors import ConfigError, ModelUnavailable
+from ragmend.kg import (
     AlignThresholds,
     KGStore,
     RebelTripleExtractor,
@@ -26,8 +27,7 @@ from kg import (
     embed_with,
     parse_rebel,
 )
-from kg.phrases import Embed, keys_agree, name_key, number_key
-from ragmend.errors import ConfigError, ModelUnavailable
+from ragmend.kg.phrases import Embed, keys_agree, name_key, number_key
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import load_settings, settings_with
 
@@ -309,8 +309,8 @@ def test_a_failed_sync_leaves_the_previous_graph(
 _KILLED_SYNC = """
 import hashlib, os, signal, sys
 import numpy as np
-from kg.store import KGStore
-from kg.triples import Triple
+from ragmend.kg.store import KGStore
+from ragmend.kg.triples import Triple
 
 class Words:
     name = "first-and-last-word"

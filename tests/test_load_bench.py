@@ -8,9 +8,9 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from bench.load import Result, loopback_url, pid_listening_on, run_load_bench, summarise
+from ragmend.bench.load import Result, loopback_url, pid_listening_on, run_load_bench, summarise
+from ragmend.cli.main import app
 from ragmend.errors import InputError
-from server.cli import app
 from tests.conftest import LiveServer
 
 runner = CliRunner()

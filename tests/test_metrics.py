@@ -20,20 +20,20 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from actions.meter import Cost
-from diagnosis.types import FAILURE_TYPES, Diagnosis, EGCFeatures, KGSignal, NLISignal
-from engine import Engine
-from engine.outcome import Outcome
-from engine.repair import RepairSkip, RepairTrace
-from policy import Policy
-from policy.reward import MB, Budgets, compute_reward
-from policy.types import Decision
-from rag.types import Answer, RAGConfig, StageTimings
+from ragmend.actions.meter import Cost
+from ragmend.diagnosis.types import FAILURE_TYPES, Diagnosis, EGCFeatures, KGSignal, NLISignal
+from ragmend.engine import Engine
+from ragmend.engine.outcome import Outcome
+from ragmend.engine.repair import RepairSkip, RepairTrace
 from ragmend.errors import GeneratorError, ModelUnavailable, NotReady, PayloadTooLarge
+from ragmend.policy import Policy
+from ragmend.policy.reward import MB, Budgets, compute_reward
+from ragmend.policy.types import Decision
+from ragmend.rag.types import Answer, RAGConfig, StageTimings
+from ragmend.server import metrics as m
+from ragmend.server.app import create_app
+from ragmend.server.metrics import Metrics
 from ragmend.settings import PolicySettings, Settings, load_settings, settings_with
-from server import metrics as m
-from server.app import create_app
-from server.metrics import Metrics
 from tests.conftest import REPO, LiveServer, sample_questions
 
 DEPLOY = REPO / "deploy"
@@ -402,7 +402,7 @@ def test_settings_stand_in_when_there_is_no_policy() -> None:
 
 
 def test_nvml_status_is_this_machines() -> None:
-    from actions.meter import CostMeter
+    from ragmend.actions.meter import CostMeter
 
     text = scrape(Metrics(Settings()))
     state = "available" if CostMeter().nvml_available else "unavailable"

@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from bench.datasets import load_hotpotqa, split_of
+from ragmend.bench.datasets import load_hotpotqa, split_of
 from ragmend.models.registry import ModelRegistry
+from ragmend.train.nli_pairs import EntitySwapper, build_in_domain_pairs
 from tests.test_datasets import DATA, needs_data
-from train.nli_pairs import EntitySwapper, build_in_domain_pairs
 
 
 def test_swap_uses_an_entity_of_the_same_type_absent_from_the_premise(registry: ModelRegistry) -> None:
@@ -76,7 +76,7 @@ def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: Mode
 def test_pairs_cli_writes_one_file_per_source(tmp_path, limit: int) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
-    from server.cli import app
+    from ragmend.cli.main import app
 
     result = CliRunner().invoke(
         app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(DATA), "--limit", str(limit)]

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bench.datasets import NLIPair
-from bench.nli_eval import classification_metrics, evaluate_nli
+from ragmend.bench.datasets import NLIPair
+from ragmend.bench.nli_eval import classification_metrics, evaluate_nli
+from ragmend.cli.main import app
 from ragmend.errors import ModelUnavailable
 from ragmend.models.nli import EMPTY_PAIR, TransformersNLI, label_permutation
-from server.cli import app
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
@@ -96,7 +96,7 @@ def test_the_hypothesis_is_never_cut_while_the_premise_has_tokens(random_nli_dir
 
 @pytest.fixture(scope="module")
 def onnx_nli_dir(random_nli_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from train.nli_export import export_nli
+    from ragmend.train.nli_export import export_nli
 
     out = tmp_path_factory.mktemp("onnx") / "nli"
     result = export_nli(random_nli_dir, out, int8=False)
@@ -119,7 +119,7 @@ def test_onnx_export_matches_pytorch_and_loads_by_default_path(
 
 
 def test_int8_export_is_smaller_and_close(random_nli_dir: Path, tmp_path: Path) -> None:
-    from train.nli_export import export_nli
+    from ragmend.train.nli_export import export_nli
 
     fp32 = export_nli(random_nli_dir, tmp_path / "fp32", int8=False)
     int8 = export_nli(random_nli_dir, tmp_path / "int8", int8=True)
@@ -135,7 +135,7 @@ def runner_invoke(args: list[str]):
 
 
 def test_fit_temperature_recovers_a_known_temperature() -> None:
-    from train.calibrate import expected_calibration_error, fit_temperature, nll
+    from ragmend.train.calibrate import expected_calibration_error, fit_temperature, nll
 
     rng = np.random.default_rng(0)
     true_logits = rng.normal(0, 2.0, size=(4000, 3))
@@ -182,7 +182,7 @@ NLI_LABELS_CYCLE = ("entailment", "neutral", "contradiction")
 
 
 def test_suite_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
-    from bench.nli_suite import SUITE_END, SUITE_START, write_suite_section
+    from ragmend.bench.nli_suite import SUITE_END, SUITE_START, write_suite_section
 
     doc = tmp_path / "nli.md"
     doc.write_text("# Title\n\nprose\n")

@@ -12,9 +12,9 @@ import openai
 import pytest
 from openai import OpenAI
 
-from engine import Engine
+from ragmend.engine import Engine
+from ragmend.server.app import create_app
 from ragmend.settings import settings_with
-from server.app import create_app
 from tests.conftest import LiveServer, sample_questions
 
 CHAT = "/v1/chat/completions"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine import Engine
-from rag.pipeline import format_context
-from rag.types import Passage, RAGConfig
+from ragmend.engine import Engine
 from ragmend.errors import InputError
+from ragmend.rag.pipeline import format_context
+from ragmend.rag.types import Passage, RAGConfig
 from tests.conftest import sample_questions
 
 QUESTIONS = sample_questions()

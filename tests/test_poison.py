@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.poison import (
+from ragmend.bench.poison import (
     CONTEXTS,
     PoisonRun,
     TruthfulItem,
@@ -16,8 +16,8 @@ from bench.poison import (
     mark_correct,
     summarize_poison,
 )
-from bench.truth_judge import Judged
-from engine import Engine
+from ragmend.bench.truth_judge import Judged
+from ragmend.engine import Engine
 from ragmend.errors import InputError
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diagnosis.types import Diagnosis, EGCFeatures, KGSignal, NLISignal
-from policy import (
+from ragmend.diagnosis.types import Diagnosis, EGCFeatures, KGSignal, NLISignal
+from ragmend.errors import ConfigError, InputError
+from ragmend.policy import (
     BUDGET_SCALES,
     BetaTS,
     Budgets,
@@ -31,10 +32,9 @@ from policy import (
     compute_reward,
     reward_from_signals,
 )
-from policy.core import ArmsDisabled
-from policy.exchange import state_from_json
-from policy.types import ArmStats
-from ragmend.errors import ConfigError, InputError
+from ragmend.policy.core import ArmsDisabled
+from ragmend.policy.exchange import state_from_json
+from ragmend.policy.types import ArmStats
 from ragmend.settings import PolicySettings, load_settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def small_config(**kw: object) -> PolicySettings:
 
 
 def signature_x(builder: ContextBuilder, i: int) -> np.ndarray:
-    from diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES
+    from ragmend.diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES
 
     return builder.build_from_signals(
         None,
@@ -462,7 +462,7 @@ def test_import_errors_are_clear(tmp_path: Path) -> None:
 KILL_CHILD = """
 import sys
 from pathlib import Path
-from policy import Policy, SQLiteStore
+from ragmend.policy import Policy, SQLiteStore
 from ragmend.settings import PolicySettings
 from tests.test_policy import ARMS, signature_x
 pol = Policy(PolicySettings(context_dim=0), SQLiteStore(Path(sys.argv[1])))
@@ -476,7 +476,7 @@ while True:
 READ_CHILD = """
 import json, sys
 from pathlib import Path
-from policy import Policy, SQLiteStore
+from ragmend.policy import Policy, SQLiteStore
 from ragmend.settings import PolicySettings
 print(json.dumps(Policy(PolicySettings(context_dim=0), SQLiteStore(Path(sys.argv[1]))).export_state()))
 """
@@ -691,7 +691,7 @@ def test_linucb_equals_mabwiser(alpha: float, l2_lambda: float) -> None:
 
 
 def test_the_benchmarks_inverse_baseline_is_the_same_linucb() -> None:
-    from policy.bench import InverseLinUCB, Workload
+    from ragmend.policy.bench import InverseLinUCB, Workload
 
     work = Workload(32, 5, 200)
     fast, slow = LinUCB(work.arms, 32, seed=4), InverseLinUCB(work.arms, 32, seed=4)
@@ -710,7 +710,7 @@ BEST_ARM = {"WP": "rewrite_paraphrase", "IE": "rerank", "WR": "mode_switch", "LE
 
 
 def test_simulated_environment_regret_falls_and_the_mapping_is_recovered() -> None:
-    from diagnosis.types import KAPPAS, NLI_STATES
+    from ragmend.diagnosis.types import KAPPAS, NLI_STATES
 
     rng = np.random.default_rng(0)
     # The world: for each failure type one action repairs the answer 85% of the time, the others
@@ -823,7 +823,7 @@ def test_an_unusable_state_file_is_refused_and_kept_aside(tmp_path: Path, case: 
 
 
 def test_a_refused_state_never_overwrites_an_earlier_one(tmp_path: Path) -> None:
-    from policy.store import set_aside
+    from ragmend.policy.store import set_aside
 
     path = tmp_path / "policy.sqlite"
     for i in range(3):  # three in the same second: three names
@@ -880,7 +880,7 @@ def test_invalid_policy_settings_in_a_file_name_the_key(tmp_path: Path) -> None:
 def policy_cli(tmp_path: Path, *args: str, input: str | None = None):  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
-    from server.cli import app
+    from ragmend.cli.main import app
 
     return CliRunner().invoke(app, ["--data-dir", str(tmp_path), "policy", *args], input=input)
 
@@ -958,7 +958,7 @@ def test_policy_cli_on_a_corrupt_state_file(tmp_path: Path) -> None:
 def test_policy_commands_have_help_with_an_example() -> None:
     from typer.testing import CliRunner
 
-    from server.cli import app
+    from ragmend.cli.main import app
 
     for command in (["policy"], ["policy", "export"], ["policy", "import"], ["policy", "reset"]):
         result = CliRunner().invoke(app, [*command, "--help"])
@@ -970,12 +970,12 @@ def test_policy_commands_have_help_with_an_example() -> None:
 def test_bench_policy_json_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    import policy.bench
-    from server.cli import app
-
     # The command's plumbing and its JSON, not timings (those are the benchmark's business): the
     # reference size is shrunk, since every inverse at d = 786 costs 0.1-0.2 s on this machine.
-    monkeypatch.setattr(policy.bench, "REFERENCE", (48, 11))
+    import ragmend.policy.bench as policy_bench
+    from ragmend.cli.main import app
+
+    monkeypatch.setattr(policy_bench, "REFERENCE", (48, 11))
     args = ["bench", "policy", "--json", "--steps", "5", "--steps-d786", "3", "--inverse-steps", "3"]
     result = CliRunner().invoke(app, [*args, "--store-steps", "10", "--workdir", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -1011,7 +1011,7 @@ def test_host_rss_growth_is_held_to_its_own_budget() -> None:
 
 
 def test_the_policy_holds_every_catalogue_arm_whatever_is_enabled(tmp_path: Path) -> None:
-    from actions.catalogue import ACTIONS
+    from ragmend.actions.catalogue import ACTIONS
 
     pol = Policy(small_config(enabled_actions=("rerank", "depth")), SQLiteStore(tmp_path / "p.sqlite"))
     assert pol.arms == tuple(a.name for a in ACTIONS) and pol.enabled_actions == ("rerank", "depth")

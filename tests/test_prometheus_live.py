@@ -23,11 +23,11 @@ import httpx
 import pytest
 import yaml
 
-from bench.startup_bench import free_port
-from engine import Engine
+from ragmend.bench.startup_bench import free_port
+from ragmend.engine import Engine
 from ragmend.models.registry import ModelRegistry
+from ragmend.server.app import create_app
 from ragmend.settings import settings_with
-from server.app import create_app
 from tests.conftest import REPO, LiveServer, sample_questions
 
 DEPLOY = REPO / "deploy"

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.ragtruth import (
+from ragmend.bench.ragtruth import (
     EGC_FEATURES,
     OVERRIDES,
     RAGTRUTH_FILE,
@@ -23,8 +23,8 @@ from bench.ragtruth import (
     summarize_group,
     verdict_row,
 )
-from bench.stats import auroc, fit_logistic
-from engine import Engine
+from ragmend.bench.stats import auroc, fit_logistic
+from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import settings_with
@@ -174,7 +174,7 @@ def test_real_responses_are_diagnosed_and_reported(
     def refuse(self: object, item: RagTruthItem) -> dict:
         raise AssertionError("records should have been reused")
 
-    monkeypatch.setattr("bench.ragtruth.RagTruthRun.run_item", refuse)
+    monkeypatch.setattr("ragmend.bench.ragtruth.RagTruthRun.run_item", refuse)
     run_ragtruth_suite(engine, DATA, tmp_path / "work", reports, 6, "again")
     fewer = settings_with(settings, diagnosis={"max_claims": 4})
     changed = Engine(fewer, models=ModelRegistry.sharing(registry, fewer))

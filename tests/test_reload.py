@@ -17,12 +17,12 @@ import pytest
 import yaml
 from fastapi import FastAPI
 
-from engine import Engine
+from ragmend.engine import Engine
 from ragmend.errors import ConfigError
 from ragmend.models.registry import ModelRegistry
+from ragmend.server.app import create_app
+from ragmend.server.reload import ConfigReloader
 from ragmend.settings import Settings, load_settings, settings_with
-from server.app import create_app
-from server.reload import ConfigReloader
 from tests.conftest import LiveServer, tiny_settings
 from tests.test_metrics import value
 

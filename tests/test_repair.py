@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine import Engine
-from engine.repair import RepairSkip, RepairTrace, support_rank
-from policy import Policy
+from ragmend.engine import Engine
+from ragmend.engine.repair import RepairSkip, RepairTrace, support_rank
 from ragmend.models.registry import ModelRegistry
+from ragmend.policy import Policy
 from ragmend.settings import Settings, settings_with
 from tests.conftest import LiveServer, tiny_settings
 
@@ -103,7 +103,7 @@ def test_frozen_policy_repairs_without_learning(tmp_path: Path, engine: Engine) 
 
 
 def test_http_answer_carries_the_repair_trace(repair_engine: Engine) -> None:
-    from server.app import create_app
+    from ragmend.server.app import create_app
 
     with LiveServer(create_app(repair_engine.settings, engine=repair_engine)) as server:
         r = httpx.post(

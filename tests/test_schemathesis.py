@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine
+from ragmend.engine import Engine
+from ragmend.server.app import create_app
 from ragmend.settings import settings_with
-from server.app import create_app
 from tests.conftest import LiveServer
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")

@@ -7,8 +7,8 @@ import time
 import httpx
 import pytest
 
-from engine import Engine
-from server.app import create_app
+from ragmend.engine import Engine
+from ragmend.server.app import create_app
 from tests.conftest import LiveServer, sample_questions
 
 

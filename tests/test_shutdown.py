@@ -16,9 +16,9 @@ import httpx
 import pytest
 import yaml
 
-from bench.startup_bench import free_port, wait_ready
-from engine import Engine
-from policy import Policy
+from ragmend.bench.startup_bench import free_port, wait_ready
+from ragmend.engine import Engine
+from ragmend.policy import Policy
 from ragmend.settings import load_settings
 from tests.conftest import REPO
 from tests.test_metrics import value
@@ -51,7 +51,7 @@ def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(
     log = tmp_path / "serve.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "--config", str(path), "serve", "--port", str(port)],
+            [sys.executable, "-m", "ragmend.cli", "--config", str(path), "serve", "--port", str(port)],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=err,

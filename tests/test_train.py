@@ -8,23 +8,23 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.datasets import Paragraph
-from bench.evaluate import RunPlan
-from bench.methods import BY_NAME
-from bench.paper_suite import run_paper_suite
-from bench.scoring import answer_em, answer_f1, fever_label
-from bench.tasks import TASKS, Corpus, EvalItem, Task, get_task
-from bench.warm_start import warm_start
-from bench.workspace import Workspace
-from engine import Engine
-from policy import Policy
 from ragmend import clock
+from ragmend.bench.datasets import Paragraph
+from ragmend.bench.evaluate import RunPlan
+from ragmend.bench.methods import BY_NAME
+from ragmend.bench.paper_suite import run_paper_suite
+from ragmend.bench.scoring import answer_em, answer_f1, fever_label
+from ragmend.bench.tasks import TASKS, Corpus, EvalItem, Task, get_task
+from ragmend.bench.warm_start import warm_start
+from ragmend.bench.workspace import Workspace
+from ragmend.cli.main import app
+from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_json
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
+from ragmend.policy import Policy
 from ragmend.settings import settings_with
-from server.cli import app
 from tests.conftest import SAMPLE_CORPUS, sample_questions, tiny_settings
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.datasets import (
+from ragmend.bench.datasets import (
     FEVER_TO_NLI,
     FeverClaim,
     HotpotItem,
@@ -42,7 +42,7 @@ from bench.datasets import (
     load_hotpotqa,
     load_sufficient_facts,
 )
-from diagnosis.hypotheses import question_statement
+from ragmend.diagnosis.hypotheses import question_statement
 
 # Entity types whose swap changes what a sentence asserts.
 SWAP_LABELS = frozenset(

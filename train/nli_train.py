@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from bench.datasets import NLI_LABELS, NLI_SETS, NLIPair, load_nli, split_of
+from ragmend.bench.datasets import NLI_LABELS, NLI_SETS, NLIPair, load_nli, split_of
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 from ragmend.models import bundled

@@ -45,7 +45,7 @@ def run(fn: Callable[[], T]) -> T:
 
 
 def make_engine(s: Settings) -> Any:
-    from engine import Engine
+    from ragmend.engine import Engine
 
     return Engine(s)
 

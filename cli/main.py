@@ -12,12 +12,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from server.cli_bench import bench_app
-from server.cli_common import Invocation, err, make_engine, out, progress_bar, run, settings
-from server.cli_eval import evaluate
-from server.cli_nli import nli_app
-from server.cli_policy import policy_app
-from server.cli_train import train
+from ragmend.cli.bench import bench_app
+from ragmend.cli.common import Invocation, err, make_engine, out, progress_bar, run, settings
+from ragmend.cli.eval import evaluate
+from ragmend.cli.nli import nli_app
+from ragmend.cli.policy import policy_app
+from ragmend.cli.train import train
 
 app = typer.Typer(
     name="ragmend",
@@ -132,7 +132,7 @@ def ask(
         if as_json:
             from pydantic import TypeAdapter
 
-            from engine.outcome import Outcome
+            from ragmend.engine.outcome import Outcome
 
             print(TypeAdapter(Outcome).dump_json(outcome).decode())
             return
@@ -162,7 +162,7 @@ def ask(
 
 
 def print_repair(trace: Any) -> None:
-    from engine.repair import RepairSkip
+    from ragmend.engine.repair import RepairSkip
 
     if isinstance(trace, RepairSkip):
         out.print(f"\nrepair skipped: {escape(trace.reason)}")
@@ -240,8 +240,8 @@ def serve(
 
     Example: ragmend serve --port 8000; then curl -s localhost:8000/readyz
     """
-    from server.app import create_app
-    from server.lifecycle import serve as serve_app
+    from ragmend.server.app import create_app
+    from ragmend.server.lifecycle import serve as serve_app
 
     def work() -> None:
         import os

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from server.cli_common import SHARED_DATA, err, out, progress_bar, run, settings
+from ragmend.cli.common import SHARED_DATA, err, out, progress_bar, run, settings
 
 
 def train(
@@ -41,11 +41,11 @@ def train(
 
     Example: ragmend train --dataset fever --epochs 2 --limit 200
     """
-    from bench.tasks import first, get_task
-    from bench.warm_start import warm_start
-    from bench.workspace import Workspace
-    from engine import Engine
-    from policy import state_path
+    from ragmend.bench.tasks import first, get_task
+    from ragmend.bench.warm_start import warm_start
+    from ragmend.bench.workspace import Workspace
+    from ragmend.engine import Engine
+    from ragmend.policy import state_path
 
     def work() -> None:
         base = settings()

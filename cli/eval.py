@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
+from ragmend.cli.common import SHARED_DATA, err, progress_bar, run, settings
 from ragmend.settings import Settings
-from server.cli_common import SHARED_DATA, err, progress_bar, run, settings
 
 
 @contextmanager
@@ -74,10 +74,10 @@ def evaluate(
     Example: ragmend eval --suite poison --test-limit 100
     Example: ragmend eval --suite ragtruth
     """
-    from bench.evaluate import RunPlan
-    from bench.methods import BY_NAME, METHODS
-    from bench.paper_suite import run_paper_suite, write_report
-    from bench.tasks import get_task
+    from ragmend.bench.evaluate import RunPlan
+    from ragmend.bench.methods import BY_NAME, METHODS
+    from ragmend.bench.paper_suite import run_paper_suite, write_report
+    from ragmend.bench.tasks import get_task
     from ragmend.errors import InputError
 
     def work() -> None:
@@ -130,8 +130,8 @@ def evaluate(
         err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
 
     def poison(base: Settings, root: Path, command: str) -> None:
-        from bench.poison import run_poison_suite
-        from engine import Engine
+        from ragmend.bench.poison import run_poison_suite
+        from ragmend.engine import Engine
         from ragmend.settings import settings_with
 
         # The contexts are given, not retrieved: no index, no corpus graph to align against.
@@ -153,8 +153,8 @@ def evaluate(
         err.print(f"wrote {reports / 'poison.md'}")
 
     def ragtruth(base: Settings, root: Path, command: str) -> None:
-        from bench.ragtruth import OVERRIDES, run_ragtruth_suite
-        from engine import Engine
+        from ragmend.bench.ragtruth import OVERRIDES, run_ragtruth_suite
+        from ragmend.engine import Engine
         from ragmend.settings import settings_with
 
         engine = Engine(settings_with(base, **OVERRIDES))

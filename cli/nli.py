@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from server.cli_common import SHARED_DATA, err, progress_bar, run, settings
+from ragmend.cli.common import SHARED_DATA, err, progress_bar, run, settings
 
 DEVICE_HELP = "auto (CUDA where torch sees a GPU), cpu or cuda[:n]."
 
@@ -31,10 +31,10 @@ def nli_pairs(
 
     Example: ragmend nli pairs --out /tmp/nli-pairs --limit 100
     """
-    from bench.datasets import write_jsonl
+    from ragmend.bench.datasets import write_jsonl
     from ragmend.errors import InputError
     from ragmend.models.spacy_model import load_spacy
-    from train.nli_pairs import build_in_domain_pairs
+    from ragmend.train.nli_pairs import build_in_domain_pairs
 
     def work() -> None:
         s = settings()
@@ -66,7 +66,7 @@ def nli_train(
     Example: ragmend nli train --mix train/mixes/minilm-v0.yaml --out data/nli-minilm-v0
     """
     from ragmend.models.runtime import torch_device
-    from train.nli_train import load_train_config, resolve_mix, train_nli
+    from ragmend.train.nli_train import load_train_config, resolve_mix, train_nli
 
     def work() -> None:
         s = settings()
@@ -132,12 +132,12 @@ def nli_label(
     Example: ragmend nli label --teacher data/nli-mpnet-cpu/model --data snli_dev
     --skip-from train/mixes/mpnet-teacher-cpu.yaml --out data/nli-soft
     """
-    from bench.datasets import load_nli as load_pairs
+    from ragmend.bench.datasets import load_nli as load_pairs
     from ragmend.errors import InputError
     from ragmend.models.nli import open_nli
     from ragmend.models.runtime import torch_device
-    from train.nli_distill import agreement, label_pairs
-    from train.nli_train import load_train_config, shared_set_path, trained_rows, write_pairs
+    from ragmend.train.nli_distill import agreement, label_pairs
+    from ragmend.train.nli_train import load_train_config, shared_set_path, trained_rows, write_pairs
 
     def work() -> None:
         settings()
@@ -193,7 +193,7 @@ def nli_export(
 
     Example: ragmend nli export --model data/nli-minilm-v0/model --out data/nli-minilm-v0/onnx-int8
     """
-    from train.nli_export import export_nli
+    from ragmend.train.nli_export import export_nli
 
     def work() -> None:
         settings()
@@ -212,10 +212,10 @@ def nli_calibrate(
 
     Example: ragmend nli calibrate --model data/nli-v0/onnx --data data/nli-v0/heldout.jsonl
     """
-    from bench.datasets import load_nli as load_pairs
+    from ragmend.bench.datasets import load_nli as load_pairs
     from ragmend.errors import InputError
     from ragmend.models.nli import open_nli
-    from train.calibrate import calibrate, save_calibration
+    from ragmend.train.calibrate import calibrate, save_calibration
 
     def work() -> None:
         s = settings()

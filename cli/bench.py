@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from server.cli_common import SHARED_DATA, Invocation, err, out, run, settings
+from ragmend.cli.common import SHARED_DATA, Invocation, err, out, run, settings
 
 bench_app = typer.Typer(
     help="Benchmarks (speed is measured here, never in tests).\n\nExample: ragmend bench pipeline --json",
@@ -36,7 +36,7 @@ def bench_pipeline(
 
     Example: ragmend bench pipeline --stage retrieval --json
     """
-    from bench.pipeline_bench import run_pipeline_bench
+    from ragmend.bench.pipeline_bench import run_pipeline_bench
 
     def work() -> None:
         result = run_pipeline_bench(
@@ -80,8 +80,8 @@ def bench_nli(
     import shlex
     import sys
 
-    from bench.datasets import load_nli as load_pairs
-    from bench.nli_eval import evaluate_nli
+    from ragmend.bench.datasets import load_nli as load_pairs
+    from ragmend.bench.nli_eval import evaluate_nli
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
     from ragmend.models.nli import load_nli
@@ -96,7 +96,7 @@ def bench_nli(
             else s.models
         )
         if suite:
-            from bench.nli_suite import (
+            from ragmend.bench.nli_suite import (
                 fever_claim_evidence_test,
                 run_suite,
                 speed_check,
@@ -149,8 +149,8 @@ def bench_diagnosis(
 
     Example: ragmend bench diagnosis --questions 150 --heldout ragmend/assets/nli-minilm-l6/heldout.jsonl
     """
-    from bench.datasets import load_nli as load_pairs
-    from bench.diagnosis_bench import run_diagnosis_bench
+    from ragmend.bench.datasets import load_nli as load_pairs
+    from ragmend.bench.diagnosis_bench import run_diagnosis_bench
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
 
@@ -182,7 +182,7 @@ def bench_kg(
 
     Example: ragmend bench kg --questions 100 --json
     """
-    from bench.kg_bench import run_kg_bench
+    from ragmend.bench.kg_bench import run_kg_bench
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
 
@@ -214,7 +214,7 @@ def bench_judge(
 
     Example: ragmend bench judge --questions 150 --json
     """
-    from bench.poison import TRUTHFULQA_FILE, fit_judge
+    from ragmend.bench.poison import TRUTHFULQA_FILE, fit_judge
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
     from ragmend.models.registry import ModelRegistry
@@ -240,7 +240,7 @@ def bench_startup(
 
     Example: ragmend bench startup --runs 3 --json
     """
-    from bench.startup_bench import run_startup_bench
+    from ragmend.bench.startup_bench import run_startup_bench
 
     def work() -> None:
         result = run_startup_bench(
@@ -275,7 +275,7 @@ def bench_load(
     import shlex
     import sys
 
-    from bench.load import loopback_url, run_load_bench
+    from ragmend.bench.load import loopback_url, run_load_bench
 
     def work() -> None:
         if url is not None:
@@ -321,7 +321,7 @@ def bench_policy(
     import shlex
     import sys
 
-    from policy.bench import run_speed_bench
+    from ragmend.policy.bench import run_speed_bench
 
     def work() -> None:
         settings()  # the server's library setup (BLAS threads), so these are the server's figures

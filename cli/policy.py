@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from server.cli_common import err, run, settings
+from ragmend.cli.common import err, run, settings
 
 policy_app = typer.Typer(
     help="The repair policy's learned state: export, import, reset.\n\n"
@@ -43,9 +43,9 @@ def policy_export(
 
     Example: ragmend policy export --out policy-state.json
     """
-    from policy import Policy, state_path
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
+    from ragmend.policy import Policy, state_path
 
     def work() -> None:
         s = settings()
@@ -75,8 +75,8 @@ def policy_import(
 
     Example: ragmend policy import policy-state.json
     """
-    from policy import Policy, state_path
     from ragmend.errors import InputError
+    from ragmend.policy import Policy, state_path
 
     def work() -> None:
         if not file.is_file():
@@ -107,7 +107,7 @@ def policy_reset(
 
     Example: ragmend policy reset --yes
     """
-    from policy import Policy, state_path
+    from ragmend.policy import Policy, state_path
 
     def work() -> None:
         s = settings()
