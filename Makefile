@@ -1,6 +1,8 @@
 # ragmend: two commands on a fresh machine.
 #   make serve   install if needed, then serve the embedded default on 127.0.0.1:8000
-#   make test    install if needed, then run the whole test suite
+#   make test    install if needed, then run the whole test suite (what .ci/run calls)
+#   make test-fast  the inner loop: tests that need no generator (under 2 minutes on 2 cores)
+#   make lint    ruff (lint and format) and mypy over the whole tree (pyproject.toml [tool.mypy])
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
@@ -14,7 +16,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test lint bench clean
+.PHONY: install serve test test-fast lint bench clean
 
 install: $(STAMP)
 
@@ -33,8 +35,16 @@ serve: install
 test: install
 	$(VENV)/bin/pytest -q
 
+# Tests marked `generator` (tests/conftest.py marks every test that uses the engine or a server,
+# and refuses to load the generator in this tier) or `slow` are left out; everything else runs,
+# real embeddings, NLI and reranker included.
+test-fast: install
+	$(VENV)/bin/pytest -q -m "not generator and not slow" --durations=5
+
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

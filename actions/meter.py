@@ -85,7 +85,9 @@ class CostMeter:
             try:
                 nvml = self._nvml_module
                 if nvml is None:
-                    import pynvml as nvml  # optional at run time: imported only when metering starts
+                    import pynvml  # optional at run time: imported only when metering starts
+
+                    nvml = pynvml
                 nvml.nvmlInit()
                 count = nvml.nvmlDeviceGetCount()
                 if self.device_index >= count:
@@ -105,6 +107,7 @@ class CostMeter:
     def _probe(self) -> _Probe | None:
         if self.nvml_available:
             nvml, handle = self._nvml_module, self._handle
+            assert nvml is not None  # nvml_available: _init_nvml kept the module
             return _Probe(lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).used), "nvml")
         try:
             read_rss_bytes()

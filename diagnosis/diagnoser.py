@@ -44,14 +44,28 @@ class Reranker(Protocol):
 
 
 class EvidencePassage(Protocol):
-    """What diagnosis reads of a retrieved passage (rag.types.Passage has these)."""
+    """What diagnosis reads of a retrieved passage (rag.types.Passage has these).
 
-    id: str
-    doc_id: str
-    title: str
-    text: str
-    score: float
-    retriever: str
+    Read-only properties, so a frozen dataclass such as rag.types.Passage satisfies the protocol.
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def doc_id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def retriever(self) -> str: ...
 
 
 Embed = Callable[[list[str]], np.ndarray]  # normalised rows
@@ -133,6 +147,7 @@ class Diagnoser:
         for hi, h in enumerate(hypotheses):
             scores = []
             for pi, (pid, _) in enumerate(premises):
+                assert batch is not None  # a premise and a hypothesis made a pair
                 row = hi * len(premises) + pi
                 e, n, c = (float(x) for x in batch.probs[row])
                 scores.append(PassageScores(pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[row]))

@@ -201,7 +201,10 @@ class Ingestor:
             for d in docs
         ]
         split = self._splitter().get_nodes_from_documents(documents)
-        return [make_node(n.node_id, n.metadata["doc_id"], n.metadata["title"], n.text) for n in split]
+        # A sentence splitter over Documents yields TextNodes (typed BaseNode by llama-index).
+        return [
+            make_node(n.node_id, n.metadata["doc_id"], n.metadata["title"], n.get_content()) for n in split
+        ]
 
     def embed(
         self, nodes: list[TextNode], progress: Progress | None = None, length_sorted: bool = True

@@ -8,6 +8,7 @@ and answers with a single matrix-vector product and an argpartition.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,7 @@ class NumpyVectorStore(BasePydanticVectorStore):
     def matrix(self) -> np.ndarray:
         return self._matrix
 
-    def add(self, nodes: list[BaseNode], **kwargs: Any) -> list[str]:
+    def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         if not nodes:
             return []
         vecs = normalise(np.stack([np.asarray(n.get_embedding(), dtype=np.float32) for n in nodes]))

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -68,7 +69,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory, registry: ModelRegistry, sm
 
 
 class LiveServer:
-    def __init__(self, app: object):
+    def __init__(self, app: Any):
         self.port = free_port()
         self.server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
@@ -118,8 +119,8 @@ def random_nli_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=512,
-        num_labels=3,
-        # Deliberately not in NLI_ORDER: the role must reorder the columns.
+        # Three labels (num_labels follows id2label), deliberately not in NLI_ORDER: the role must
+        # reorder the columns.
         id2label={0: "CONTRADICTION", 1: "ENTAILMENT", 2: "NEUTRAL"},
         label2id={"CONTRADICTION": 0, "ENTAILMENT": 1, "NEUTRAL": 2},
     )
@@ -127,3 +128,43 @@ def random_nli_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     BertForSequenceClassification(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+# -- the fast tier (make test-fast) --------------------------------------------------------------
+# A test that uses one of these fixtures runs the engine with its generator (or a server over it):
+# it is marked `generator` and `make test-fast` (-m "not generator") leaves it out. A module that
+# drives the generator another way (the CLI, a subprocess) says so with pytestmark.
+GENERATOR_FIXTURES = frozenset(
+    {
+        "engine",
+        "live_server",
+        "keyed_engine",
+        "server",
+        "serve",
+        "no_repair_server",
+        "repair_engine",
+        "reloading",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if GENERATOR_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.generator)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_tier_loads_no_generator(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under -m "not generator", loading the generator fails the test that did it, with what to do:
+    so the fast tier cannot quietly grow slow, and its selection is checked rather than trusted."""
+    if "not generator" not in request.config.getoption("markexpr", ""):
+        yield
+        return
+
+    def refuse(*_: object, **__: object) -> None:
+        raise RuntimeError("this test loads the generator: mark it `generator` (tests/conftest.py)")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("ragmend.models.registry.load_generator", refuse)
+        yield

@@ -154,6 +154,7 @@ def test_clean_rewrite() -> None:
     assert clean_rewrite("x" * 500, "short query") == "short query"
 
 
+@pytest.mark.generator
 def test_engine_services_rewrite_and_refresh(tmp_path: Path, registry: ModelRegistry) -> None:
     src = tmp_path / "docs.jsonl"
     src.write_text(json.dumps({"id": "a", "title": "A", "text": "Alpha is the first letter."}) + "\n")

@@ -90,6 +90,7 @@ def _cli(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.generator
 def test_models_json_in_a_fresh_process(tmp_path: Path) -> None:
     proc = _cli(
         ["models", "--json", "--role", "embeddings", "--role", "reranker", "--role", "generator"], tmp_path

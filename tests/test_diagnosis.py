@@ -80,6 +80,7 @@ def test_supported_and_contradicted_answers_differ(engine: Engine) -> None:
     p_bad = max(s.entail for s in bad.e_r.hypotheses[0].scores)
     assert p_good > p_bad
     # e_r.support is the graded verdict: the mean of each claim's best P(entail) (one claim here).
+    assert good.e_r.support is not None and bad.e_r.support is not None
     assert good.e_r.support == pytest.approx(p_good, abs=1e-4) and bad.e_r.support < good.e_r.support
     off = d.diagnose("Where was Marie Curie born?", [OFF_TOPIC], "I don't know.")
     assert off.failure == "IE" and off.e_r.construction == "abstained" and off.e_r.support is None

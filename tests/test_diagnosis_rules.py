@@ -3,6 +3,8 @@ attribution and hypothesis construction. Pure functions: no model needed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -93,7 +95,7 @@ def test_egc_features_on_a_hand_graph() -> None:
 
 
 def test_stage_cascade() -> None:
-    base = dict(reranked=False, on_topic=True, best_query_similarity=0.6, cut_evidence=False)
+    base: dict[str, Any] = dict(reranked=False, on_topic=True, best_query_similarity=0.6, cut_evidence=False)
     assert attribute_stage(StageEvidence("NoFailure", "entail", **base))[0] == "none"
     assert attribute_stage(StageEvidence("WR", "entail", **base))[0] == "generation"
     assert attribute_stage(StageEvidence("IE", "neutral", **(base | {"reranked": True})))[0] == "reranking"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -124,6 +125,18 @@ def test_tests_import_the_namespace() -> None:
 
 def test_the_wheel_installs_only_ragmend(tmp_path: Path) -> None:
     """Built and installed as a user gets it: only `ragmend` at the top, and it imports from anywhere."""
+    # Built from a copy: setuptools writes build/ beside the sources, and the checkout stays clean.
+    src = tmp_path / "checkout"
+    local = {".git", ".venv", ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "data", "var"}
+    shutil.copytree(
+        REPO,
+        src,
+        symlinks=True,
+        # What a checkout holds besides the sources (only at its top: rag/data is package data).
+        ignore=lambda d, names: {
+            n for n in names if (Path(d) == REPO and n in local) or n.endswith(".egg-info")
+        },
+    )
     wheels = tmp_path / "wheels"
     subprocess.run(
         [
@@ -136,7 +149,7 @@ def test_the_wheel_installs_only_ragmend(tmp_path: Path) -> None:
             "--no-build-isolation",
             "-w",
             str(wheels),
-            str(REPO),
+            str(src),
         ],
         check=True,
         capture_output=True,

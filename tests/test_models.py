@@ -14,6 +14,7 @@ from ragmend.settings import load_settings
 from tests.conftest import tiny_settings
 
 
+@pytest.mark.generator
 def test_every_role_reports_ok(registry: ModelRegistry) -> None:
     for role in ("embeddings", "reranker", "generator", "spacy"):
         r = registry.report(role)
@@ -50,6 +51,7 @@ def test_hub_ids_need_allow_hub(tmp_path: Path) -> None:
     assert bundled.resolve_local_or_hub("org/model", "embeddings", allow_hub=True) == "org/model"
 
 
+@pytest.mark.generator
 def test_corrupt_generator_file(tmp_path: Path) -> None:
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)

@@ -29,6 +29,7 @@ def test_swap_uses_an_entity_of_the_same_type_absent_from_the_premise(registry: 
     assert swapper.swap("nothing named here at all") is None
 
 
+@pytest.mark.slow
 @needs_data
 def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: ModelRegistry) -> None:
     pairs = build_in_domain_pairs(DATA, registry.spacy, seed=0, limit=30)

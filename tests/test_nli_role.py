@@ -193,6 +193,7 @@ def test_suite_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
     assert text.count(SUITE_START) == 1 and text.count(SUITE_END) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "nli").is_dir(), reason="shared data not mounted")
 def test_suite_cli_on_a_few_pairs(onnx_nli_dir: Path) -> None:
     result = runner_invoke(

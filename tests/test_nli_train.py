@@ -78,6 +78,7 @@ def test_train_stop_resume_and_load(tmp_path: Path, random_nli_dir: Path) -> Non
         train_nli(dataclasses.replace(cfg, seed=1), PAIRS, tmp_path / "other")
 
 
+@pytest.mark.slow
 def test_training_loss_falls(tmp_path: Path, random_nli_dir: Path) -> None:
     """The loop really optimises: on a small repeated set the loss drops well below its start."""
     cfg = _tiny(random_nli_dir, epochs=40, learning_rate=3e-3, warmup_ratio=0.0, bf16=False)

@@ -8,12 +8,13 @@ from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.rag.pipeline import format_context
 from ragmend.rag.types import Passage, RAGConfig
+from ragmend.settings import RetrievalMode
 from tests.conftest import sample_questions
 
 QUESTIONS = sample_questions()
 
 
-def _gold_hits(engine: Engine, mode: str, k: int) -> float:
+def _gold_hits(engine: Engine, mode: RetrievalMode, k: int) -> float:
     found = 0
     for q in QUESTIONS:
         titles = {p.title for p in engine.index.retriever.retrieve(q["question"], mode, k)}
@@ -22,7 +23,7 @@ def _gold_hits(engine: Engine, mode: str, k: int) -> float:
 
 
 @pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
-def test_every_mode_retrieves_gold_passages(engine: Engine, mode: str) -> None:
+def test_every_mode_retrieves_gold_passages(engine: Engine, mode: RetrievalMode) -> None:
     # At least one gold paragraph in the top 5 for most questions; a broken retriever gets ~0.
     assert _gold_hits(engine, mode, 5) >= 0.75
 

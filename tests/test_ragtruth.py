@@ -151,6 +151,7 @@ def test_logistic_regression_is_cross_validated_by_source() -> None:
     assert not np.isnan(scores).any() and auroc(scores, y) > 0.95
 
 
+@pytest.mark.slow
 @needs_data
 def test_real_responses_are_diagnosed_and_reported(
     tmp_path: Path, registry: ModelRegistry, monkeypatch: pytest.MonkeyPatch

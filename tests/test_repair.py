@@ -74,6 +74,7 @@ def test_a_failed_answer_is_repaired_once_and_the_policy_learns(repair_engine: E
     assert again.total == pytest.approx(trace.reward.total)
     assert trace.learned
     # The reply carries the better-supported answer.
+    assert trace.diagnosis is not None and outcome.diagnosis is not None
     best = max((first, trace.diagnosis), key=support_rank)
     assert support_rank(outcome.diagnosis) == support_rank(best)
     assert trace.kept == ("repaired" if outcome.answer is trace.answer else "original")

@@ -113,6 +113,7 @@ def test_the_clock_counts_replayed_calls_per_context() -> None:
     assert clock.replayed() == base
 
 
+@pytest.mark.generator
 def test_warm_start_runs_the_live_loop_and_persists_every_update(
     tmp_path: Path, registry: ModelRegistry, small_corpus: Path
 ) -> None:
@@ -183,6 +184,7 @@ def small_task() -> Task:
     return Task("small", "Small", "concise", 24, "em", hotpot.columns, build, hotpot.score, hotpot.answer_in)
 
 
+@pytest.mark.generator
 def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: ModelRegistry) -> None:
     task = small_task()
     base = tiny_settings(tmp_path / "base")

@@ -41,7 +41,7 @@ def agreement(pairs: list[NLIPair]) -> dict[str, Any]:
     labelled = [p for p in pairs if p.probs is not None]
     if not labelled:
         return {"n": 0}
-    argmax = [NLI_LABELS[int(np.argmax(p.probs))] for p in labelled]
+    argmax = [NLI_LABELS[int(np.argmax(p.probs))] for p in labelled if p.probs is not None]
     per_label = {}
     for lab in NLI_LABELS:
         rows = [a for p, a in zip(labelled, argmax, strict=True) if p.label == lab]

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ragmend import clock
 from ragmend.errors import GeneratorError, GeneratorTimeout, ModelUnavailable
@@ -68,9 +68,13 @@ class LocalGGUF:
             "stop": params.get("stop"),
             "seed": params.get("seed"),
         }
+        # llama-cpp types messages as its own TypedDicts; ours are the same role/content dicts.
         if timeout_s is None:
             with self._lock:
-                return self._llm.create_chat_completion(messages=messages, **kwargs)
+                # Not streamed: llama-cpp returns one completion dict (its stubs type the union).
+                return cast(
+                    dict[str, Any], self._llm.create_chat_completion(messages=cast(Any, messages), **kwargs)
+                )
         deadline = time.monotonic() + timeout_s
         # Other requests' generations hold the lock: waiting for it is part of this call's time.
         if not self._lock.acquire(timeout=timeout_s):
@@ -78,8 +82,11 @@ class LocalGGUF:
         try:
             expired: list[bool] = []
             stop = self._deadline_processor(deadline, expired)
-            out = self._llm.create_chat_completion(
-                messages=messages, logits_processor=LogitsProcessorList([stop]), **kwargs
+            out = cast(
+                dict[str, Any],
+                self._llm.create_chat_completion(
+                    messages=cast(Any, messages), logits_processor=LogitsProcessorList([stop]), **kwargs
+                ),
             )
         finally:
             self._lock.release()
