@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ragmend.cli.common import SHARED_DATA, Invocation, err, out, run, settings
+from ragmend.cli.common import SHARED_DATA, Invocation, err, run, settings, show
 
 bench_app = typer.Typer(
     help="Benchmarks (speed is measured here, never in tests).\n\nExample: ragmend bench pipeline --json",
@@ -49,7 +48,7 @@ def bench_pipeline(
             workdir=workdir,
             log=lambda m: err.print(m),
         )
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -114,7 +113,7 @@ def bench_nli(
             if limit is None:  # a partial run never overwrites the recorded one
                 write_suite_section(doc, suite_markdown(results, speed, command))
                 atomic_write_json(doc.parent / "bench" / "nli-suite.json", result)
-            print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+            show(result, as_json)
             return
         assert data is not None
         if not data.is_file():
@@ -124,7 +123,7 @@ def bench_nli(
         except ValueError as e:
             raise InputError(str(e)) from e
         result = evaluate_nli(load_nli(models), pairs)
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -164,7 +163,7 @@ def bench_diagnosis(
         result = run_diagnosis_bench(s, data, workdir, questions, pairs, log=lambda m: err.print(m))
         if doc:
             atomic_write_json(doc, result)
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -193,7 +192,7 @@ def bench_kg(
         result = run_kg_bench(s, data, questions, log=lambda m: err.print(m))
         if doc:
             atomic_write_json(doc, result)
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -226,7 +225,7 @@ def bench_judge(
         _, result = fit_judge(ModelRegistry(s), data_root, questions)
         if doc:
             atomic_write_json(doc, result)
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -246,7 +245,7 @@ def bench_startup(
         result = run_startup_bench(
             Invocation.config, Invocation.overrides, runs=runs, log=lambda m: err.print(m)
         )
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -292,7 +291,7 @@ def bench_load(
             log=lambda m: err.print(m),
         )
         result = {**result, "command": "ragmend " + shlex.join(sys.argv[1:])}
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -334,6 +333,6 @@ def bench_policy(
             log=lambda m: err.print(m),
         )
         result = {"command": "ragmend " + shlex.join(sys.argv[1:]), **result}
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
