@@ -35,7 +35,7 @@ def bench_pipeline(
 
     Example: ragmend bench pipeline --stage retrieval --json
     """
-    from ragmend.bench.pipeline_bench import run_pipeline_bench
+    from ragmend.bench.speed.pipeline import run_pipeline_bench
 
     def work() -> None:
         result = run_pipeline_bench(
@@ -79,8 +79,8 @@ def bench_nli(
     import shlex
     import sys
 
-    from ragmend.bench.datasets import load_nli as load_pairs
-    from ragmend.bench.nli_eval import evaluate_nli
+    from ragmend.bench.harness.nli_eval import evaluate_nli
+    from ragmend.corpora.readers import load_nli as load_pairs
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
     from ragmend.models.nli import load_nli
@@ -95,7 +95,7 @@ def bench_nli(
             else s.models
         )
         if suite:
-            from ragmend.bench.nli_suite import (
+            from ragmend.bench.suites.nli import (
                 fever_claim_evidence_test,
                 run_suite,
                 speed_check,
@@ -148,8 +148,8 @@ def bench_diagnosis(
 
     Example: ragmend bench diagnosis --questions 150 --heldout ragmend/assets/nli-minilm-l6/heldout.jsonl
     """
-    from ragmend.bench.datasets import load_nli as load_pairs
-    from ragmend.bench.diagnosis_bench import run_diagnosis_bench
+    from ragmend.bench.calibration.diagnosis import run_diagnosis_bench
+    from ragmend.corpora.readers import load_nli as load_pairs
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
 
@@ -181,7 +181,7 @@ def bench_kg(
 
     Example: ragmend bench kg --questions 100 --json
     """
-    from ragmend.bench.kg_bench import run_kg_bench
+    from ragmend.bench.calibration.kg_align import run_kg_bench
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
 
@@ -208,12 +208,12 @@ def bench_judge(
 ) -> None:
     """Validate the TruthfulQA answer judge of the poison suite against single-similarity rules.
 
-    Fits bench/truth_judge.py on DEV questions' reference answers and judges the TEST questions'
+    Fits bench/suites/truth_judge.py on DEV questions' reference answers and judges the TEST questions'
     reference answers leave-one-out (labels: TruthfulQA's own), every rule on the same samples.
 
     Example: ragmend bench judge --questions 150 --json
     """
-    from ragmend.bench.poison import TRUTHFULQA_FILE, fit_judge
+    from ragmend.bench.suites.poison import TRUTHFULQA_FILE, fit_judge
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
     from ragmend.models.registry import ModelRegistry
@@ -239,7 +239,7 @@ def bench_startup(
 
     Example: ragmend bench startup --runs 3 --json
     """
-    from ragmend.bench.startup_bench import run_startup_bench
+    from ragmend.bench.speed.startup import run_startup_bench
 
     def work() -> None:
         result = run_startup_bench(
@@ -274,7 +274,7 @@ def bench_load(
     import shlex
     import sys
 
-    from ragmend.bench.load import loopback_url, run_load_bench
+    from ragmend.bench.speed.load import loopback_url, run_load_bench
 
     def work() -> None:
         if url is not None:
@@ -320,7 +320,7 @@ def bench_policy(
     import shlex
     import sys
 
-    from ragmend.policy.bench import run_speed_bench
+    from ragmend.bench.speed.policy import run_speed_bench
 
     def work() -> None:
         settings()  # the server's library setup (BLAS threads), so these are the server's figures

@@ -12,7 +12,7 @@ from ragmend.cli.common import SHARED_DATA, err, out, progress_bar, run, setting
 
 
 def train(
-    dataset: Annotated[str, typer.Option(help="hotpotqa or fever (bench/tasks.py).")],
+    dataset: Annotated[str, typer.Option(help="hotpotqa or fever (corpora/tasks.py).")],
     epochs: Annotated[int, typer.Option(min=1, max=100, help="Passes over the items (the paper: 2).")] = 2,
     limit: Annotated[
         int | None, typer.Option(min=1, help="Only the first N dev items (default: the whole dev split).")
@@ -40,11 +40,11 @@ def train(
 
     Example: ragmend train --dataset fever --epochs 2 --limit 200
     """
-    from ragmend.bench.tasks import first, get_task
-    from ragmend.bench.warm_start import warm_start
-    from ragmend.bench.workspace import Workspace
+    from ragmend.bench.harness.workspace import Workspace
+    from ragmend.corpora.tasks import first, get_task
     from ragmend.engine import Engine
     from ragmend.policy import state_path
+    from ragmend.train.warm_start import warm_start
 
     def work() -> None:
         base = settings()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ragmend.bench.report import summarize
-from ragmend.bench.targets import check_targets, diagnosis_evidence, paper_lift, targets_markdown
-from ragmend.bench.tasks import TASKS
+from ragmend.bench.harness.report import summarize
+from ragmend.bench.harness.targets import check_targets, diagnosis_evidence, paper_lift, targets_markdown
+from ragmend.corpora.tasks import TASKS
 
 FEVER = TASKS["fever"]
 
@@ -79,7 +79,7 @@ def test_targets_are_checked_pairwise_and_a_miss_says_by_how_much() -> None:
 
 
 def test_the_generators_share_is_measured_where_the_answer_can_be_found() -> None:
-    from ragmend.bench.tasks import EvalItem
+    from ragmend.corpora.tasks import EvalItem
 
     hotpot = TASKS["hotpotqa"]
     item = EvalItem("q", "Where was Marie Curie born?", "Warsaw", "test")

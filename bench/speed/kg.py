@@ -1,6 +1,6 @@
 """Figures for docs/kg.md: extraction speed, graph build and alignment latency.
 
-    .venv/bin/python -m kg.bench [--corpus rag/data/sample_corpus.jsonl] [--scale 100000] [--json]
+    python -m ragmend.bench.speed.kg [--corpus rag/data/sample_corpus.jsonl] [--scale 100000] [--json]
 
 1. spaCy triple extraction over every paragraph of the corpus (JSONL {id, title, text}):
    sentences/s and triples/s, parse and rules timed apart (models loaded before the clock starts),
@@ -171,7 +171,9 @@ def _scale(n: int) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m kg.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m ragmend.bench.speed.kg",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--scale", type=int, default=100_000, help="synthetic graph size; 0 skips it")

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.methods import BY_NAME, Method
-from ragmend.bench.tasks import Task
+from ragmend.bench.harness.methods import BY_NAME, Method
+from ragmend.corpora.tasks import Task
 
 BOOTSTRAP = 2000
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.datasets import (
+from ragmend.bench.harness.nli_eval import classification_metrics, score_nli
+from ragmend.corpora.readers import (
     FEVER_TO_NLI,
     NLI_LABELS,
     NLI_SETS,
@@ -23,7 +24,6 @@ from ragmend.bench.datasets import (
     load_nli,
     load_sufficient_facts,
 )
-from ragmend.bench.nli_eval import classification_metrics, score_nli
 from ragmend.fileio import atomic_write_text
 
 
@@ -57,11 +57,11 @@ def hotpot_statement_test(root: Path) -> list[NLIPair]:
     """The diagnosis' own query signal on HotpotQA TEST items: both gold paragraphs against the
     question as a statement with the gold answer (entailment), with a wrong answer in its slot
     (contradiction), and a distractor paragraph against it (neutral). Built as `ragmend nli
-    pairs` builds its DEV-split training files (train/nli_pairs.py), never trained on."""
-    from ragmend.bench.datasets import load_hotpotqa
+    pairs` builds its DEV-split training files (corpora/nli_pairs.py), never trained on."""
+    from ragmend.corpora.nli_pairs import EntitySwapper, hotpot_statement_pairs
+    from ragmend.corpora.readers import load_hotpotqa
     from ragmend.models.spacy_model import load_spacy
     from ragmend.settings import ModelsSettings
-    from ragmend.train.nli_pairs import EntitySwapper, hotpot_statement_pairs
 
     items = load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")
     # The wrong answers come from the gold paragraphs' entities (a smaller pool parses faster).

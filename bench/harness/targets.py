@@ -3,7 +3,7 @@
 Targets (issue 7): the better D2R policy beats Naive RAG, Query Paraphrase and Context Expansion on
 the headline metric; its mean latency is at most 1.6x Naive RAG's; its lift over Naive RAG is at
 least the paper's own best D2R lift; at least 300 test items. Each comparison is paired over the
-same items with a 95% bootstrap interval (bench/report.paired_lift).
+same items with a 95% bootstrap interval (bench/harness/report.paired_lift).
 
 Where D2R falls short, two things can limit it: the diagnosis (a wrong first answer that is never
 flagged cannot be repaired; a right one that is flagged can be broken) and the generator (a flagged
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmend.bench.methods import BY_NAME
-from ragmend.bench.report import paired_lift
-from ragmend.bench.tasks import Task
+from ragmend.bench.harness.methods import BY_NAME
+from ragmend.bench.harness.report import paired_lift
+from ragmend.corpora.tasks import Task
 
 D2R_POLICIES = ("d2r_linucb", "d2r_ts", "d2r_lints")
 BASELINES = ("naive", "paraphrase", "expansion")

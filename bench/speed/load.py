@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 
-from ragmend.bench.startup_bench import free_port, start_server, stop, wait_ready
+from ragmend.bench.speed.startup import free_port, start_server, stop, wait_ready
 from ragmend.errors import InputError
 
 MAX_CLIENTS = 256

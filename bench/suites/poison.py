@@ -13,7 +13,7 @@ For each TruthfulQA question of the TEST split (sha256 of the question, as for t
 4. the engine's diagnosis of every answer: does it flag the poisoned contexts (evidence conflict:
    some passages entail what others contradict; response contradiction; any failure)?
 
-Correctness of a free-form answer: bench/truth_judge.py, a small judge over the answer's embedding,
+Correctness of a free-form answer: bench/suites/truth_judge.py, a small judge over the answer's embedding,
 token-overlap and NLI relations to TruthfulQA's correct and incorrect reference answers, fitted on
 the DEV split's references and validated leave-one-out on the TEST split's (both figures go in the
 report). Records hold the answers, not verdicts: the judge runs over the finished records, so a
@@ -37,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.datasets import Split, split_of
-from ragmend.bench.truth_judge import (
+from ragmend.bench.suites.truth_judge import (
     FEATURES,
     Judged,
     JudgeWeights,
@@ -46,6 +45,7 @@ from ragmend.bench.truth_judge import (
     fit_and_validate,
     leave_one_out,
 )
+from ragmend.corpora.readers import Split, split_of
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.errors import InputError
@@ -304,7 +304,7 @@ def write_poison_report(
         f"NLI (the diagnosis' flags and the judge): {nli}.",
         f"Test split, {summary['n']} questions;",
         f"{summary['parametric_correct']} answered correctly with no passages (W, the POR denominator).",
-        "The protocol and how correctness is judged are in bench/poison.py.",
+        "The protocol and how correctness is judged are in bench/suites/poison.py.",
         "",
         "| context | misleading share | accuracy % | POR % | flagged: evidence conflict % | flagged: "
         "response contradiction % | flagged: any failure % |",
@@ -320,7 +320,7 @@ def write_poison_report(
     judge = summary.get("judge")
     if judge:
         lines += [
-            "## How answers are judged (bench/truth_judge.py)",
+            "## How answers are judged (bench/suites/truth_judge.py)",
             "",
             f"A learned judge fitted on {judge['dev_questions']} DEV questions' reference answers. Its "
             f"validation: leave-one-out on {judge['test_questions']} TEST questions' reference answers "

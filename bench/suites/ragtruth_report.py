@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.ragtruth import (
+from ragmend.bench.suites.ragtruth import (
     PER_MODEL_SIGNALS,
     SIGNALS,
     TASK_QUERIES,
@@ -189,7 +189,7 @@ def write_ragtruth_report(
         "(a given source has no corpus graph). Nothing here was tuned on RAGTruth except the "
         "logistic_cv row, which is cross-validated on these responses and says so.",
         "A response is hallucinated when people labelled at least one span of it (seed 002's "
-        "response-level label). How each signal is computed: bench/ragtruth.py.",
+        "response-level label). How each signal is computed: bench/suites/ragtruth.py.",
         "",
         "## Response level: AUROC as a hallucination score (95% bootstrap interval)",
         "",
