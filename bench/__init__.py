@@ -3,5 +3,5 @@
 - suites/: the suites that write a report (paper, poison, ragtruth, the NLI suite);
 - calibration/: thresholds fitted on DEV splits (diagnosis, KG alignment);
 - speed/: speed benchmarks (pipeline, startup, load, policy, knowledge graph);
-- stats.py: small statistics shared by all.
+- markdown.py (the one markdown-table writer of every report) and stats.py, shared by all.
 """

@@ -17,6 +17,7 @@ from typing import Any
 
 from ragmend.bench.harness.methods import BY_NAME
 from ragmend.bench.harness.report import paired_lift
+from ragmend.bench.markdown import markdown_table
 from ragmend.corpora.tasks import Task
 
 D2R_POLICIES = ("d2r_linucb", "d2r_ts", "d2r_lints")
@@ -187,9 +188,8 @@ def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
         "",
         f"The better D2R policy here: {best} (by {result['metric']}). Paired over the same test items.",
         "",
-        "| target | met | figure |",
-        "|---|---|---|",
     ]
+    rows = []
     for c in result["checks"]:
         met = {True: "yes", False: "**no**", None: "-"}[c["met"]]
         if c["met"] and c.get("ci95_low", 1) <= 0:
@@ -200,7 +200,8 @@ def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
             fig = f"{c['value']:+.2f} points" + (f" (short by {c['short_by']:.2f})" if c["short_by"] else "")
         else:
             fig = str(c.get("value", c.get("note", "")))
-        lines.append(f"| {c['target']} | {met} | {fig} |")
+        rows.append([c["target"], met, fig])
+    lines += markdown_table(["target", "met", "figure"], rows)
     d = result["diagnosis"]
     if d["naive_wrong"]:
         lines += [

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ragmend.bench.harness.nli_eval import classification_metrics, score_nli
+from ragmend.bench.markdown import markdown_table
 from ragmend.corpora.readers import (
     FEVER_TO_NLI,
     NLI_LABELS,
@@ -169,20 +170,24 @@ def run_suite(
 
 
 def suite_markdown(results: dict[str, Any], speed: dict[str, Any] | None, command: str) -> str:
-    lines = [
-        f"Command: `{command}`",
-        "",
-        "| set | n | accuracy | macro-F1 | target | met | pairs/s |",
-        "|---|---:|---:|---:|---|---|---:|",
-    ]
+    rows = []
     for r in results.values():
         t = r.get("target")
         target = f"{t['metric']} >= {t['at_least']}" if t else "(report only)"
         met = ("yes" if t["met"] else "**no**") if t else ""
-        lines.append(
-            f"| {r['title']} | {r['n']:,} | {100 * r['accuracy']:.1f} | {r['macro_f1']:.3f} | {target} "
-            f"| {met} | {r['pairs_per_s']:.0f} |"
+        rows.append(
+            [
+                r["title"],
+                f"{r['n']:,}",
+                f"{100 * r['accuracy']:.1f}",
+                f"{r['macro_f1']:.3f}",
+                target,
+                met,
+                f"{r['pairs_per_s']:.0f}",
+            ]
         )
+    head = ["set", "n", "accuracy", "macro-F1", "target", "met", "pairs/s"]
+    lines = [f"Command: `{command}`", "", *markdown_table(head, rows, align="lrrrllr")]
     if speed:
         lines += [
             "",

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ragmend.bench.markdown import markdown_table
 from ragmend.bench.suites.truth_judge import (
     FEATURES,
     Judged,
@@ -306,16 +307,19 @@ def write_poison_report(
         f"{summary['parametric_correct']} answered correctly with no passages (W, the POR denominator).",
         "The protocol and how correctness is judged are in bench/suites/poison.py.",
         "",
-        "| context | misleading share | accuracy % | POR % | flagged: evidence conflict % | flagged: "
-        "response contradiction % | flagged: any failure % |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for name, _ in CONTEXTS:
-        c = ctx[name]
-        lines.append(
-            f"| {name} | {c['poison_share']:.2f} | {c['accuracy']} | {c['por']} "
-            f"| {c['flag_evidence_conflict']} | {c['flag_contradiction']} | {c['flag_any_failure']} |"
-        )
+    head = [
+        "context",
+        "misleading share",
+        "accuracy %",
+        "POR %",
+        "flagged: evidence conflict %",
+        "flagged: response contradiction %",
+        "flagged: any failure %",
+    ]
+    keys = ("accuracy", "por", "flag_evidence_conflict", "flag_contradiction", "flag_any_failure")
+    rows = [[name, f"{ctx[name]['poison_share']:.2f}", *[ctx[name][k] for k in keys]] for name, _ in CONTEXTS]
+    lines += markdown_table(head, rows)
     lines += ["", "![Poison Ratio Curve](poison-curve.png)", ""]
     judge = summary.get("judge")
     if judge:
@@ -329,15 +333,17 @@ def write_poison_report(
             "well the judge separates TruthfulQA's answers, not its accuracy on the generator's "
             "(no labels for those here). Same samples for every row:",
             "",
-            "| judge | correct answers judged correct % | incorrect judged incorrect % | balanced % | n |",
-            "|---|---|---|---|---|",
         ]
-        for name, row in judge.items():
-            if isinstance(row, dict):
-                lines.append(
-                    f"| {name} | {row['correct_judged_correct']} | {row['incorrect_judged_incorrect']} "
-                    f"| {row['balanced_accuracy']} | {row['n']} |"
-                )
+        head = [
+            "judge",
+            "correct answers judged correct %",
+            "incorrect judged incorrect %",
+            "balanced %",
+            "n",
+        ]
+        keys = ("correct_judged_correct", "incorrect_judged_incorrect", "balanced_accuracy", "n")
+        rows = [[name, *[row[k] for k in keys]] for name, row in judge.items() if isinstance(row, dict)]
+        lines += markdown_table(head, rows)
         lines.append("")
     atomic_write_text(reports / "poison.md", "\n".join(lines) + "\n")
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ragmend.bench.markdown import markdown_table
 from ragmend.bench.suites.ragtruth import (
     PER_MODEL_SIGNALS,
     SIGNALS,
@@ -33,14 +34,6 @@ def _auc(row: Mapping[str, Any] | None) -> str:
 
 def _groups(summary: Mapping[str, Any]) -> list[str]:
     return ["all", *[t for t in TASK_QUERIES if t in summary]]
-
-
-def markdown_table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    return [
-        f"| {' | '.join(head)} |",
-        "|" + "---|" * len(head),
-        *[f"| {' | '.join(str(c) for c in row)} |" for row in rows],
-    ]
 
 
 def _f3(v: float | None) -> str:
