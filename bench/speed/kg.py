@@ -31,9 +31,10 @@ from ragmend.kg.store import KGStore
 from ragmend.kg.triples import SpacyTripleExtractor, Triple
 from ragmend.models.embeddings import load_embeddings
 from ragmend.models.spacy_model import load_spacy
+from ragmend.rag.documents import BUNDLED_CORPUS
 from ragmend.settings import load_settings
 
-DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "rag" / "data" / "sample_corpus.jsonl"
+DEFAULT_CORPUS = BUNDLED_CORPUS
 RESPONSES = (
     "Marie Curie was born in Warsaw.",
     "The Eiffel Tower is in Paris and was designed by Gustave Eiffel.",
