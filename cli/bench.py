@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ragmend.cli.common import SHARED_DATA, Invocation, err, out, run, settings
+from ragmend.cli.common import SHARED_DATA, Invocation, err, run, settings, show
 
 bench_app = typer.Typer(
     help="Benchmarks (speed is measured here, never in tests).\n\nExample: ragmend bench pipeline --json",
@@ -36,7 +35,7 @@ def bench_pipeline(
 
     Example: ragmend bench pipeline --stage retrieval --json
     """
-    from ragmend.bench.pipeline_bench import run_pipeline_bench
+    from ragmend.bench.speed.pipeline import run_pipeline_bench
 
     def work() -> None:
         result = run_pipeline_bench(
@@ -49,7 +48,7 @@ def bench_pipeline(
             workdir=workdir,
             log=lambda m: err.print(m),
         )
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -80,8 +79,8 @@ def bench_nli(
     import shlex
     import sys
 
-    from ragmend.bench.datasets import load_nli as load_pairs
-    from ragmend.bench.nli_eval import evaluate_nli
+    from ragmend.bench.harness.nli_eval import evaluate_nli
+    from ragmend.corpora.readers import load_nli as load_pairs
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
     from ragmend.models.nli import load_nli
@@ -96,7 +95,7 @@ def bench_nli(
             else s.models
         )
         if suite:
-            from ragmend.bench.nli_suite import (
+            from ragmend.bench.suites.nli import (
                 fever_claim_evidence_test,
                 run_suite,
                 speed_check,
@@ -114,7 +113,7 @@ def bench_nli(
             if limit is None:  # a partial run never overwrites the recorded one
                 write_suite_section(doc, suite_markdown(results, speed, command))
                 atomic_write_json(doc.parent / "bench" / "nli-suite.json", result)
-            print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+            show(result, as_json)
             return
         assert data is not None
         if not data.is_file():
@@ -124,7 +123,7 @@ def bench_nli(
         except ValueError as e:
             raise InputError(str(e)) from e
         result = evaluate_nli(load_nli(models), pairs)
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -149,8 +148,8 @@ def bench_diagnosis(
 
     Example: ragmend bench diagnosis --questions 150 --heldout ragmend/assets/nli-minilm-l6/heldout.jsonl
     """
-    from ragmend.bench.datasets import load_nli as load_pairs
-    from ragmend.bench.diagnosis_bench import run_diagnosis_bench
+    from ragmend.bench.calibration.diagnosis import run_diagnosis_bench
+    from ragmend.corpora.readers import load_nli as load_pairs
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
 
@@ -164,7 +163,7 @@ def bench_diagnosis(
         result = run_diagnosis_bench(s, data, workdir, questions, pairs, log=lambda m: err.print(m))
         if doc:
             atomic_write_json(doc, result)
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -182,7 +181,7 @@ def bench_kg(
 
     Example: ragmend bench kg --questions 100 --json
     """
-    from ragmend.bench.kg_bench import run_kg_bench
+    from ragmend.bench.calibration.kg_align import run_kg_bench
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
 
@@ -193,7 +192,7 @@ def bench_kg(
         result = run_kg_bench(s, data, questions, log=lambda m: err.print(m))
         if doc:
             atomic_write_json(doc, result)
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -209,12 +208,12 @@ def bench_judge(
 ) -> None:
     """Validate the TruthfulQA answer judge of the poison suite against single-similarity rules.
 
-    Fits bench/truth_judge.py on DEV questions' reference answers and judges the TEST questions'
+    Fits bench/suites/truth_judge.py on DEV questions' reference answers and judges the TEST questions'
     reference answers leave-one-out (labels: TruthfulQA's own), every rule on the same samples.
 
     Example: ragmend bench judge --questions 150 --json
     """
-    from ragmend.bench.poison import TRUTHFULQA_FILE, fit_judge
+    from ragmend.bench.suites.poison import TRUTHFULQA_FILE, fit_judge
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
     from ragmend.models.registry import ModelRegistry
@@ -226,7 +225,7 @@ def bench_judge(
         _, result = fit_judge(ModelRegistry(s), data_root, questions)
         if doc:
             atomic_write_json(doc, result)
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -240,13 +239,13 @@ def bench_startup(
 
     Example: ragmend bench startup --runs 3 --json
     """
-    from ragmend.bench.startup_bench import run_startup_bench
+    from ragmend.bench.speed.startup import run_startup_bench
 
     def work() -> None:
         result = run_startup_bench(
             Invocation.config, Invocation.overrides, runs=runs, log=lambda m: err.print(m)
         )
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -275,7 +274,7 @@ def bench_load(
     import shlex
     import sys
 
-    from ragmend.bench.load import loopback_url, run_load_bench
+    from ragmend.bench.speed.load import loopback_url, run_load_bench
 
     def work() -> None:
         if url is not None:
@@ -292,7 +291,7 @@ def bench_load(
             log=lambda m: err.print(m),
         )
         result = {**result, "command": "ragmend " + shlex.join(sys.argv[1:])}
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)
 
@@ -321,7 +320,7 @@ def bench_policy(
     import shlex
     import sys
 
-    from ragmend.policy.bench import run_speed_bench
+    from ragmend.bench.speed.policy import run_speed_bench
 
     def work() -> None:
         settings()  # the server's library setup (BLAS threads), so these are the server's figures
@@ -334,6 +333,6 @@ def bench_policy(
             log=lambda m: err.print(m),
         )
         result = {"command": "ragmend " + shlex.join(sys.argv[1:]), **result}
-        print(json.dumps(result, indent=2)) if as_json else out.print_json(data=result)
+        show(result, as_json)
 
     run(work)

@@ -1,7 +1,9 @@
-"""What every `ragmend` command shares: the consoles, the settings of this invocation, errors."""
+"""What every `ragmend` command shares: the consoles, the settings of this invocation, errors, and
+how a result is printed (`show`: JSON with --json, else a rich table or rich's coloured JSON)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +44,27 @@ def run(fn: Callable[[], T]) -> T:
     except RagmendError as e:
         err.print(f"[bold red]error:[/] {e}")
         raise typer.Exit(e.exit_code) from None
+
+
+def _indented(result: Any) -> str:
+    return json.dumps(result, indent=2)
+
+
+def show(
+    result: Any,
+    as_json: bool,
+    render: Callable[[Any], None] | None = None,
+    dump: Callable[[Any], str] = _indented,
+) -> None:
+    """Print a command's result on stdout: with --json, plain JSON (`dump(result)`, indented by
+    default) for scripts and pipes; else `render(result)` (a table, a sentence) or, without a
+    renderer, rich's coloured JSON. Every command with a --json flag prints through here."""
+    if as_json:
+        print(dump(result))
+    elif render is not None:
+        render(result)
+    else:
+        out.print_json(data=result)
 
 
 def make_engine(s: Settings) -> Any:

@@ -1,4 +1,4 @@
-"""`ragmend eval`: the evaluation suites (bench/paper_suite.py; the poisoned-retrieval suite)."""
+"""`ragmend eval`: the evaluation suites (bench/suites/paper.py; the poisoned-retrieval suite)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def evaluate(
     ] = "paper",
     datasets: Annotated[str, typer.Option(help="Comma-separated tasks.")] = "fever,hotpotqa",
     methods: Annotated[
-        str | None, typer.Option(help="Comma-separated methods (bench/methods.py; default: all).")
+        str | None, typer.Option(help="Comma-separated methods (bench/harness/methods.py; default: all).")
     ] = None,
     test_limit: Annotated[
         int | None, typer.Option(min=1, help="First N test items per task (ragtruth: responses).")
@@ -74,10 +74,10 @@ def evaluate(
     Example: ragmend eval --suite poison --test-limit 100
     Example: ragmend eval --suite ragtruth
     """
-    from ragmend.bench.evaluate import RunPlan
-    from ragmend.bench.methods import BY_NAME, METHODS
-    from ragmend.bench.paper_suite import run_paper_suite, write_report
-    from ragmend.bench.tasks import get_task
+    from ragmend.bench.harness.evaluate import RunPlan
+    from ragmend.bench.harness.methods import BY_NAME, METHODS
+    from ragmend.bench.suites.paper import run_paper_suite, write_report
+    from ragmend.corpora.tasks import get_task
     from ragmend.errors import InputError
 
     def work() -> None:
@@ -102,7 +102,7 @@ def evaluate(
             chosen = [BY_NAME[n] for n in names]
         plan = RunPlan(dev_items=dev_limit, test_items=test_limit, epochs=epochs, seed=seed)
         if report_only:
-            # The report says itself whether any row is short of --test-limit (bench/paper_suite.py).
+            # The report says itself whether any row is short of --test-limit (bench/suites/paper.py).
             write_report(base, data_root, root, reports, plan, log=lambda m: err.print(m))
             err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
             return
@@ -130,7 +130,7 @@ def evaluate(
         err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
 
     def poison(base: Settings, root: Path, command: str) -> None:
-        from ragmend.bench.poison import run_poison_suite
+        from ragmend.bench.suites.poison import run_poison_suite
         from ragmend.engine import Engine
         from ragmend.settings import settings_with
 
@@ -153,7 +153,7 @@ def evaluate(
         err.print(f"wrote {reports / 'poison.md'}")
 
     def ragtruth(base: Settings, root: Path, command: str) -> None:
-        from ragmend.bench.ragtruth import OVERRIDES, run_ragtruth_suite
+        from ragmend.bench.suites.ragtruth import OVERRIDES, run_ragtruth_suite
         from ragmend.engine import Engine
         from ragmend.settings import settings_with
 

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ragmend.cli.bench import bench_app
-from ragmend.cli.common import Invocation, err, make_engine, out, progress_bar, run, settings
+from ragmend.cli.common import Invocation, err, make_engine, out, progress_bar, run, settings, show
 from ragmend.cli.eval import evaluate
 from ragmend.cli.nli import nli_app
 from ragmend.cli.policy import policy_app
@@ -81,14 +81,15 @@ def ingest(
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
                 rebuild=rebuild,
             )
-        if as_json:
-            print(json.dumps(report.__dict__ | {"chunks_per_s": report.chunks_per_s}))
-            return
-        out.print(
-            f"[green]index {report.generation}[/]: {report.documents} documents ({report.added} added, "
-            f"{report.updated} updated, {report.unchanged} unchanged, {report.removed} removed), "
-            f"{report.chunks} chunks, {report.embedded_chunks} embedded in {report.seconds:.1f} s"
-        )
+
+        def sentence(_: object) -> None:
+            out.print(
+                f"[green]index {report.generation}[/]: {report.documents} documents ({report.added} added, "
+                f"{report.updated} updated, {report.unchanged} unchanged, {report.removed} removed), "
+                f"{report.chunks} chunks, {report.embedded_chunks} embedded in {report.seconds:.1f} s"
+            )
+
+        show(report.__dict__ | {"chunks_per_s": report.chunks_per_s}, as_json, sentence, dump=json.dumps)
 
     run(work)
 
@@ -128,37 +129,38 @@ def ask(
         config = engine.config(overrides)
         engine.load()
         outcome = engine.respond(question, config.model_dump(exclude_none=True))
-        answer, diagnosis = outcome.answer, outcome.diagnosis
-        if as_json:
-            from pydantic import TypeAdapter
-
-            from ragmend.engine.outcome import Outcome
-
-            print(TypeAdapter(Outcome).dump_json(outcome).decode())
-            return
-        out.print(f"[bold]{answer.response}[/]\n")
-        table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)
-        for i, p in enumerate(answer.evidence, start=1):
-            table.add_row(
-                str(i), f"{p.score:.3f}", p.title, p.text[:160] + ("…" if len(p.text) > 160 else "")
-            )
-        out.print(table)
-        t = answer.timings
-        out.print(
-            f"retrieve {t.retrieve_s * 1000:.0f} ms · rerank {t.rerank_s * 1000:.0f} ms · "
-            f"generate {t.generate_s * 1000:.0f} ms · {answer.model}"
-        )
-        if diagnosis:
-            if outcome.first_diagnosis is not None:
-                out.print(
-                    "\n[bold]first answer[/]: " + escape(outcome.first.response if outcome.first else "")
-                )
-                print_diagnosis(outcome.first_diagnosis)
-            print_diagnosis(diagnosis)
-        if outcome.repair is not None:
-            print_repair(outcome.repair)
+        show(outcome, as_json, print_outcome, dump=outcome_json)
 
     run(work)
+
+
+def outcome_json(outcome: Any) -> str:
+    from pydantic import TypeAdapter
+
+    from ragmend.engine.outcome import Outcome
+
+    return TypeAdapter(Outcome).dump_json(outcome).decode()
+
+
+def print_outcome(outcome: Any) -> None:
+    answer, diagnosis = outcome.answer, outcome.diagnosis
+    out.print(f"[bold]{answer.response}[/]\n")
+    table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)
+    for i, p in enumerate(answer.evidence, start=1):
+        table.add_row(str(i), f"{p.score:.3f}", p.title, p.text[:160] + ("…" if len(p.text) > 160 else ""))
+    out.print(table)
+    t = answer.timings
+    out.print(
+        f"retrieve {t.retrieve_s * 1000:.0f} ms · rerank {t.rerank_s * 1000:.0f} ms · "
+        f"generate {t.generate_s * 1000:.0f} ms · {answer.model}"
+    )
+    if diagnosis:
+        if outcome.first_diagnosis is not None:
+            out.print("\n[bold]first answer[/]: " + escape(outcome.first.response if outcome.first else ""))
+            print_diagnosis(outcome.first_diagnosis)
+        print_diagnosis(diagnosis)
+    if outcome.repair is not None:
+        print_repair(outcome.repair)
 
 
 def print_repair(trace: Any) -> None:
@@ -215,9 +217,8 @@ def models(
             err.print(f"[bold red]error:[/] unknown role(s) {unknown}; roles: {list(ROLES)}")
             raise typer.Exit(2)
         reports = [registry.report(r) for r in roles]
-        if as_json:
-            print(json.dumps({"roles": {r.role: r.as_dict() for r in reports}}, indent=2))
-        else:
+
+        def print_table(_: object) -> None:
             table = Table("role", "status", "source", "size", "load", "smoke")
             for r in reports:
                 status = "[green]ok[/]" if r.status == "ok" else "[red]error[/]"
@@ -225,6 +226,8 @@ def models(
                     r.role, status, r.source, f"{r.bytes / 1e6:.1f} MB", f"{r.load_s:.2f} s", r.smoke
                 )
             out.print(table)
+
+        show({"roles": {r.role: r.as_dict() for r in reports}}, as_json, print_table)
         if any(r.status != "ok" for r in reports):
             raise typer.Exit(3)
 

@@ -31,10 +31,10 @@ def nli_pairs(
 
     Example: ragmend nli pairs --out /tmp/nli-pairs --limit 100
     """
-    from ragmend.bench.datasets import write_jsonl
+    from ragmend.corpora.nli_pairs import build_in_domain_pairs
+    from ragmend.corpora.readers import write_jsonl
     from ragmend.errors import InputError
     from ragmend.models.spacy_model import load_spacy
-    from ragmend.train.nli_pairs import build_in_domain_pairs
 
     def work() -> None:
         s = settings()
@@ -132,7 +132,7 @@ def nli_label(
     Example: ragmend nli label --teacher data/nli-mpnet-cpu/model --data snli_dev
     --skip-from train/mixes/mpnet-teacher-cpu.yaml --out data/nli-soft
     """
-    from ragmend.bench.datasets import load_nli as load_pairs
+    from ragmend.corpora.readers import load_nli as load_pairs
     from ragmend.errors import InputError
     from ragmend.models.nli import open_nli
     from ragmend.models.runtime import torch_device
@@ -212,7 +212,7 @@ def nli_calibrate(
 
     Example: ragmend nli calibrate --model data/nli-v0/onnx --data data/nli-v0/heldout.jsonl
     """
-    from ragmend.bench.datasets import load_nli as load_pairs
+    from ragmend.corpora.readers import load_nli as load_pairs
     from ragmend.errors import InputError
     from ragmend.models.nli import open_nli
     from ragmend.train.calibrate import calibrate, save_calibration

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ragmend.cli.common import SHARED_DATA, err, out, progress_bar, run, settings
+from ragmend.cli.common import SHARED_DATA, err, out, progress_bar, run, settings, show
 
 
 def train(
-    dataset: Annotated[str, typer.Option(help="hotpotqa or fever (bench/tasks.py).")],
+    dataset: Annotated[str, typer.Option(help="hotpotqa or fever (corpora/tasks.py).")],
     epochs: Annotated[int, typer.Option(min=1, max=100, help="Passes over the items (the paper: 2).")] = 2,
     limit: Annotated[
         int | None, typer.Option(min=1, help="Only the first N dev items (default: the whole dev split).")
@@ -41,11 +40,11 @@ def train(
 
     Example: ragmend train --dataset fever --epochs 2 --limit 200
     """
-    from ragmend.bench.tasks import first, get_task
-    from ragmend.bench.warm_start import warm_start
-    from ragmend.bench.workspace import Workspace
+    from ragmend.bench.harness.workspace import Workspace
+    from ragmend.corpora.tasks import first, get_task
     from ragmend.engine import Engine
     from ragmend.policy import state_path
+    from ragmend.train.warm_start import warm_start
 
     def work() -> None:
         base = settings()
@@ -83,19 +82,22 @@ def train(
                 for a, v in stats.items()
             },
         }
-        if as_json:
-            print(json.dumps(result, indent=2))
-            return
-        table = Table("epoch", "items", "failed", "repaired", "successes", "mean reward", "errors", "seconds")
-        for r in reports:
-            mean = r.mean_reward
-            table.add_row(
-                *(str(v) for v in (r.epoch, r.items, r.failed, r.repaired, r.successes)),
-                f"{mean:.3f}" if mean is not None else "-",
-                str(r.errors),
-                f"{r.seconds:.0f}",
+
+        def print_table(result: dict[str, Any]) -> None:
+            table = Table(
+                "epoch", "items", "failed", "repaired", "successes", "mean reward", "errors", "seconds"
             )
-        out.print(table)
-        out.print(f"policy state: {result['state']}")
+            for r in reports:
+                mean = r.mean_reward
+                table.add_row(
+                    *(str(v) for v in (r.epoch, r.items, r.failed, r.repaired, r.successes)),
+                    f"{mean:.3f}" if mean is not None else "-",
+                    str(r.errors),
+                    f"{r.seconds:.0f}",
+                )
+            out.print(table)
+            out.print(f"policy state: {result['state']}")
+
+        show(result, as_json, print_table)
 
     run(work)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ragmend.bench.datasets import hotpotqa_paragraphs, load_hotpotqa, write_jsonl
+from ragmend.corpora.readers import hotpotqa_paragraphs, load_hotpotqa, write_jsonl
 
 N_QUESTIONS = 40
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import uvicorn
 
-from ragmend.bench.startup_bench import free_port
+from ragmend.bench.speed.startup import free_port
 from ragmend.engine import Engine
 from ragmend.models import bundled
 from ragmend.models.registry import ModelRegistry

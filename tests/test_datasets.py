@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmend.bench.datasets import (
+from ragmend.corpora.readers import (
     NLI_LABELS,
     NLI_SETS,
     hotpotqa_paragraphs,
@@ -52,7 +52,7 @@ def test_hotpotqa_counts_match_the_data_readme() -> None:
 
 
 def test_sentence_window_prefers_the_following_sentence() -> None:
-    from ragmend.bench.datasets import _sentence_window
+    from ragmend.corpora.readers import _sentence_window
 
     sents = ["a b c. ", "d e. ", "f g h. ", "i j. "]
     assert _sentence_window(sents, 1, 2) == (1, 2)

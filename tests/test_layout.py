@@ -26,7 +26,7 @@ PARTS = (
     "actions",
     "engine",
     "server",
-    "datasets",
+    "corpora",
     "train",
     "bench",
     "cli",
@@ -34,8 +34,9 @@ PARTS = (
 CORE = "core"  # ragmend's own modules: errors, settings, models/, ...
 
 # What each part may import (besides itself). The layers: cli -> server -> engine -> diagnosis,
-# policy, actions -> rag, kg -> core; datasets sit below both train and bench (evaluation); the
-# server imports neither evaluation nor training; nothing imports the server or the CLI.
+# policy, actions -> rag, kg -> core; corpora (the data sets) sit below both train and bench
+# (evaluation), so train never imports bench; the server imports neither evaluation nor training;
+# nothing imports the server or the CLI.
 ALLOWED: dict[str, set[str]] = {
     CORE: set(),
     "rag": {CORE},
@@ -45,9 +46,9 @@ ALLOWED: dict[str, set[str]] = {
     "actions": {CORE, "rag", "kg", "diagnosis"},
     "engine": {CORE, "rag", "kg", "diagnosis", "policy", "actions"},
     "server": {CORE, "rag", "kg", "diagnosis", "policy", "actions", "engine"},
-    "datasets": {CORE, "rag"},
-    "train": {CORE, "rag", "kg", "diagnosis", "policy", "actions", "engine", "datasets"},
-    "bench": {CORE, "rag", "kg", "diagnosis", "policy", "actions", "engine", "datasets", "train"},
+    "corpora": {CORE, "rag", "kg", "diagnosis"},
+    "train": {CORE, "rag", "kg", "diagnosis", "policy", "actions", "engine", "corpora"},
+    "bench": {CORE, "rag", "kg", "diagnosis", "policy", "actions", "engine", "corpora", "train"},
     "cli": {
         CORE,
         "rag",
@@ -57,7 +58,7 @@ ALLOWED: dict[str, set[str]] = {
         "actions",
         "engine",
         "server",
-        "datasets",
+        "corpora",
         "train",
         "bench",
     },

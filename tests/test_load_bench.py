@@ -8,7 +8,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from ragmend.bench.load import Result, loopback_url, pid_listening_on, run_load_bench, summarise
+from ragmend.bench.speed.load import Result, loopback_url, pid_listening_on, run_load_bench, summarise
 from ragmend.cli.main import app
 from ragmend.errors import InputError
 from tests.conftest import LiveServer

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from ragmend.bench.datasets import load_hotpotqa, split_of
+from ragmend.corpora.nli_pairs import EntitySwapper, build_in_domain_pairs
+from ragmend.corpora.readers import load_hotpotqa, split_of
 from ragmend.models.registry import ModelRegistry
-from ragmend.train.nli_pairs import EntitySwapper, build_in_domain_pairs
 from tests.test_datasets import DATA, needs_data
 
 

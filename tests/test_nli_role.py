@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from ragmend.bench.datasets import NLIPair
-from ragmend.bench.nli_eval import classification_metrics, evaluate_nli
+from ragmend.bench.harness.nli_eval import classification_metrics, evaluate_nli
 from ragmend.cli.main import app
+from ragmend.corpora.readers import NLIPair
 from ragmend.errors import ModelUnavailable
 from ragmend.models.nli import EMPTY_PAIR, TransformersNLI, label_permutation
 
@@ -182,7 +182,7 @@ NLI_LABELS_CYCLE = ("entailment", "neutral", "contradiction")
 
 
 def test_suite_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
-    from ragmend.bench.nli_suite import SUITE_END, SUITE_START, write_suite_section
+    from ragmend.bench.suites.nli import SUITE_END, SUITE_START, write_suite_section
 
     doc = tmp_path / "nli.md"
     doc.write_text("# Title\n\nprose\n")

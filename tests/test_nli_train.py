@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragmend.bench.datasets import NLIPair
+from ragmend.corpora.readers import NLIPair
 from ragmend.errors import InputError
 from ragmend.models.nli import TransformersNLI
 from ragmend.train.nli_train import MixEntry, TrainConfig, load_train_config, resolve_mix, train_nli
@@ -42,7 +42,7 @@ def test_mix_refuses_evaluation_only_sets_and_missing_files(tmp_path: Path) -> N
 
 
 def test_dev_only_keeps_dev_split_claims(tmp_path: Path) -> None:
-    from ragmend.bench.datasets import split_of
+    from ragmend.corpora.readers import split_of
 
     claims = [f"Claim number {i} is about something." for i in range(40)]
     data = _write(tmp_path / "f.jsonl", [NLIPair("evidence", c, "entailment") for c in claims])
@@ -91,7 +91,7 @@ def test_training_loss_falls(tmp_path: Path, random_nli_dir: Path) -> None:
 
 
 def test_soft_labels_round_trip_and_bad_ones_name_their_line(tmp_path: Path) -> None:
-    from ragmend.bench.datasets import load_nli
+    from ragmend.corpora.readers import load_nli
 
     pair = NLIPair("p", "h", "neutral", "1", probs=(0.2, 0.3, 0.5))
     path = _write(tmp_path / "soft.jsonl", [pair, NLIPair("p", "h", "entailment", "2")])
@@ -131,8 +131,8 @@ def test_a_student_learns_the_teachers_labels(tmp_path: Path, random_nli_dir: Pa
 def test_nli_label_writes_the_teachers_probabilities(tmp_path: Path, random_nli_dir: Path) -> None:
     from typer.testing import CliRunner
 
-    from ragmend.bench.datasets import load_nli
     from ragmend.cli.main import app
+    from ragmend.corpora.readers import load_nli
 
     data = _write(tmp_path / "pairs.jsonl", PAIRS[:3])
     out = str(tmp_path / "soft")
@@ -158,8 +158,8 @@ def test_nli_label_writes_the_teachers_probabilities(tmp_path: Path, random_nli_
 def test_nli_label_skips_the_rows_a_teacher_trained_on(tmp_path: Path, random_nli_dir: Path) -> None:
     from typer.testing import CliRunner
 
-    from ragmend.bench.datasets import load_nli
     from ragmend.cli.main import app
+    from ragmend.corpora.readers import load_nli
 
     shared = tmp_path / "shared" / "nli" / "mnli"
     shared.mkdir(parents=True)

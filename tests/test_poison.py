@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmend.bench.poison import (
+from ragmend.bench.suites.poison import (
     CONTEXTS,
     PoisonRun,
     TruthfulItem,
@@ -16,7 +16,7 @@ from ragmend.bench.poison import (
     mark_correct,
     summarize_poison,
 )
-from ragmend.bench.truth_judge import Judged
+from ragmend.bench.suites.truth_judge import Judged
 from ragmend.engine import Engine
 from ragmend.errors import InputError
 

@@ -691,7 +691,7 @@ def test_linucb_equals_mabwiser(alpha: float, l2_lambda: float) -> None:
 
 
 def test_the_benchmarks_inverse_baseline_is_the_same_linucb() -> None:
-    from ragmend.policy.bench import InverseLinUCB, Workload
+    from ragmend.bench.speed.policy import InverseLinUCB, Workload
 
     work = Workload(32, 5, 200)
     fast, slow = LinUCB(work.arms, 32, seed=4), InverseLinUCB(work.arms, 32, seed=4)
@@ -972,7 +972,7 @@ def test_bench_policy_json_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
     # The command's plumbing and its JSON, not timings (those are the benchmark's business): the
     # reference size is shrunk, since every inverse at d = 786 costs 0.1-0.2 s on this machine.
-    import ragmend.policy.bench as policy_bench
+    import ragmend.bench.speed.policy as policy_bench
     from ragmend.cli.main import app
 
     monkeypatch.setattr(policy_bench, "REFERENCE", (48, 11))

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from ragmend.bench.startup_bench import free_port
+from ragmend.bench.speed.startup import free_port
 from ragmend.engine import Engine
 from ragmend.models.registry import ModelRegistry
 from ragmend.server.app import create_app

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragmend.bench.ragtruth import (
+from ragmend.bench.stats import auroc, fit_logistic
+from ragmend.bench.suites.ragtruth import (
     EGC_FEATURES,
     OVERRIDES,
     RAGTRUTH_FILE,
@@ -23,7 +24,6 @@ from ragmend.bench.ragtruth import (
     summarize_group,
     verdict_row,
 )
-from ragmend.bench.stats import auroc, fit_logistic
 from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.models.registry import ModelRegistry
@@ -175,7 +175,7 @@ def test_real_responses_are_diagnosed_and_reported(
     def refuse(self: object, item: RagTruthItem) -> dict:
         raise AssertionError("records should have been reused")
 
-    monkeypatch.setattr("ragmend.bench.ragtruth.RagTruthRun.run_item", refuse)
+    monkeypatch.setattr("ragmend.bench.suites.ragtruth.RagTruthRun.run_item", refuse)
     run_ragtruth_suite(engine, DATA, tmp_path / "work", reports, 6, "again")
     fewer = settings_with(settings, diagnosis={"max_claims": 4})
     changed = Engine(fewer, models=ModelRegistry.sharing(registry, fewer))

@@ -16,7 +16,7 @@ import httpx
 import pytest
 import yaml
 
-from ragmend.bench.startup_bench import free_port, wait_ready
+from ragmend.bench.speed.startup import free_port, wait_ready
 from ragmend.engine import Engine
 from ragmend.policy import Policy
 from ragmend.settings import load_settings

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from ragmend.bench.report import summarize
-from ragmend.bench.targets import check_targets, diagnosis_evidence, paper_lift, targets_markdown
-from ragmend.bench.tasks import TASKS
+import pytest
+
+from ragmend.bench.harness.report import summarize
+from ragmend.bench.harness.targets import check_targets, diagnosis_evidence, paper_lift, targets_markdown
+from ragmend.corpora.tasks import TASKS
 
 FEVER = TASKS["fever"]
 
@@ -79,7 +81,7 @@ def test_targets_are_checked_pairwise_and_a_miss_says_by_how_much() -> None:
 
 
 def test_the_generators_share_is_measured_where_the_answer_can_be_found() -> None:
-    from ragmend.bench.tasks import EvalItem
+    from ragmend.corpora.tasks import EvalItem
 
     hotpot = TASKS["hotpotqa"]
     item = EvalItem("q", "Where was Marie Curie born?", "Warsaw", "test")
@@ -135,3 +137,17 @@ def test_a_baseline_that_wins_is_explained_by_what_the_diagnosis_saw() -> None:
     records["expansion"] = _records([False] * 10, latency=15.0)
     result = check_targets(FEVER, {m: summarize(FEVER, r) for m, r in records.items()}, records)
     assert result["baselines"] == {}
+
+
+def test_markdown_table_is_the_reports_layout() -> None:
+    from ragmend.bench.markdown import markdown_table
+
+    assert markdown_table(["a", "n"], [["x", 1], ["y", None]]) == [
+        "| a | n |",
+        "|---|---|",
+        "| x | 1 |",
+        "| y | None |",
+    ]
+    assert markdown_table(["set", "n", "met"], [], align="lrl")[1] == "|---|---:|---|"
+    with pytest.raises(ValueError):
+        markdown_table(["a", "b"], [], align="l")

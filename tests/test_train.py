@@ -9,15 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from ragmend import clock
-from ragmend.bench.datasets import Paragraph
-from ragmend.bench.evaluate import RunPlan
-from ragmend.bench.methods import BY_NAME
-from ragmend.bench.paper_suite import run_paper_suite
-from ragmend.bench.scoring import answer_em, answer_f1, fever_label
-from ragmend.bench.tasks import TASKS, Corpus, EvalItem, Task, get_task
-from ragmend.bench.warm_start import warm_start
-from ragmend.bench.workspace import Workspace
+from ragmend.bench.harness.evaluate import RunPlan
+from ragmend.bench.harness.methods import BY_NAME
+from ragmend.bench.harness.workspace import Workspace
+from ragmend.bench.suites.paper import run_paper_suite
 from ragmend.cli.main import app
+from ragmend.corpora.readers import Paragraph
+from ragmend.corpora.scoring import answer_em, answer_f1, fever_label
+from ragmend.corpora.tasks import TASKS, Corpus, EvalItem, Task, get_task
 from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_json
@@ -25,6 +24,7 @@ from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy import Policy
 from ragmend.settings import settings_with
+from ragmend.train.warm_start import warm_start
 from tests.conftest import SAMPLE_CORPUS, sample_questions, tiny_settings
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

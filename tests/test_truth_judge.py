@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragmend.bench.truth_judge import agreement, decide, fit_weights, leave_one_out
+from ragmend.bench.suites.truth_judge import agreement, decide, fit_weights, leave_one_out
 
 
 def test_leave_one_out_judges_each_reference_against_the_others() -> None:

@@ -1,6 +1,7 @@
-"""Offline training recipes: ragmend's own NLI model (issue 3) and, later, the policy warm start.
+"""Offline training recipes: ragmend's own NLI model (issue 3) and the policy warm start.
 
-nli_pairs.py builds in-domain NLI pairs from the DEV splits of HotpotQA and FEVER: the kind of
-premise/hypothesis the diagnosis will judge (Wikipedia passages against claims and answer
-sentences), with contradictions made by swapping a named entity (spaCy NER).
+nli_train.py trains on NLI pairs (the in-domain ones come from ragmend.corpora.nli_pairs: the kind
+of premise/hypothesis the diagnosis will judge), nli_distill.py labels pairs with a teacher,
+nli_export.py exports to ONNX, calibrate.py fits the softmax temperature; warm_start.py is
+Algorithm 2, the live repair loop over a data set's DEV split (`ragmend train`).
 """

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.datasets import NLI_LABELS, NLIPair
+from ragmend.corpora.readers import NLI_LABELS, NLIPair
 from ragmend.fileio import atomic_write_json
 
 _EPS = 1e-12

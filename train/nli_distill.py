@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.datasets import NLI_LABELS, NLIPair
+from ragmend.corpora.readers import NLI_LABELS, NLIPair
 from ragmend.models.nli import NLIModel
 
 Progress = Callable[[int, int], None]  # (pairs labelled, pairs in all)

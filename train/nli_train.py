@@ -1,6 +1,6 @@
 """`ragmend nli train`: fine-tune a 3-way NLI cross-encoder from a data-mix file, resumably.
 
-The mix names shared NLI sets (bench.datasets.NLI_SETS; evaluation-only sets are refused, so a
+The mix names shared NLI sets (corpora.readers.NLI_SETS; evaluation-only sets are refused, so a
 shipped model only ever sees permissively licensed data), in-domain pair files from
 `ragmend nli pairs`, or any JSONL in the shared format. Training checkpoints atomically every
 `checkpoint_every` steps; rerunning the same command resumes from the last checkpoint.
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ragmend.bench.datasets import NLI_LABELS, NLI_SETS, NLIPair, load_nli, split_of
+from ragmend.corpora.readers import NLI_LABELS, NLI_SETS, NLIPair, load_nli, split_of
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 from ragmend.models import bundled

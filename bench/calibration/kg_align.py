@@ -2,7 +2,7 @@
 
 The graph is built from the gold paragraphs of dev questions. Statements: each supporting
 sentence of those paragraphs (true: should align consistent) and the same sentence with one
-named entity swapped by spaCy (false: should align conflict; the swap of train/nli_pairs.py).
+named entity swapped by spaCy (false: should align conflict; the swap of corpora/nli_pairs.py).
 For each threshold setting the alignment of every statement is scored: how many true
 statements come out consistent, how many false ones come out conflict, and the balanced
 accuracy of "conflict" as a detector of the false ones (kappa missing / no_triplet count as "not
@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.datasets import load_hotpotqa
+from ragmend.corpora.nli_pairs import PREMISE_WORDS, EntitySwapper
+from ragmend.corpora.readers import load_hotpotqa
 from ragmend.kg import AlignThresholds, KGStore, SpacyTripleExtractor, align
 from ragmend.kg.phrases import embed_with
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
-from ragmend.train.nli_pairs import PREMISE_WORDS, EntitySwapper
 
 GRID = {
     "subject": (0.8, 0.9),

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragmend.bench.tasks import Corpus, EvalItem, Task
+from ragmend.corpora.tasks import Corpus, EvalItem, Task
 from ragmend.fileio import atomic_write_text
 from ragmend.settings import Settings, settings_with
 

@@ -1,6 +1,6 @@
 """Latency of the policy per request: context build, select, update (docs/policy.md).
 
-    python -m policy.bench [--rounds 10000] [--sqlite-rounds 2000] [--json]
+    python -m ragmend.bench.speed.policy [--rounds 10000] [--sqlite-rounds 2000] [--json]
     ragmend bench policy --json          (run_speed_bench: Sherman-Morrison against a per-call inverse)
 
 run_kind: synthetic rounds through the Policy facade (lock included) with the default layout: a
@@ -291,7 +291,9 @@ def run_speed_bench(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m policy.bench", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m ragmend.bench.speed.policy", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--rounds", type=int, default=10_000, help="rounds per kind with the memory store")
     ap.add_argument("--sqlite-rounds", type=int, default=2_000, help="rounds per kind with the SQLite store")
     ap.add_argument("--dir", type=Path, default=None, help="where the SQLite files go (default: a temp dir)")

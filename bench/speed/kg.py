@@ -1,6 +1,6 @@
 """Figures for docs/kg.md: extraction speed, graph build and alignment latency.
 
-    .venv/bin/python -m kg.bench [--corpus rag/data/sample_corpus.jsonl] [--scale 100000] [--json]
+    python -m ragmend.bench.speed.kg [--corpus rag/data/sample_corpus.jsonl] [--scale 100000] [--json]
 
 1. spaCy triple extraction over every paragraph of the corpus (JSONL {id, title, text}):
    sentences/s and triples/s, parse and rules timed apart (models loaded before the clock starts),
@@ -31,9 +31,10 @@ from ragmend.kg.store import KGStore
 from ragmend.kg.triples import SpacyTripleExtractor, Triple
 from ragmend.models.embeddings import load_embeddings
 from ragmend.models.spacy_model import load_spacy
+from ragmend.rag.documents import BUNDLED_CORPUS
 from ragmend.settings import load_settings
 
-DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "rag" / "data" / "sample_corpus.jsonl"
+DEFAULT_CORPUS = BUNDLED_CORPUS
 RESPONSES = (
     "Marie Curie was born in Warsaw.",
     "The Eiffel Tower is in Paris and was designed by Gustave Eiffel.",
@@ -171,7 +172,9 @@ def _scale(n: int) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m kg.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m ragmend.bench.speed.kg",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--scale", type=int, default=100_000, help="synthetic graph size; 0 skips it")

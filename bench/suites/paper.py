@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragmend.bench.evaluate import Evaluation, RunPlan
-from ragmend.bench.methods import BY_NAME, METHODS, Method
-from ragmend.bench.report import paired_lift, plot_actions, plot_budget, summarize, table
-from ragmend.bench.targets import check_targets, targets_markdown
-from ragmend.bench.tasks import TASKS, Task
-from ragmend.bench.workspace import Workspace
+from ragmend.bench.harness.evaluate import Evaluation, RunPlan
+from ragmend.bench.harness.methods import BY_NAME, METHODS, Method
+from ragmend.bench.harness.report import paired_lift, plot_actions, plot_budget, summarize, table
+from ragmend.bench.harness.targets import check_targets, targets_markdown
+from ragmend.bench.harness.workspace import Workspace
+from ragmend.corpora.tasks import TASKS, Task
 from ragmend.fileio import atomic_write_json, atomic_write_text
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
@@ -73,7 +73,7 @@ def write_report(
     note: str | None = None,
 ) -> dict[str, Any]:
     """reports/paper.md, paper.json and the plots from the records under `workdir` of every known
-    task (bench.tasks.TASKS, and `extra_tasks`) that has been run there."""
+    task (corpora.tasks.TASKS, and `extra_tasks`) that has been run there."""
     reports.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {}
     meta: dict[str, Any] = {}
@@ -223,7 +223,8 @@ def _document(sections: list[str], generator: str, nli: str, plan: RunPlan, note
         f"NLI of the diagnosis now: {nli}; each method's own is listed with its time below.",
         "Latency counts cached generations at their recorded duration (ragmend/clock.py).",
         "",
-        "How each figure is computed is in bench/report.py; the paper's latency and VRAM were measured",
+        "How each figure is computed is in bench/harness/report.py; the paper's latency and VRAM "
+        "were measured",
         "with an API generator on a GPU host, ours with a local CPU generator (memory: the labelled",
         "source, host RSS growth where no GPU is present), so only the ratios between rows compare.",
         "",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmend.bench.datasets import (
+from ragmend.corpora.readers import (
     Paragraph,
     Split,
     hotpotqa_paragraphs,
@@ -33,7 +33,7 @@ from ragmend.bench.datasets import (
     read_jsonl,
     split_of,
 )
-from ragmend.bench.scoring import answer_correct, answer_em, answer_f1, fever_label, normalize_answer
+from ragmend.corpora.scoring import answer_correct, answer_em, answer_f1, fever_label, normalize_answer
 from ragmend.errors import InputError
 
 HOTPOTQA_FILE = "hotpotqa/hotpot_dev_distractor_merged.json"

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.datasets import NLIPair, hotpotqa_paragraphs, load_hotpotqa, write_jsonl
-from ragmend.bench.scoring import answer_correct
 from ragmend.bench.stats import auroc
+from ragmend.corpora.readers import NLIPair, hotpotqa_paragraphs, load_hotpotqa, write_jsonl
+from ragmend.corpora.scoring import answer_correct
 from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.hypotheses import QUERY_CONSTRUCTIONS
 from ragmend.engine import Engine

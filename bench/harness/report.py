@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.methods import BY_NAME, Method
-from ragmend.bench.tasks import Task
+from ragmend.bench.harness.methods import BY_NAME, Method
+from ragmend.bench.markdown import markdown_table
+from ragmend.corpora.tasks import Task
 
 BOOTSTRAP = 2000
 
@@ -118,7 +119,7 @@ def table(
     """One markdown table in the paper's layout, ours beside the paper's (in parentheses)."""
     metrics = [*COLUMNS, *task.columns]
     head = ["Method", "n", *[t for _, t in metrics], "lift vs naive (95% CI)", "repaired %", "repair ok %"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for m in methods:
         res = results.get(m.name)
         if not res or not res.get("n"):
@@ -133,8 +134,8 @@ def table(
         ci = f"{lift['lift']:+.2f} [{lift['ci95_low']:+.2f}, {lift['ci95_high']:+.2f}]" if lift else "-"
         cells.append(ci)
         cells += [_fmt(res.get("repaired")), _fmt(res.get("repair_success"))]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        rows.append(cells)
+    return markdown_table(head, rows)
 
 
 def plot_actions(results: Mapping[str, Mapping[str, Any]], task: Task, path: Path) -> Path | None:

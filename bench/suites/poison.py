@@ -13,7 +13,7 @@ For each TruthfulQA question of the TEST split (sha256 of the question, as for t
 4. the engine's diagnosis of every answer: does it flag the poisoned contexts (evidence conflict:
    some passages entail what others contradict; response contradiction; any failure)?
 
-Correctness of a free-form answer: bench/truth_judge.py, a small judge over the answer's embedding,
+Correctness of a free-form answer: bench/suites/truth_judge.py, a small judge over the answer's embedding,
 token-overlap and NLI relations to TruthfulQA's correct and incorrect reference answers, fitted on
 the DEV split's references and validated leave-one-out on the TEST split's (both figures go in the
 report). Records hold the answers, not verdicts: the judge runs over the finished records, so a
@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.datasets import Split, split_of
-from ragmend.bench.truth_judge import (
+from ragmend.bench.markdown import markdown_table
+from ragmend.bench.suites.truth_judge import (
     FEATURES,
     Judged,
     JudgeWeights,
@@ -46,6 +46,7 @@ from ragmend.bench.truth_judge import (
     fit_and_validate,
     leave_one_out,
 )
+from ragmend.corpora.readers import Split, split_of
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.errors import InputError
@@ -304,23 +305,26 @@ def write_poison_report(
         f"NLI (the diagnosis' flags and the judge): {nli}.",
         f"Test split, {summary['n']} questions;",
         f"{summary['parametric_correct']} answered correctly with no passages (W, the POR denominator).",
-        "The protocol and how correctness is judged are in bench/poison.py.",
+        "The protocol and how correctness is judged are in bench/suites/poison.py.",
         "",
-        "| context | misleading share | accuracy % | POR % | flagged: evidence conflict % | flagged: "
-        "response contradiction % | flagged: any failure % |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for name, _ in CONTEXTS:
-        c = ctx[name]
-        lines.append(
-            f"| {name} | {c['poison_share']:.2f} | {c['accuracy']} | {c['por']} "
-            f"| {c['flag_evidence_conflict']} | {c['flag_contradiction']} | {c['flag_any_failure']} |"
-        )
+    head = [
+        "context",
+        "misleading share",
+        "accuracy %",
+        "POR %",
+        "flagged: evidence conflict %",
+        "flagged: response contradiction %",
+        "flagged: any failure %",
+    ]
+    keys = ("accuracy", "por", "flag_evidence_conflict", "flag_contradiction", "flag_any_failure")
+    rows = [[name, f"{ctx[name]['poison_share']:.2f}", *[ctx[name][k] for k in keys]] for name, _ in CONTEXTS]
+    lines += markdown_table(head, rows)
     lines += ["", "![Poison Ratio Curve](poison-curve.png)", ""]
     judge = summary.get("judge")
     if judge:
         lines += [
-            "## How answers are judged (bench/truth_judge.py)",
+            "## How answers are judged (bench/suites/truth_judge.py)",
             "",
             f"A learned judge fitted on {judge['dev_questions']} DEV questions' reference answers. Its "
             f"validation: leave-one-out on {judge['test_questions']} TEST questions' reference answers "
@@ -329,15 +333,17 @@ def write_poison_report(
             "well the judge separates TruthfulQA's answers, not its accuracy on the generator's "
             "(no labels for those here). Same samples for every row:",
             "",
-            "| judge | correct answers judged correct % | incorrect judged incorrect % | balanced % | n |",
-            "|---|---|---|---|---|",
         ]
-        for name, row in judge.items():
-            if isinstance(row, dict):
-                lines.append(
-                    f"| {name} | {row['correct_judged_correct']} | {row['incorrect_judged_incorrect']} "
-                    f"| {row['balanced_accuracy']} | {row['n']} |"
-                )
+        head = [
+            "judge",
+            "correct answers judged correct %",
+            "incorrect judged incorrect %",
+            "balanced %",
+            "n",
+        ]
+        keys = ("correct_judged_correct", "incorrect_judged_incorrect", "balanced_accuracy", "n")
+        rows = [[name, *[row[k] for k in keys]] for name, row in judge.items() if isinstance(row, dict)]
+        lines += markdown_table(head, rows)
         lines.append("")
     atomic_write_text(reports / "poison.md", "\n".join(lines) + "\n")
 

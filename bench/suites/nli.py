@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.datasets import (
+from ragmend.bench.harness.nli_eval import classification_metrics, score_nli
+from ragmend.bench.markdown import markdown_table
+from ragmend.corpora.readers import (
     FEVER_TO_NLI,
     NLI_LABELS,
     NLI_SETS,
@@ -23,7 +25,6 @@ from ragmend.bench.datasets import (
     load_nli,
     load_sufficient_facts,
 )
-from ragmend.bench.nli_eval import classification_metrics, score_nli
 from ragmend.fileio import atomic_write_text
 
 
@@ -57,11 +58,11 @@ def hotpot_statement_test(root: Path) -> list[NLIPair]:
     """The diagnosis' own query signal on HotpotQA TEST items: both gold paragraphs against the
     question as a statement with the gold answer (entailment), with a wrong answer in its slot
     (contradiction), and a distractor paragraph against it (neutral). Built as `ragmend nli
-    pairs` builds its DEV-split training files (train/nli_pairs.py), never trained on."""
-    from ragmend.bench.datasets import load_hotpotqa
+    pairs` builds its DEV-split training files (corpora/nli_pairs.py), never trained on."""
+    from ragmend.corpora.nli_pairs import EntitySwapper, hotpot_statement_pairs
+    from ragmend.corpora.readers import load_hotpotqa
     from ragmend.models.spacy_model import load_spacy
     from ragmend.settings import ModelsSettings
-    from ragmend.train.nli_pairs import EntitySwapper, hotpot_statement_pairs
 
     items = load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")
     # The wrong answers come from the gold paragraphs' entities (a smaller pool parses faster).
@@ -169,20 +170,24 @@ def run_suite(
 
 
 def suite_markdown(results: dict[str, Any], speed: dict[str, Any] | None, command: str) -> str:
-    lines = [
-        f"Command: `{command}`",
-        "",
-        "| set | n | accuracy | macro-F1 | target | met | pairs/s |",
-        "|---|---:|---:|---:|---|---|---:|",
-    ]
+    rows = []
     for r in results.values():
         t = r.get("target")
         target = f"{t['metric']} >= {t['at_least']}" if t else "(report only)"
         met = ("yes" if t["met"] else "**no**") if t else ""
-        lines.append(
-            f"| {r['title']} | {r['n']:,} | {100 * r['accuracy']:.1f} | {r['macro_f1']:.3f} | {target} "
-            f"| {met} | {r['pairs_per_s']:.0f} |"
+        rows.append(
+            [
+                r["title"],
+                f"{r['n']:,}",
+                f"{100 * r['accuracy']:.1f}",
+                f"{r['macro_f1']:.3f}",
+                target,
+                met,
+                f"{r['pairs_per_s']:.0f}",
+            ]
         )
+    head = ["set", "n", "accuracy", "macro-F1", "target", "met", "pairs/s"]
+    lines = [f"Command: `{command}`", "", *markdown_table(head, rows, align="lrrrllr")]
     if speed:
         lines += [
             "",

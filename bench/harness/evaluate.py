@@ -1,11 +1,11 @@
 """The evaluation harness: every method over a task's items, through the engine the server uses.
 
-For each method (bench/methods.py) on one task (bench/tasks.py), in one workspace (one corpus,
+For each method (bench/harness/methods.py) on one task (corpora/tasks.py), in one workspace (one corpus,
 index, graph and generation cache shared by every method, so all of them see the same generator,
 corpus and questions):
 
 1. D2R methods warm-start their own policy state on the DEV split (Algorithm 2, `epochs` passes:
-   bench/warm_start.py); the frozen variant evaluates a copy of another method's warm state.
+   train/warm_start.py); the frozen variant evaluates a copy of another method's warm state.
 2. Every method answers the TEST items in a fixed order, one record per item appended to
    <out>/<task>/<method>.test.jsonl (fsynced): an interrupted run resumes after the last record
    (the policy state file holds every update up to it). D2R methods keep learning online during
@@ -43,10 +43,9 @@ import numpy as np
 
 from ragmend import clock
 from ragmend.actions.meter import CostMeter
-from ragmend.bench.methods import BY_NAME, Method
-from ragmend.bench.tasks import EvalItem, first
-from ragmend.bench.warm_start import warm_start
-from ragmend.bench.workspace import Workspace
+from ragmend.bench.harness.methods import BY_NAME, Method
+from ragmend.bench.harness.workspace import Workspace
+from ragmend.corpora.tasks import EvalItem, first
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
@@ -57,6 +56,7 @@ from ragmend.kg.phrases import embed_with
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
+from ragmend.train.warm_start import warm_start
 
 Log = Callable[[str], None]
 

@@ -434,7 +434,7 @@ def run_ragtruth_suite(
         "at_claim_cap": sum(len(r["claims"]) >= engine.settings.diagnosis.max_claims for r in records),
         "truncated": sum(bool(r["truncated"]) for r in records),
     }
-    from ragmend.bench.ragtruth_report import write_ragtruth_report
+    from ragmend.bench.suites.ragtruth_report import write_ragtruth_report
 
     write_ragtruth_report(summary, meta, records, reports)
     return {**summary, "_meta": meta}

@@ -3,7 +3,7 @@
 Targets (issue 7): the better D2R policy beats Naive RAG, Query Paraphrase and Context Expansion on
 the headline metric; its mean latency is at most 1.6x Naive RAG's; its lift over Naive RAG is at
 least the paper's own best D2R lift; at least 300 test items. Each comparison is paired over the
-same items with a 95% bootstrap interval (bench/report.paired_lift).
+same items with a 95% bootstrap interval (bench/harness/report.paired_lift).
 
 Where D2R falls short, two things can limit it: the diagnosis (a wrong first answer that is never
 flagged cannot be repaired; a right one that is flagged can be broken) and the generator (a flagged
@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmend.bench.methods import BY_NAME
-from ragmend.bench.report import paired_lift
-from ragmend.bench.tasks import Task
+from ragmend.bench.harness.methods import BY_NAME
+from ragmend.bench.harness.report import paired_lift
+from ragmend.bench.markdown import markdown_table
+from ragmend.corpora.tasks import Task
 
 D2R_POLICIES = ("d2r_linucb", "d2r_ts", "d2r_lints")
 BASELINES = ("naive", "paraphrase", "expansion")
@@ -187,9 +188,8 @@ def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
         "",
         f"The better D2R policy here: {best} (by {result['metric']}). Paired over the same test items.",
         "",
-        "| target | met | figure |",
-        "|---|---|---|",
     ]
+    rows = []
     for c in result["checks"]:
         met = {True: "yes", False: "**no**", None: "-"}[c["met"]]
         if c["met"] and c.get("ci95_low", 1) <= 0:
@@ -200,7 +200,8 @@ def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
             fig = f"{c['value']:+.2f} points" + (f" (short by {c['short_by']:.2f})" if c["short_by"] else "")
         else:
             fig = str(c.get("value", c.get("note", "")))
-        lines.append(f"| {c['target']} | {met} | {fig} |")
+        rows.append([c["target"], met, fig])
+    lines += markdown_table(["target", "met", "figure"], rows)
     d = result["diagnosis"]
     if d["naive_wrong"]:
         lines += [

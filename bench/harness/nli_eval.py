@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.datasets import NLI_LABELS, NLIPair
+from ragmend.corpora.readers import NLI_LABELS, NLIPair
 
 
 def classification_metrics(

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmend.bench.datasets import (
+from ragmend.corpora.readers import (
     FEVER_TO_NLI,
     FeverClaim,
     HotpotItem,

@@ -44,12 +44,14 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 
-from ragmend.bench.startup_bench import free_port, start_server, stop, wait_ready
+from ragmend.bench.speed.startup import free_port, start_server, stop, wait_ready
 from ragmend.errors import InputError
+from ragmend.rag.documents import BUNDLED_CORPUS
 
 MAX_CLIENTS = 256
 MAX_REQUESTS = 10_000
-QUESTIONS = Path(__file__).resolve().parent.parent / "rag" / "data" / "sample_questions.jsonl"
+# Beside the bundled corpus (rag/data/), found through the rag package wherever it is installed.
+QUESTIONS = BUNDLED_CORPUS.with_name("sample_questions.jsonl")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmend.bench.tasks import EvalItem
+from ragmend.corpora.tasks import EvalItem
 from ragmend.engine import Engine
 from ragmend.engine.repair import RepairSkip, RepairTrace
 from ragmend.errors import RagmendError

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragmend.bench.datasets import hotpotqa_paragraphs, load_hotpotqa, write_jsonl
 from ragmend.bench.stats import median, percentiles_ms
+from ragmend.corpora.readers import hotpotqa_paragraphs, load_hotpotqa, write_jsonl
 from ragmend.engine import Engine
 from ragmend.models.generator import load_generator
 from ragmend.rag.pipeline import format_context

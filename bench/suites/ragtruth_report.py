@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.ragtruth import (
+from ragmend.bench.markdown import markdown_table
+from ragmend.bench.suites.ragtruth import (
     PER_MODEL_SIGNALS,
     SIGNALS,
     TASK_QUERIES,
@@ -33,14 +34,6 @@ def _auc(row: Mapping[str, Any] | None) -> str:
 
 def _groups(summary: Mapping[str, Any]) -> list[str]:
     return ["all", *[t for t in TASK_QUERIES if t in summary]]
-
-
-def markdown_table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    return [
-        f"| {' | '.join(head)} |",
-        "|" + "---|" * len(head),
-        *[f"| {' | '.join(str(c) for c in row)} |" for row in rows],
-    ]
 
 
 def _f3(v: float | None) -> str:
@@ -189,7 +182,7 @@ def write_ragtruth_report(
         "(a given source has no corpus graph). Nothing here was tuned on RAGTruth except the "
         "logistic_cv row, which is cross-validated on these responses and says so.",
         "A response is hallucinated when people labelled at least one span of it (seed 002's "
-        "response-level label). How each signal is computed: bench/ragtruth.py.",
+        "response-level label). How each signal is computed: bench/suites/ragtruth.py.",
         "",
         "## Response level: AUROC as a hallucination score (95% bootstrap interval)",
         "",
