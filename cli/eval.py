@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.progress import TaskID
 
 from ragmend.cli.common import SHARED_DATA, err, progress_bar, run, settings
 from ragmend.settings import Settings
@@ -107,7 +108,7 @@ def evaluate(
             err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
             return
         with progress_bar() as bar:
-            jobs: dict[str, int] = {}
+            jobs: dict[str, TaskID] = {}
 
             def tick(name: str, done: int, total: int) -> None:
                 if name not in jobs:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Split = Literal["dev", "test"]
 
@@ -65,7 +65,7 @@ class HotpotItem:
         return split_of(self.id)
 
 
-def _sentence_window(sents: list[str], center: int, max_words: int) -> tuple[int, int]:
+def _sentence_window(sents: Sequence[str], center: int, max_words: int) -> tuple[int, int]:
     lo, hi = center, center + 1
     words = len(sents[center].split())
     grew = True
@@ -81,7 +81,7 @@ def _sentence_window(sents: list[str], center: int, max_words: int) -> tuple[int
     return lo, hi
 
 
-def _maybe_json(value: object) -> object:
+def _maybe_json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
@@ -121,7 +121,7 @@ def hotpotqa_paragraphs(items: Iterable[HotpotItem]) -> list[Paragraph]:
     return out
 
 
-def write_jsonl(rows: Iterable[dict[str, object]], path: Path) -> int:
+def write_jsonl(rows: Iterable[Mapping[str, object]], path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     with open(path, "w", encoding="utf-8") as f:
@@ -131,7 +131,7 @@ def write_jsonl(rows: Iterable[dict[str, object]], path: Path) -> int:
     return n
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, object]]:
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:  # parsed JSON: its values are untyped
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.strip():
@@ -217,10 +217,11 @@ def load_nli(path: Path, limit: int | None = None) -> list[NLIPair]:
 def _soft_label(value: object, where: str) -> tuple[float, float, float] | None:
     if value is None:
         return None
-    ok = isinstance(value, list) and len(value) == 3 and all(isinstance(v, int | float) for v in value)
-    if not ok or min(value) < 0 or abs(sum(value) - 1.0) > 1e-3:  # type: ignore[arg-type]
+    numbers = isinstance(value, list) and all(isinstance(v, int | float) for v in value)
+    probs = [float(v) for v in value] if isinstance(value, list) and numbers else []
+    if len(probs) != 3 or min(probs) < 0 or abs(sum(probs) - 1.0) > 1e-3:
         raise ValueError(f"{where}: 'probs' must be three probabilities in {NLI_LABELS} order summing to 1")
-    return (float(value[0]), float(value[1]), float(value[2]))  # type: ignore[index]
+    return (probs[0], probs[1], probs[2])
 
 
 # -- FEVER -------------------------------------------------------------------------------------

@@ -59,8 +59,10 @@ class Triple:
 
 
 class TripleExtractor(Protocol):
-    # Recorded by the store: documents extracted by another extractor are extracted again.
-    name: str
+    @property
+    def name(self) -> str:
+        """Recorded by the store: documents extracted by another extractor are extracted again."""
+        ...
 
     def extract(self, texts: list[str]) -> list[list[Triple]]:
         """One list of triples per text, in order."""

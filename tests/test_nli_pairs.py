@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -74,7 +75,7 @@ def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: Mode
 
 @pytest.mark.parametrize("limit", [5])
 @needs_data
-def test_pairs_cli_writes_one_file_per_source(tmp_path, limit: int) -> None:  # type: ignore[no-untyped-def]
+def test_pairs_cli_writes_one_file_per_source(tmp_path: Path, limit: int) -> None:
     from typer.testing import CliRunner
 
     from ragmend.cli.main import app

@@ -143,7 +143,7 @@ def test_logistic_regression_is_cross_validated_by_source() -> None:
     w = fit_logistic(x, y).coef
     assert w[0] > 1.0 and abs(w[1]) < w[0] / 3  # the informative feature carries the weight
     records = [_record(bool(h), [0.2 if h else 0.9], f"src{i // 3}") for i, h in enumerate(y)]
-    folds = {}
+    folds: dict[str, set[int]] = {}
     for r in records:  # a source's responses share a fold: never trained on while scored
         folds.setdefault(r["source_id"], set()).add(fold_of(r["source_id"]))
     assert all(len(f) == 1 for f in folds.values()) and len({f for s in folds.values() for f in s}) == 5

@@ -85,7 +85,11 @@ class _Synthetic:
     name = "synthetic"
 
     def extract(self, texts: list[str]) -> list[list[Triple]]:
-        return [[Triple(*t.split())] for t in texts]
+        out = []
+        for text in texts:
+            subject, relation, obj = text.split()
+            out.append([Triple(subject, relation, obj)])
+        return out
 
 
 def run(corpus: Path, scale: int) -> dict[str, object]:

@@ -105,13 +105,13 @@ def run_pipeline_bench(
     if "rerank" in stages:
         reranker = engine.models.reranker
         cands = [(q.question, retriever.retrieve(q.question, "dense", 20)) for q in questions]
-        texts = [(q, [f"{p.title}: {p.text}" for p in ps]) for q, ps in cands]
-        for q, ts in texts[:WARMUP]:
-            reranker.score(q, ts)
+        texts = [(query, [f"{p.title}: {p.text}" for p in ps]) for query, ps in cands]
+        for query, ts in texts[:WARMUP]:
+            reranker.score(query, ts)
         times = []
-        for q, ts in texts:
+        for query, ts in texts:
             t0 = time.perf_counter()
-            reranker.score(q, ts)
+            reranker.score(query, ts)
             times.append(time.perf_counter() - t0)
         result["rerank"] = {"candidates": 20} | percentiles_ms(times)
         log(f"rerank: {result['rerank']}")

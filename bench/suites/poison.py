@@ -341,8 +341,8 @@ def write_poison_report(
             "balanced %",
             "n",
         ]
-        keys = ("correct_judged_correct", "incorrect_judged_incorrect", "balanced_accuracy", "n")
-        rows = [[name, *[row[k] for k in keys]] for name, row in judge.items() if isinstance(row, dict)]
+        judge_keys = ("correct_judged_correct", "incorrect_judged_incorrect", "balanced_accuracy", "n")
+        rows = [[name, *[row[k] for k in judge_keys]] for name, row in judge.items() if isinstance(row, dict)]
         lines += markdown_table(head, rows)
         lines.append("")
     atomic_write_text(reports / "poison.md", "\n".join(lines) + "\n")
