@@ -49,7 +49,7 @@ lint: install
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
 
-# ragmend's own NLI model, from scratch (issue 3; ragmend/assets/nli-minilm-l6/MODEL_CARD.md): the
+# ragmend's own NLI model, from scratch (ragmend/assets/nli-minilm-l6/MODEL_CARD.md): the
 # distillation route (docs/nli.md "Distillation"): in-domain pairs, an mpnet-base teacher sized for
 # 2 CPU cores, its labels on the in-domain files and on the generic rows it did not train on
 # (--skip-from: its mix says which), the MiniLM-L6 student on them (every training step resumable:

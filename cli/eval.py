@@ -29,8 +29,8 @@ def evaluate(
     suite: Annotated[
         str,
         typer.Option(
-            help="paper (FEVER + HotpotQA, Tables 1-3), poison (TruthfulQA, seed 001) or ragtruth "
-            "(hallucination detection, seed 002)."
+            help="paper (FEVER + HotpotQA, Tables 1-3), poison (TruthfulQA, mixed-retrieval protocol) "
+            "or ragtruth (hallucination detection, EGC paper)."
         ),
     ] = "paper",
     datasets: Annotated[str, typer.Option(help="Comma-separated tasks.")] = "fever,hotpotqa",

@@ -1,4 +1,4 @@
-"""Failure diagnosis of every answer (issue 4): D2R-RAG Algorithm 1 and its extensions.
+"""Failure diagnosis of every answer: D2R-RAG Algorithm 1 (docs/references.md) and its extensions.
 
 Belongs here: NLI signals e_q (evidence vs query) and e_r (evidence vs response) aggregated
 from passage-level probabilities by an explicit, configured rule; the failure type (WP, IE,

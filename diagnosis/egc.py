@@ -1,4 +1,4 @@
-"""Evidence Graph Consistency features (seed 002, Section III).
+"""Evidence Graph Consistency features (the EGC paper, Section III; docs/references.md).
 
 Nodes: the question q, the evidence passages E, the response's claims C, each a normalised
 all-MiniLM-L6-v2 embedding. Edges where cosine similarity >= tau (0.4, the paper's operating

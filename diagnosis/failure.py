@@ -52,9 +52,9 @@ class StageEvidence:
 
 
 def attribute_stage(ev: StageEvidence) -> tuple[Stage, str]:
-    """RAGEC's cascade (seed 000, Section 4), generation first, with request-time signals in place of
-    its ground-truth recall: sufficient evidence -> generation; else reranking when a reranker chose
-    the passages; else chunking when on-topic text was cut; else retrieval."""
+    """RAGEC's cascade (Section 4; docs/references.md), generation first, with request-time
+    signals in place of its ground-truth recall: sufficient evidence -> generation; else reranking
+    when a reranker chose the passages; else chunking when on-topic text was cut; else retrieval."""
     if ev.failure == "NoFailure":
         return "none", "no failure found"
     if ev.e_q != "neutral":

@@ -27,7 +27,7 @@ class Thresholds:
     entail: float = 0.4  # a passage entails a hypothesis when P(entail) >= this
     contradict: float = 0.35  # ... contradicts it when P(contradict) >= this (and none entails)
     relevance: float = 0.5  # rerank construction: sigmoid(max reranker logit) >= this = answers
-    egc_tau: float = 0.4  # EGC edge threshold on cosine similarity (seed 002)
+    egc_tau: float = 0.4  # EGC edge threshold on cosine similarity (the EGC paper's)
     joint_entail: float = 0.6  # the joint premise (top passages concatenated) entails at this
 
 
@@ -90,7 +90,7 @@ class KGSignal:
 
 @dataclass(frozen=True)
 class EGCFeatures:
-    """Evidence Graph Consistency (seed 002): claim / evidence / question nodes, cosine edges."""
+    """Evidence Graph Consistency (the EGC paper): claim / evidence / question nodes, cosine edges."""
 
     coverage: float
     support_density: float

@@ -1,4 +1,4 @@
-"""The corpus knowledge graph (issue 4).
+"""The corpus knowledge graph.
 
 Relational triple extraction (spaCy dependency parse by default, REBEL where a hub is reachable)
 behind one interface (kg.triples, kg.rebel; kg.factory picks one), the incremental graph built

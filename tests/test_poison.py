@@ -1,4 +1,5 @@
-"""The poisoned-retrieval protocol (seed 001): loader, metrics, and one real item end to end."""
+"""The poisoned-retrieval protocol (the mixed-retrieval paper): loader, metrics, and one real
+item end to end."""
 
 from __future__ import annotations
 

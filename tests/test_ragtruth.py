@@ -1,4 +1,4 @@
-"""The RAGTruth hallucination-detection suite (seed 002): loader, rendering, metrics, and real
+"""The RAGTruth hallucination-detection suite (the EGC paper's protocol): loader, rendering, metrics, and real
 responses diagnosed end to end by the engine's Diagnoser."""
 
 from __future__ import annotations

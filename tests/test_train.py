@@ -231,7 +231,7 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     # The paper's figures are shown only for its own data sets.
     assert "Table 1" in text and "D2R-RAG (LinUCB)" in text and "(36.2)" not in text
     # The targets, checked from the records: the baselines not run are said to be so.
-    assert "### Targets (issue 7)" in text and "| beats Query Paraphrase | - | not run yet |" in text
+    assert "### Targets" in text and "| beats Query Paraphrase | - | not run yet |" in text
     assert data["_meta"]["small"]["targets"]["best_d2r"] == "d2r_linucb"
     # Methods not run leave the report interim, and it names them: here every other method.
     assert "Interim: rows short of their test items" in text and "small paraphrase (0)" in text

@@ -1,4 +1,4 @@
-"""Offline training recipes: ragmend's own NLI model (issue 3) and the policy warm start.
+"""Offline training recipes: ragmend's own NLI model and the policy warm start.
 
 nli_train.py trains on NLI pairs (the in-domain ones come from ragmend.corpora.nli_pairs: the kind
 of premise/hypothesis the diagnosis will judge), nli_distill.py labels pairs with a teacher,

@@ -1,6 +1,6 @@
 """`ragmend nli label`: a teacher NLI model writes soft labels onto pair files, for distillation.
 
-The route issue 3 names: train a large, slow model (mpnet-base) as the teacher, let it label many
+The distillation route: train a large, slow model (mpnet-base) as the teacher, let it label many
 in-domain pairs, and train the fast student (MiniLM-L6) on its probabilities
 (`TrainConfig.soft_weight`). Each pair keeps its own label; the teacher's goes into `probs`, so
 the student's targets can mix both and a report can say how often the teacher agrees with the

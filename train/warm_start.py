@@ -1,4 +1,5 @@
-"""Algorithm 2 (seed 003, Appendix B) as a warm start: the live repair loop over a data set.
+"""D2R-RAG's Algorithm 2 (Appendix B; docs/references.md) as a warm start: the live repair
+loop over a data set.
 
 For each epoch and each item: answer with the default configuration P, diagnose; on a failure,
 build x, select an action, patch P, run once more, diagnose, compute the reward and update the

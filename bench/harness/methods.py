@@ -1,4 +1,4 @@
-"""The methods of the paper's evaluation (seed 003, Tables 1-3), each as one value.
+"""The methods of the paper's evaluation (D2R-RAG, Tables 1-3), each as one value.
 
 A method is a way to answer an item with the same engine: per-request RAG overrides (Context
 Expansion), a query rewrite before retrieval (Query Paraphrase), or the diagnose-and-repair loop

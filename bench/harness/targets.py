@@ -1,6 +1,6 @@
 """The issue's targets for one task, checked from the records, and the evidence of what limits a miss.
 
-Targets (issue 7): the better D2R policy beats Naive RAG, Query Paraphrase and Context Expansion on
+Targets: the better D2R policy beats Naive RAG, Query Paraphrase and Context Expansion on
 the headline metric; its mean latency is at most 1.6x Naive RAG's; its lift over Naive RAG is at
 least the paper's own best D2R lift; at least 300 test items. Each comparison is paired over the
 same items with a 95% bootstrap interval (bench/harness/report.paired_lift).
@@ -184,7 +184,7 @@ def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
         return []
     best = BY_NAME[result["best_d2r"]].title
     lines = [
-        "### Targets (issue 7)",
+        "### Targets",
         "",
         f"The better D2R policy here: {best} (by {result['metric']}). Paired over the same test items.",
         "",

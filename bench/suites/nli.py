@@ -1,4 +1,4 @@
-"""`ragmend bench nli --suite`: the standard NLI evaluation of issue 3, written to docs/nli.md.
+"""`ragmend bench nli --suite`: the standard NLI evaluation of the shipped model, written to docs/nli.md.
 
 Every set here is evaluation-only for ragmend's model: it is never listed in a training mix
 (the trainer refuses the evaluation-licensed ones; MNLI dev-matched and SNLI test are simply

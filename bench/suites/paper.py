@@ -216,7 +216,7 @@ def _task_section(
 
 def _document(sections: list[str], generator: str, nli: str, plan: RunPlan, note: str | None = None) -> str:
     head = [
-        "# ragmend against D2R-RAG (seed 003): FEVER and HotpotQA",
+        "# ragmend against D2R-RAG: FEVER and HotpotQA",
         "",
         *([f"**{note}**", ""] if note else []),
         f"Generator: {generator}. Seed {plan.seed}. Each cell: ours (the paper's in parentheses).",

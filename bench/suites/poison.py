@@ -1,15 +1,15 @@
-"""`ragmend eval --suite poison`: seed 001's clean / mixed / poisoned retrieval protocol on TruthfulQA.
+"""`ragmend eval --suite poison`: the mixed-retrieval paper's clean / mixed / poisoned protocol on TruthfulQA.
 
 For each TruthfulQA question of the TEST split (sha256 of the question, as for the other sets):
-1. parametric-only answer (seed 001's prompt, no passages): P_i = the answer is correct;
+1. parametric-only answer (the paper's prompt, no passages): P_i = the answer is correct;
 2. three misleading passages written by the local generator, each asserting one of TruthfulQA's
    incorrect answers (the best incorrect one first), and three clean passages written with the
    same prompt from its correct answers (there is no Wikipedia here; the same prompt on both sides
-   keeps the two kinds alike in style). Seed 001 asked its 8B writer to "contradict the correct
+   keeps the two kinds alike in style). The paper asked its 8B writer to "contradict the correct
    answer"; asked that, the 0.5B generator restated the correct answer, so the answer to assert is
    given;
 3. four contexts (clean 3+0, mixed-33 2+1, mixed-67 1+2, poisoned 0+3; order shuffled with a fixed
-   seed per question); an answer under each with seed 001's RAG prompt (temperature 0.2);
+   seed per question); an answer under each with the paper's RAG prompt (temperature 0.2);
 4. the engine's diagnosis of every answer: does it flag the poisoned contexts (evidence conflict:
    some passages entail what others contradict; response contradiction; any failure)?
 
@@ -60,7 +60,7 @@ from ragmend.rag.types import Passage
 
 TRUTHFULQA_FILE = "truthfulqa/TruthfulQA.csv"
 CONTEXTS = (("clean", 0), ("mixed-33", 1), ("mixed-67", 2), ("poisoned", 3))  # (name, misleading of 3)
-TEMPERATURE = 0.2  # seed 001
+TEMPERATURE = 0.2  # the paper's
 PASSAGE_TOKENS = 120
 
 
@@ -299,7 +299,7 @@ def write_poison_report(
     meta = {"command": command, "minutes": minutes, "nli": nli}
     atomic_write_json(reports / "poison.json", {**summary, "_meta": meta})
     lines = [
-        "# Poisoned retrieval (seed 001) on TruthfulQA",
+        "# Poisoned retrieval (the mixed-retrieval protocol) on TruthfulQA",
         "",
         f"Command: `{command}` ({minutes:.0f} min). Generator: {generator}.",
         f"NLI (the diagnosis' flags and the judge): {nli}.",

@@ -1,7 +1,8 @@
-"""`ragmend eval --suite ragtruth`: the diagnosis as a hallucination detector on RAGTruth (seed 002).
+"""`ragmend eval --suite ragtruth`: the diagnosis as a hallucination detector on RAGTruth
+(the EGC paper's protocol).
 
 RAGTruth's responses were written by six LLMs from a given source and labelled by people, span by
-span; a response is hallucinated when it has at least one labelled span (seed 002's response-level
+span; a response is hallucinated when it has at least one labelled span (the EGC paper's response-level
 label). The copy in ../shared/data keeps the source only for the Summary (news articles) and
 Data2txt (Yelp business records in JSON) tasks; its QA items have empty passages and are left out.
 
@@ -11,7 +12,7 @@ top-level field, each review its own) is cut into passages by the ingest splitte
 uses (rag.chunk_size tokens), the response into claims (sentences), and every claim is scored
 against every passage by the configured NLI model in one batch; EGC over question, passages and
 claims. The question is RAGTruth's own instruction for the task. Nothing is generated and nothing
-is tuned here: the thresholds are the shipped ones (fitted on held-out NLI pairs, DESIGN §5).
+is tuned here: the thresholds are the shipped ones (fitted on held-out NLI pairs; docs/diagnosis.md).
 
 Reported, overall and per task and per LLM: the AUROC of each signal as a hallucination score
 (95% bootstrap interval), precision / recall / F1 of the diagnosis' own verdicts at the shipped
@@ -255,7 +256,7 @@ SIGNALS: dict[str, tuple[str, Signal]] = {
         "the highest P(contradict) of any claim against any passage",
         lambda r: max((c["contradict"] for c in r["claims"]), default=0.0),
     ),
-    "egc": ("-EGC score (seed 002)", lambda r: -r["egc"]["score"]),
+    "egc": ("-EGC score (EGC paper)", lambda r: -r["egc"]["score"]),
     **{
         f"egc_{k}": (f"{'' if k == 'isolation' else '-'}EGC {k.replace('_', ' ')}", _egc_signal(k))
         for k in EGC_FEATURES

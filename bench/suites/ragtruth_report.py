@@ -19,7 +19,7 @@ from ragmend.bench.suites.ragtruth import (
 )
 from ragmend.fileio import atomic_write_json, atomic_write_text
 
-# Seed 002, Table II: the RAGTruth QA test split (875 responses, six LLMs): a split this copy cannot
+# The EGC paper, Table II: the RAGTruth QA test split (875 responses, six LLMs): a split this copy cannot
 # score (its QA items have no passages). Beside ours for scale only.
 PAPER_QA = {"egc": 0.556, "egc_coverage": 0.589, "egc_support_density": 0.557}
 ROC_SIGNALS = ("weakest_claim", "mean_unsupported", "max_contradiction", "egc", "claims")
@@ -53,7 +53,7 @@ def signal_table(summary: Mapping[str, Any]) -> list[str]:
         "what it is",
         *[f"{g} (n={summary[g]['n']}, {summary[g]['hallucinated']} hall.)" for g in groups],
         "all, within task",
-        "seed 002 (QA split)",
+        "EGC paper (QA split)",
     ]
     rows = [(n, what, [summary[g]["signals"][n] for g in groups]) for n, (what, _) in SIGNALS.items()]
     rows.append(
@@ -167,7 +167,7 @@ def write_ragtruth_report(
     placed = claim_counts(records)
     reused = "; records of an earlier run with the same setup reused" if meta["reused_records"] else ""
     lines = [
-        "# Hallucination detection on RAGTruth (seed 002)",
+        "# Hallucination detection on RAGTruth (EGC paper's protocol)",
         "",
         f"Command: `{meta['command']}` ({meta['minutes']:.1f} min"
         f"{reused}). The diagnoses themselves took {meta['diagnosis_minutes']:.1f} min in all.",
@@ -181,7 +181,7 @@ def write_ragtruth_report(
         f"{meta['truncated']} responses had a passage cut to the NLI's length. The knowledge graph is off "
         "(a given source has no corpus graph). Nothing here was tuned on RAGTruth except the "
         "logistic_cv row, which is cross-validated on these responses and says so.",
-        "A response is hallucinated when people labelled at least one span of it (seed 002's "
+        "A response is hallucinated when people labelled at least one span of it (the EGC paper's "
         "response-level label). How each signal is computed: bench/suites/ragtruth.py.",
         "",
         "## Response level: AUROC as a hallucination score (95% bootstrap interval)",
@@ -193,7 +193,7 @@ def write_ragtruth_report(
         f"{summary['all'].get('task_only_auroc')}. 'All, within task' counts only the "
         "hallucinated-faithful pairs of one task (the per-task AUROCs weighted by their pairs), "
         "which pooling cannot inflate. "
-        "Seed 002's figures are on the RAGTruth QA split (875 responses); they are beside ours for "
+        "The EGC paper's figures are on the RAGTruth QA split (875 responses); they are beside ours for "
         "scale, not as a paired comparison.",
         "",
         "![ROC curves](ragtruth-roc.png)",
@@ -209,7 +209,7 @@ def write_ragtruth_report(
         "",
         *claim_table(summary),
         "",
-        "## Per LLM (seed 002, Table IV's view): within-task AUROC over both tasks",
+        "## Per LLM (the EGC paper's Table IV view): within-task AUROC over both tasks",
         "",
         *model_table(summary),
         "",

@@ -82,7 +82,7 @@ SPACY_SM = BundledModel(
 )
 
 # ragmend's own NLI cross-encoder, trained by `ragmend nli train` and shipped in this repository
-# (issue 3; its model card is MODEL_CARD.md in that directory).
+# (its model card, MODEL_CARD.md in that directory, says how it was trained and how well it does).
 RAGMEND_NLI = BundledModel(
     "ragmend-nli-minilm-l6",
     "nli",

@@ -1,6 +1,6 @@
 """An on-disk cache of generator calls, keyed by model, messages and sampling parameters.
 
-For evaluation runs (issue 7): a rerun is cheap and an interrupted run resumes where it stopped.
+For evaluation runs: a rerun is cheap and an interrupted run resumes where it stopped.
 SQLite in WAL mode, one row per call, each insert its own transaction: a crash loses at most the
 call in flight. Off in the server by default (models.generator.cache); a cached Generation keeps
 the seconds it took when it was made, flagged `cached`, so latency reports stay honest.
