@@ -30,6 +30,7 @@ from ragmend.server.admin import admin_router
 from ragmend.server.admission import Admission
 from ragmend.server.auth import BearerAuth
 from ragmend.server.body_limit import StreamedBodyLimit
+from ragmend.server.errors import error_response, exception_response
 from ragmend.server.lifecycle import shut_down
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_api import openai_router
@@ -38,13 +39,6 @@ from ragmend.server.schemas import AnswerRequest, AnswerResponse, ErrorResponse
 from ragmend.settings import Settings
 
 log = logging.getLogger("ragmend.server")
-
-
-def error_response(
-    status: int, message: str, kind: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    body = {"error": {"message": message, "type": kind, "code": status}}
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
 class BodyLimit(BaseHTTPMiddleware):
@@ -60,13 +54,11 @@ class BodyLimit(BaseHTTPMiddleware):
         if length is not None:
             if not length.isdigit():
                 self.on_refusal(400)
-                return error_response(400, "invalid Content-Length header", "invalid_request_error")
+                return error_response(400, "invalid Content-Length header")
             if int(length) > self.max_bytes:
                 self.on_refusal(413)
                 return error_response(
-                    413,
-                    f"request body is {length} bytes, over the limit of {self.max_bytes}",
-                    "invalid_request_error",
+                    413, f"request body is {length} bytes, over the limit of {self.max_bytes}"
                 )
         return await call_next(request)
 
@@ -134,7 +126,6 @@ def create_app(
     app.add_middleware(
         BearerAuth,
         server_settings=lambda: engine.settings.server,
-        respond=error_response,
         on_refusal=lambda status: metrics.observe_error("auth", status=status),
     )
     app.state.reloader = reloader
@@ -145,13 +136,12 @@ def create_app(
         # (the message names no internals).
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         metrics.observe_error("internal", status=500)
-        return error_response(500, "internal server error (logged)", "internal_error")
+        return error_response(500, "internal server error (logged)")
 
     @app.exception_handler(RagmendError)
     async def ragmend_error(request: Request, exc: RagmendError) -> JSONResponse:
-        headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
         metrics.observe_exception(exc, exc.http_status)
-        return error_response(exc.http_status, str(exc), type(exc).__name__, headers)
+        return exception_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -160,7 +150,7 @@ def create_app(
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if message == "There was an error parsing the body":
             message = "the request body is not valid UTF-8 JSON"
-        return error_response(exc.status_code, message, "invalid_request_error", dict(exc.headers or {}))
+        return error_response(exc.status_code, message, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.errors import ApiErrorType
 from ragmend.rag.types import Passage, RAGConfig, StageTimings
 
 
@@ -79,10 +80,22 @@ class AnswerResponse(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    message: str
-    type: str
-    code: int
+    message: str = Field(description="What is wrong, naming the field where one is at fault.")
+    type: ApiErrorType = Field(description="OpenAI's error type (docs/api.md, Errors).")
+    param: str | None = Field(
+        default=None, description="Only with code model_not_found: the request field at fault (or null)."
+    )
+    code: int | str = Field(
+        description="The HTTP status, or OpenAI's code where one applies (model_not_found)."
+    )
+    error_class: str | None = Field(
+        default=None,
+        description="The ragmend error class (InputError, NotReady, Overloaded...), when the error is "
+        "one; absent for errors of the HTTP layer (validation, auth, unknown path...).",
+    )
 
 
 class ErrorResponse(BaseModel):
+    """The body of every error response, on every route (OpenAI's shape)."""
+
     error: ErrorBody
