@@ -32,10 +32,11 @@ from ragmend.server.auth import BearerAuth
 from ragmend.server.body_limit import StreamedBodyLimit
 from ragmend.server.errors import error_response, exception_response
 from ragmend.server.lifecycle import shut_down
+from ragmend.server.mapping import answer_response, ready_status
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_api import openai_router
 from ragmend.server.reload import ConfigReloader, watching
-from ragmend.server.schemas import AnswerRequest, AnswerResponse, ErrorResponse
+from ragmend.server.schemas import AnswerRequest, AnswerResponse, ErrorResponse, ReadyStatus
 from ragmend.settings import Settings
 
 log = logging.getLogger("ragmend.server")
@@ -165,10 +166,15 @@ def create_app(
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Models loaded and index open", responses={503: {"model": ErrorResponse}})
+    @app.get(
+        "/readyz",
+        response_model=ReadyStatus,
+        summary="Models loaded and index open",
+        responses={503: {"model": ReadyStatus, "description": "Not ready yet (loading, or loading failed)."}},
+    )
     async def readyz() -> JSONResponse:
-        status = engine.status()
-        return JSONResponse(status, status_code=200 if status["ready"] else 503)
+        status = ready_status(engine.status())
+        return JSONResponse(status.model_dump(mode="json"), status_code=200 if status.ready else 503)
 
     @app.get("/metrics", summary="Prometheus metrics (text format)", response_class=PlainTextResponse)
     async def metrics_endpoint() -> Response:
@@ -184,7 +190,7 @@ def create_app(
     @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
     async def answer(body: AnswerRequest) -> AnswerResponse:
         outcome = await admission.run(respond, body.query, body.config)  # 503 when full, 504 late
-        return AnswerResponse.of(outcome)
+        return answer_response(outcome)
 
     app.include_router(openai_router(engine, metrics))  # /v1/chat/completions, /v1/models
     app.include_router(admin_router(engine, metrics, Path(config_path) if config_path else None))

@@ -28,6 +28,7 @@ from ragmend.engine.outcome import Outcome
 from ragmend.errors import InputError
 from ragmend.server.admission import Admission, admission_of
 from ragmend.server.errors import ModelNotFound
+from ragmend.server.mapping import answer_response
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_schemas import (
     AssistantMessage,
@@ -42,7 +43,7 @@ from ragmend.server.openai_schemas import (
     ModelList,
     Usage,
 )
-from ragmend.server.schemas import AnswerResponse, ErrorResponse
+from ragmend.server.schemas import ErrorResponse
 
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
 # Word-sized pieces, whitespace kept: the deltas concatenate back to the exact answer.
@@ -93,7 +94,7 @@ def completion(outcome: Outcome, model: str) -> ChatCompletion:
             completion_tokens=answer.completion_tokens,
             total_tokens=answer.prompt_tokens + answer.completion_tokens,
         ),
-        ragmend=AnswerResponse.of(outcome),
+        ragmend=answer_response(outcome),
     )
 
 
