@@ -1,17 +1,35 @@
 """Error types shared by every layer.
 
-Each error carries a message meant for the person who caused it; the server maps them to HTTP
-status codes and the CLI to exit codes, so no layer below needs to know about either.
+Each error carries a message meant for the person who caused it, and what each surface needs
+to report it: the HTTP status and the error body's `type` (server/errors.py builds the body), the
+`kind` that ragmend_errors_total counts it under (server/metrics.py), and the CLI's exit code. No
+layer below the server and the CLI needs to know about any of them. A subclass inherits all of
+them unless it names its own.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+# The `type` of an HTTP error body: OpenAI's error types (docs/api.md, "Errors", has the table).
+ApiErrorType = Literal[
+    "invalid_request_error",
+    "authentication_error",
+    "permission_error",
+    "not_found_error",
+    "rate_limit_error",
+    "server_error",
+]
 
 
 class RagmendError(Exception):
     """Base class: anything ragmend raises on purpose."""
 
-    http_status = 500
-    exit_code = 1
+    http_status: ClassVar[int] = 500
+    exit_code: ClassVar[int] = 1
+    api_type: ClassVar[ApiErrorType] = "server_error"
+    # The `kind` label of ragmend_errors_total (a closed set: METRIC_KINDS below).
+    metric_kind: ClassVar[str] = "ragmend"
     # Seconds a client should wait before retrying (the HTTP Retry-After header); None: no header.
     retry_after_s: int | None = None
 
@@ -21,10 +39,13 @@ class InputError(RagmendError):
 
     http_status = 400
     exit_code = 2
+    api_type = "invalid_request_error"
+    metric_kind = "input"
 
 
 class PayloadTooLarge(InputError):
     http_status = 413
+    metric_kind = "payload_too_large"
 
 
 class ConfigError(RagmendError):
@@ -32,6 +53,7 @@ class ConfigError(RagmendError):
 
     http_status = 500
     exit_code = 2
+    metric_kind = "config"
 
 
 class ModelUnavailable(RagmendError):
@@ -39,6 +61,7 @@ class ModelUnavailable(RagmendError):
 
     http_status = 503
     exit_code = 3
+    metric_kind = "model_unavailable"
 
 
 class NotReady(RagmendError):
@@ -46,6 +69,7 @@ class NotReady(RagmendError):
 
     http_status = 503
     exit_code = 3
+    metric_kind = "not_ready"
     retry_after_s = 5
 
 
@@ -54,6 +78,7 @@ class IndexMissing(RagmendError):
 
     http_status = 503
     exit_code = 2
+    metric_kind = "index_missing"
 
 
 class GeneratorError(RagmendError):
@@ -61,12 +86,14 @@ class GeneratorError(RagmendError):
 
     http_status = 502
     exit_code = 4
+    metric_kind = "generator"
 
 
 class GeneratorTimeout(GeneratorError):
     """A generator call ran past models.generator.timeout_s."""
 
     http_status = 504
+    metric_kind = "generator_timeout"
 
 
 class RequestTimeout(RagmendError):
@@ -74,6 +101,7 @@ class RequestTimeout(RagmendError):
 
     http_status = 504
     exit_code = 4
+    metric_kind = "request_timeout"
 
 
 class Overloaded(RagmendError):
@@ -81,7 +109,21 @@ class Overloaded(RagmendError):
 
     http_status = 503
     exit_code = 3
+    metric_kind = "overloaded"
 
     def __init__(self, message: str, retry_after_s: int):
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+def _descendants(cls: type[RagmendError]) -> list[type[RagmendError]]:
+    out = [cls]
+    for sub in cls.__subclasses__():
+        out += _descendants(sub)
+    return out
+
+
+# Every metric kind of the classes above, computed when this module is imported (so before any
+# subclass elsewhere exists): a subclass defined in another module inherits its base's kind, and a
+# new kind belongs here, on a class of this module.
+METRIC_KINDS: tuple[str, ...] = tuple(dict.fromkeys(c.metric_kind for c in _descendants(RagmendError)))

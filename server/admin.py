@@ -10,7 +10,6 @@ index runs in a worker thread, never on the event loop.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ragmend.engine import Engine
 from ragmend.errors import ConfigError, InputError, RagmendError
-from ragmend.policy.core import BUDGET_KEYS, action_budgets
+from ragmend.policy.core import BUDGET_KEYS
+from ragmend.server.mapping import index_refresh, policy_change, policy_view
 from ragmend.server.metrics import Metrics
+from ragmend.server.schemas import ConfigView, IndexRefresh, PolicyChange, PolicyView
 from ragmend.settings import PolicySettings
 
 log = logging.getLogger("ragmend.admin")
@@ -49,41 +50,6 @@ PolicyPatch: type[BaseModel] = create_model(  # type: ignore[call-overload]
 )
 
 
-def policy_view(engine: Engine) -> dict[str, Any]:
-    """What GET /admin/policy returns: the settings in force and every arm's statistics."""
-    policy = engine.policy
-    cfg = policy.config
-    enabled = set(cfg.enabled_actions)
-    scaled, rss = action_budgets(cfg), action_budgets(cfg, "rss")
-    return {
-        "kind": policy.kind,
-        "alpha": policy.alpha,  # LinUCB's; null for the other kinds
-        "learn": policy.learn,
-        "mode": "learn" if policy.learn else "frozen",
-        "repair": engine.settings.policy.repair,
-        "refresh_cooldown_s": cfg.refresh_cooldown_s,
-        "enabled_actions": list(cfg.enabled_actions),
-        "budgets": {
-            **{k: getattr(cfg, k) for k in BUDGET_KEYS},
-            "scaled": {
-                "latency_s": scaled.latency_s,
-                "memory_bytes": scaled.memory_bytes,
-                "rss_memory_bytes": rss.memory_bytes,
-            },
-        },
-        "arms": {
-            arm: {
-                "enabled": arm in enabled,
-                "pulls": s.pulls,
-                "mean_reward": s.mean_reward,
-                "successes": s.successes,
-                "failures": s.failures,
-            }
-            for arm, s in policy.stats().items()
-        },
-    }
-
-
 def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = None) -> APIRouter:
     router = APIRouter(prefix="/admin", tags=["admin"])
 
@@ -101,12 +67,12 @@ def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = No
         return result
 
     @router.get("/policy", summary="The repair policy: settings in force and per-arm statistics")
-    async def get_policy() -> dict[str, Any]:
+    async def get_policy() -> PolicyView:
         # Off the loop: the policy's lock may be held for an update's fsync.
         return await to_thread.run_sync(policy_view, engine)
 
     @router.patch("/policy", summary="Change the policy's tunable settings at runtime")
-    async def patch_policy(body: PolicyPatch) -> dict[str, Any]:  # type: ignore[valid-type]
+    async def patch_policy(body: PolicyPatch) -> PolicyChange:  # type: ignore[valid-type]
         # An explicit null is no change: no patchable setting takes None (a null went on to the
         # policy as a value and failed there with a 500; found by tests/test_schemathesis.py).
         changes = body.model_dump(exclude_unset=True, exclude_none=True)  # type: ignore[attr-defined]
@@ -117,7 +83,7 @@ def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = No
         if "enabled_actions" in changes:
             changes["enabled_actions"] = tuple(changes["enabled_actions"])
 
-        def apply() -> dict[str, Any]:
+        def apply() -> PolicyChange:
             kind = changes.get("kind", engine.policy.kind)
             if "alpha" in changes and kind != "linucb":
                 raise ConfigError(f"alpha: applies to the linucb policy; this one is {kind} (set kind too)")
@@ -125,7 +91,7 @@ def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = No
             cfg = engine.settings.policy
             now = [f"{k}={getattr(cfg, k.removeprefix('policy.'))!r}" for k in applied]
             log.info("admin: policy changed: %s", ", ".join(now) or "nothing (already so)")
-            return {**policy_view(engine), "changed": applied}
+            return policy_change(engine, applied)
 
         return await to_thread.run_sync(change, "policy change", apply)
 
@@ -134,8 +100,8 @@ def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = No
         return await to_thread.run_sync(lambda: engine.policy.export_state())
 
     @router.post("/policy/import", summary="Replace the learned state with an export")
-    async def import_policy(data: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
-        def apply() -> dict[str, Any]:
+    async def import_policy(data: Annotated[dict[str, Any], Body()]) -> PolicyView:
+        def apply() -> PolicyView:
             engine.policy.import_state(data)  # InputError (400) naming what does not fit
             pulls = {a: s.pulls for a, s in engine.policy.stats().items()}
             log.info("admin: policy state imported (%d updates)", sum(pulls.values()))
@@ -144,8 +110,8 @@ def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = No
         return await to_thread.run_sync(change, "policy import", apply)
 
     @router.post("/policy/reset", summary="Forget everything the policy learned")
-    async def reset_policy() -> dict[str, Any]:
-        def apply() -> dict[str, Any]:
+    async def reset_policy() -> PolicyView:
+        def apply() -> PolicyView:
             forgotten = sum(s.pulls for s in engine.policy.stats().values())
             engine.policy.reset()
             log.info("admin: policy state reset (%d updates forgotten)", forgotten)
@@ -154,18 +120,17 @@ def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = No
         return await to_thread.run_sync(change, "policy reset", apply)
 
     @router.post("/index/refresh", summary="Re-ingest the configured sources (the index_refresh action)")
-    async def refresh_index() -> dict[str, Any]:
+    async def refresh_index() -> IndexRefresh:
         report = await to_thread.run_sync(engine.refresh_index)
         log.info("admin: index refreshed to %s", report.generation)
-        return {**dataclasses.asdict(report), "chunks_per_s": report.chunks_per_s}
+        return index_refresh(report)
 
     @router.get("/config", summary="The effective configuration (secrets redacted)")
-    async def get_config() -> dict[str, Any]:
+    async def get_config() -> ConfigView:
         settings = engine.settings
         # mode="json" writes every SecretStr (server keys, the generator's api_key) as **********.
-        return {
-            "config_file": str(config_file) if config_file else None,
-            "settings": settings.model_dump(mode="json"),
-        }
+        return ConfigView(
+            config_file=str(config_file) if config_file else None, settings=settings.model_dump(mode="json")
+        )
 
     return router

@@ -30,21 +30,16 @@ from ragmend.server.admin import admin_router
 from ragmend.server.admission import Admission
 from ragmend.server.auth import BearerAuth
 from ragmend.server.body_limit import StreamedBodyLimit
+from ragmend.server.errors import error_response, exception_response
 from ragmend.server.lifecycle import shut_down
+from ragmend.server.mapping import answer_response, ready_status
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_api import openai_router
 from ragmend.server.reload import ConfigReloader, watching
-from ragmend.server.schemas import AnswerRequest, AnswerResponse, ErrorResponse
+from ragmend.server.schemas import AnswerRequest, AnswerResponse, ErrorResponse, ReadyStatus
 from ragmend.settings import Settings
 
 log = logging.getLogger("ragmend.server")
-
-
-def error_response(
-    status: int, message: str, kind: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    body = {"error": {"message": message, "type": kind, "code": status}}
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
 class BodyLimit(BaseHTTPMiddleware):
@@ -60,13 +55,11 @@ class BodyLimit(BaseHTTPMiddleware):
         if length is not None:
             if not length.isdigit():
                 self.on_refusal(400)
-                return error_response(400, "invalid Content-Length header", "invalid_request_error")
+                return error_response(400, "invalid Content-Length header")
             if int(length) > self.max_bytes:
                 self.on_refusal(413)
                 return error_response(
-                    413,
-                    f"request body is {length} bytes, over the limit of {self.max_bytes}",
-                    "invalid_request_error",
+                    413, f"request body is {length} bytes, over the limit of {self.max_bytes}"
                 )
         return await call_next(request)
 
@@ -134,7 +127,6 @@ def create_app(
     app.add_middleware(
         BearerAuth,
         server_settings=lambda: engine.settings.server,
-        respond=error_response,
         on_refusal=lambda status: metrics.observe_error("auth", status=status),
     )
     app.state.reloader = reloader
@@ -145,13 +137,12 @@ def create_app(
         # (the message names no internals).
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         metrics.observe_error("internal", status=500)
-        return error_response(500, "internal server error (logged)", "internal_error")
+        return error_response(500, "internal server error (logged)")
 
     @app.exception_handler(RagmendError)
     async def ragmend_error(request: Request, exc: RagmendError) -> JSONResponse:
-        headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
         metrics.observe_exception(exc, exc.http_status)
-        return error_response(exc.http_status, str(exc), type(exc).__name__, headers)
+        return exception_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -160,7 +151,7 @@ def create_app(
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if message == "There was an error parsing the body":
             message = "the request body is not valid UTF-8 JSON"
-        return error_response(exc.status_code, message, "invalid_request_error", dict(exc.headers or {}))
+        return error_response(exc.status_code, message, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -175,10 +166,15 @@ def create_app(
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Models loaded and index open", responses={503: {"model": ErrorResponse}})
+    @app.get(
+        "/readyz",
+        response_model=ReadyStatus,
+        summary="Models loaded and index open",
+        responses={503: {"model": ReadyStatus, "description": "Not ready yet (loading, or loading failed)."}},
+    )
     async def readyz() -> JSONResponse:
-        status = engine.status()
-        return JSONResponse(status, status_code=200 if status["ready"] else 503)
+        status = ready_status(engine.status())
+        return JSONResponse(status.model_dump(mode="json"), status_code=200 if status.ready else 503)
 
     @app.get("/metrics", summary="Prometheus metrics (text format)", response_class=PlainTextResponse)
     async def metrics_endpoint() -> Response:
@@ -194,7 +190,7 @@ def create_app(
     @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
     async def answer(body: AnswerRequest) -> AnswerResponse:
         outcome = await admission.run(respond, body.query, body.config)  # 503 when full, 504 late
-        return AnswerResponse.of(outcome)
+        return answer_response(outcome)
 
     app.include_router(openai_router(engine, metrics))  # /v1/chat/completions, /v1/models
     app.include_router(admin_router(engine, metrics, Path(config_path) if config_path else None))

@@ -9,11 +9,12 @@ Scopes, by path (deny by default: a route someone adds later is a user route unl
            with no api_keys configured, open (the embedded laptop default).
 
 A key travels as `Authorization: Bearer <key>`. 401 with `WWW-Authenticate: Bearer` for a missing
-or unknown key, 403 for a valid key without the scope; both in the app's JSON error shape and
-counted as ragmend_errors_total{kind="auth"}. Keys are compared in constant time against every
-configured key (hmac.compare_digest, no early exit) and never logged: they are SecretStr in the
-settings, and neither this module nor uvicorn's access log writes request headers. The keys are
-read from the current settings at each request, so a hot reload rotates them.
+or unknown key, 403 for a valid key without the scope; both in the app's JSON error shape
+(errors.py: types authentication_error and permission_error) and counted as
+ragmend_errors_total{kind="auth"}. Keys are compared in constant time against every configured
+key (hmac.compare_digest, no early exit) and never logged: they are SecretStr in the settings,
+and neither this module nor uvicorn's access log writes request headers. The keys are read from
+the current settings at each request, so a hot reload rotates them.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from typing import Literal
 
 from pydantic import SecretStr
 from starlette.datastructures import Headers
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ragmend.server.errors import error_response
 from ragmend.settings import ServerSettings
 
 log = logging.getLogger("ragmend.auth")
@@ -72,10 +73,6 @@ class Refusal:
     status: int  # 401 or 403
     message: str
 
-    @property
-    def kind(self) -> str:
-        return "authentication_error" if self.status == 401 else "permission_error"
-
 
 def check(server: ServerSettings, path: str, authorization: str | None) -> Refusal | None:
     """None when the request may go on, else why not."""
@@ -111,12 +108,10 @@ class BearerAuth:
         app: ASGIApp,
         *,
         server_settings: Callable[[], ServerSettings],
-        respond: Callable[[int, str, str, dict[str, str] | None], Response],
         on_refusal: Callable[[int], None] | None = None,
     ):
         self.app = app
         self._server_settings = server_settings
-        self._respond = respond
         self._on_refusal = on_refusal or (lambda status: None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -138,4 +133,4 @@ class BearerAuth:
             await send({"type": "websocket.close", "code": 1008})
             return
         headers = {"WWW-Authenticate": 'Bearer realm="ragmend"'} if refusal.status == 401 else None
-        await self._respond(refusal.status, refusal.message, refusal.kind, headers)(scope, receive, send)
+        await error_response(refusal.status, refusal.message, headers=headers)(scope, receive, send)

@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ragmend.server.errors import error_response
 
 
 class StreamedBodyLimit:
@@ -63,5 +64,4 @@ class StreamedBodyLimit:
                 raise
             if self.on_refusal is not None:
                 self.on_refusal(413)
-            body = {"error": {"message": e.detail, "type": "invalid_request_error", "code": 413}}
-            await JSONResponse(body, status_code=413)(scope, receive, send)
+            await error_response(413, e.detail)(scope, receive, send)

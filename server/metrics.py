@@ -33,7 +33,7 @@ from ragmend.actions.catalogue import BY_NAME as ACTIONS_BY_NAME
 from ragmend.diagnosis.types import FAILURE_TYPES, STAGES, Diagnosis
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
-from ragmend.errors import RagmendError
+from ragmend.errors import METRIC_KINDS, RagmendError
 from ragmend.models.registry import ROLES
 from ragmend.settings import Settings
 
@@ -64,23 +64,10 @@ RELOAD_RESULTS = ("success", "failure")
 # Runtime configuration changes: by an admin request, a changed configuration file, or SIGHUP.
 CHANGE_SOURCES = ("admin", "file", "signal")
 CHANGE_RESULTS = ("ok", "error")
-# Error kinds: ragmend's own error classes (most specific first along the MRO), the HTTP layer's
-# errors, and anything unexpected.
-_RAGMEND_ERROR_KINDS = {
-    "PayloadTooLarge": "payload_too_large",
-    "InputError": "input",
-    "ConfigError": "config",
-    "ModelUnavailable": "model_unavailable",
-    "NotReady": "not_ready",
-    "IndexMissing": "index_missing",
-    "GeneratorTimeout": "generator_timeout",
-    "GeneratorError": "generator",
-    "RequestTimeout": "request_timeout",
-    "Overloaded": "overloaded",
-    "RagmendError": "ragmend",
-}
+# Error kinds: ragmend's own errors (each class carries its kind: RagmendError.metric_kind,
+# ragmend/errors.py), the HTTP layer's errors, and anything unexpected.
 # "auth": a missing or invalid key (401) or a key without the scope (403), server/auth.py.
-ERROR_KINDS = (*_RAGMEND_ERROR_KINDS.values(), "http", "validation", "auth", "internal", OTHER)
+ERROR_KINDS = (*METRIC_KINDS, "http", "validation", "auth", "internal", OTHER)
 CODE_CLASSES = ("4xx", "5xx")
 MODEL_ROLES = (*ROLES, "rebel", "unknown")
 
@@ -119,11 +106,8 @@ def skip_reason_class(reason: str) -> str:
 
 
 def error_kind(exc: BaseException) -> str:
-    """The ERROR_KINDS value of an exception: its nearest ragmend error class, else "internal"."""
-    for cls in type(exc).__mro__:
-        if cls.__name__ in _RAGMEND_ERROR_KINDS and issubclass(cls, RagmendError):
-            return _RAGMEND_ERROR_KINDS[cls.__name__]
-    return "internal"
+    """The ERROR_KINDS value of an exception: its class's metric_kind, else "internal"."""
+    return exc.metric_kind if isinstance(exc, RagmendError) else "internal"
 
 
 def _code_class(status: int) -> str:

@@ -18,15 +18,17 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, cast, get_args
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.errors import InputError
 from ragmend.server.admission import Admission, admission_of
+from ragmend.server.errors import ModelNotFound
+from ragmend.server.mapping import answer_response
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_schemas import (
     AssistantMessage,
@@ -39,22 +41,21 @@ from ragmend.server.openai_schemas import (
     FinishReason,
     ModelCard,
     ModelList,
-    OpenAIErrorResponse,
     Usage,
 )
-from ragmend.server.schemas import AnswerResponse
+from ragmend.server.schemas import ErrorResponse
 
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
 # Word-sized pieces, whitespace kept: the deltas concatenate back to the exact answer.
 PIECE = re.compile(r"\S+\s*|\s+")
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": OpenAIErrorResponse, "description": "Invalid request; the message names the field."},
-    404: {"model": OpenAIErrorResponse, "description": "Unknown model (code model_not_found)."},
-    413: {"model": OpenAIErrorResponse, "description": "Request body over server.max_body_bytes."},
-    502: {"model": OpenAIErrorResponse, "description": "The generator call failed."},
-    503: {"model": OpenAIErrorResponse, "description": "Still loading, or busy (Retry-After)."},
-    504: {"model": OpenAIErrorResponse, "description": "Past server.request_timeout_s."},
+    400: {"model": ErrorResponse, "description": "Invalid request; the message names the field."},
+    404: {"model": ErrorResponse, "description": "Unknown model (code model_not_found)."},
+    413: {"model": ErrorResponse, "description": "Request body over server.max_body_bytes."},
+    502: {"model": ErrorResponse, "description": "The generator call failed."},
+    503: {"model": ErrorResponse, "description": "Still loading, or busy (Retry-After)."},
+    504: {"model": ErrorResponse, "description": "Past server.request_timeout_s."},
 }
 
 
@@ -80,16 +81,9 @@ def sampling(body: ChatCompletionRequest) -> dict[str, Any] | None:
     return overrides or None
 
 
-def openai_error(
-    status: int, message: str, param: str | None = None, code: str | int | None = None
-) -> JSONResponse:
-    error = {"message": message, "type": "invalid_request_error", "param": param, "code": code or status}
-    return JSONResponse({"error": error}, status_code=status)
-
-
 def completion(outcome: Outcome, model: str) -> ChatCompletion:
     answer = outcome.answer
-    reason = answer.finish_reason if answer.finish_reason in FINISH_REASONS else "stop"
+    reason = cast(FinishReason, answer.finish_reason if answer.finish_reason in FINISH_REASONS else "stop")
     return ChatCompletion(
         id=f"chatcmpl-{uuid.uuid4().hex}",
         created=int(time.time()),
@@ -100,7 +94,7 @@ def completion(outcome: Outcome, model: str) -> ChatCompletion:
             completion_tokens=answer.completion_tokens,
             total_tokens=answer.prompt_tokens + answer.completion_tokens,
         ),
-        ragmend=AnswerResponse.of(outcome),
+        ragmend=answer_response(outcome),
     )
 
 
@@ -154,14 +148,9 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
             names.add(engine.models.generator.model)
         return names
 
-    def model_not_found(model: str, param: str | None) -> JSONResponse:
-        metrics.observe_error("input", status=404)
-        return openai_error(
-            404,
-            f"The model '{model}' does not exist; this server serves '{served()}' (GET /v1/models).",
-            param=param,
-            code="model_not_found",
-        )
+    def model_not_found(model: str, param: str | None) -> ModelNotFound:
+        message = f"The model '{model}' does not exist; this server serves '{served()}' (GET /v1/models)."
+        return ModelNotFound(message, param)  # the app's handler answers and counts it (kind input)
 
     def respond(query: str, overrides: dict[str, Any] | None) -> Outcome:
         outcome = engine.respond(query, overrides)
@@ -178,9 +167,9 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
         summary="One model (OpenAI format)",
         responses={404: ERRORS[404]},
     )
-    async def get_model(model: str) -> ModelCard | JSONResponse:
+    async def get_model(model: str) -> ModelCard:
         if model not in known_models():
-            return model_not_found(model, None)
+            raise model_not_found(model, None)
         return ModelCard(id=model, created=started)
 
     @router.post(
@@ -199,9 +188,9 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
     )
     async def chat_completions(
         body: ChatCompletionRequest, admission: Annotated[Admission, Depends(admission_of)]
-    ) -> ChatCompletion | JSONResponse | StreamingResponse:
+    ) -> ChatCompletion | StreamingResponse:
         if body.model is not None and body.model not in known_models():
-            return model_not_found(body.model, "model")
+            raise model_not_found(body.model, "model")
         query = question(body)
         # Bounded concurrency, queue and deadline like /v1/answer (503 when full, 504 late).
         outcome = await admission.run(respond, query, sampling(body))

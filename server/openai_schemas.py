@@ -156,16 +156,3 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
-
-
-class OpenAIErrorBody(BaseModel):
-    message: str
-    type: str
-    param: str | None = None
-    code: str | int | None = Field(
-        default=None, description="OpenAI's code where one applies (model_not_found), else the HTTP status."
-    )
-
-
-class OpenAIErrorResponse(BaseModel):
-    error: OpenAIErrorBody

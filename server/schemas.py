@@ -1,15 +1,33 @@
-"""HTTP request and response bodies."""
+"""The HTTP contract of the native API: request and response bodies of /v1/answer, /readyz, the
+admin routes, and the error body of every route (the OpenAI routes' own bodies are in
+openai_schemas.py).
+
+These models are the public API, declared here and nowhere else: they embed no internal type
+(no dataclass or model of diagnosis/, engine/, policy/, actions/ or rag/), so renaming a field
+inside ragmend cannot change a response. mapping.py fills them from the internal values, field by
+field; a renamed internal field fails there (mypy, and the tests that answer real requests),
+while docs/openapi.json, generated from these models, stays as it is. They may use the domain's
+closed vocabularies (the Literal aliases: failure types, stages, NLI states...), which are part
+of the contract; tests/test_openapi.py checks both rules and compares the document.
+
+Response models declare no defaults: every field is always present in the reply (null where the
+type allows it), and a field added here must be filled by mapping.py.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragmend.diagnosis.types import Diagnosis
-from ragmend.engine.outcome import Outcome
-from ragmend.engine.repair import RepairSkip, RepairTrace
-from ragmend.rag.types import Passage, RAGConfig, StageTimings
+from ragmend.actions.meter import MemorySource
+from ragmend.diagnosis.types import FailureType, Kappa, Mode, NLIState, Stage
+from ragmend.errors import ApiErrorType
+from ragmend.policy.reward import RewardVariant
+from ragmend.policy.types import PolicyKind
+from ragmend.settings import RetrievalMode
+
+# --- /v1/answer: the request ------------------------------------------------------------------
 
 
 class AnswerRequest(BaseModel):
@@ -26,6 +44,230 @@ class AnswerRequest(BaseModel):
     )
 
 
+# --- one pipeline pass -------------------------------------------------------------------------
+
+
+class Passage(BaseModel):
+    """One passage of the evidence the generator saw."""
+
+    id: str
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    retriever: str = Field(description="dense | bm25 | hybrid | rerank: what produced the score")
+
+
+class RAGConfig(BaseModel):
+    """The configuration of one pipeline pass (a repair action patches it)."""
+
+    mode: RetrievalMode
+    k: int = Field(description="passages retrieved")
+    rerank: bool
+    rerank_top_n: int = Field(description="passages kept after reranking")
+    prompt: str
+    query: str | None = Field(description="the text used for retrieval, when a rewrite replaced the question")
+    temperature: float | None = Field(description="generator temperature (null: the configured one)")
+    max_tokens: int | None = Field(description="most tokens generated (null: the configured number)")
+
+
+class StageTimings(BaseModel):
+    """Seconds per stage of one pass."""
+
+    retrieve_s: float
+    rerank_s: float
+    generate_s: float
+
+
+class Answer(BaseModel):
+    """One pass's answer (in a repair trace: the second pass)."""
+
+    query: str
+    response: str
+    evidence: list[Passage]
+    config: RAGConfig
+    timings: StageTimings
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    index_generation: str
+    finish_reason: str | None = Field(description="the generator's: stop, length...")
+
+
+class TokenUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+# --- the diagnosis (docs/diagnosis.md) ---------------------------------------------------------
+
+
+class PassageScores(BaseModel):
+    """One passage (or the joint premise) against one hypothesis: calibrated NLI probabilities."""
+
+    passage: str = Field(description='the passage id, or "joint" for the concatenated top passages')
+    entail: float
+    neutral: float
+    contradict: float
+    truncated: bool
+
+
+class HypothesisVerdict(BaseModel):
+    """A hypothesis (the query statement, or one claim of the answer) over all passages."""
+
+    hypothesis: str
+    state: NLIState
+    best_passage: str | None = Field(description="the passage that decided the state (null when neutral)")
+    scores: list[PassageScores]
+
+
+class NLISignal(BaseModel):
+    """An NLI signal: e_q (does the evidence answer the question) or e_r (does it support the answer)."""
+
+    state: NLIState
+    hypotheses: list[HypothesisVerdict]
+    construction: str = Field(description='how the hypothesis was built, or "claims" (e_r)')
+    support: float | None = Field(
+        description="the graded state: the mean over hypotheses of the best P(entail) a premise gives it"
+    )
+
+
+class TripleMatch(BaseModel):
+    """A triple of the answer and the knowledge-graph triple it was aligned with."""
+
+    triple: tuple[str, str, str]
+    verdict: str = Field(description="consistent | conflict | missing")
+    kg_triple: tuple[str, str, str] | None
+    similarity: tuple[float, float, float] | None = Field(description="subject, relation, object")
+    source: str = Field(description="the KG triple's node id")
+
+
+class KGSignal(BaseModel):
+    kappa: Kappa
+    matches: list[TripleMatch]
+    available: bool = Field(description="false: no knowledge graph was built for this index")
+
+
+class EGCFeatures(BaseModel):
+    """Evidence graph consistency: claim, evidence and question nodes joined by cosine edges."""
+
+    coverage: float
+    support_density: float
+    agreement: float
+    connectivity: float
+    isolation: float
+    score: float = Field(description="(coverage + support_density + connectivity - isolation) / 3")
+
+
+class Diagnosis(BaseModel):
+    """The diagnosis of one answer (docs/diagnosis.md)."""
+
+    mode: Mode
+    e_q: NLISignal
+    e_r: NLISignal
+    kg: KGSignal
+    failure: FailureType
+    egc: EGCFeatures
+    evidence_conflict: bool = Field(description="some passages entail what others contradict")
+    stage: Stage
+    stage_reason: str
+    label: str | None = Field(description="the task label read from the answer (claim mode)")
+    final_label: str | None = Field(description="the label, or the abstention when the evidence gate closes")
+    timings: dict[str, float] = Field(description="seconds per diagnosis step")
+
+
+# --- the repair (docs/repair.md) ---------------------------------------------------------------
+
+
+class Decision(BaseModel):
+    """The policy's selection: every feasible arm's score, split into exploitation and exploration."""
+
+    arm: str
+    kind: PolicyKind
+    scores: dict[str, float] = Field(description="feasible arm -> the score that was maximised")
+    exploit: dict[str, float]
+    explore: dict[str, float]
+    seed: int = Field(description="the seed of this decision's random draws")
+    masked: list[str] = Field(description="arms not weighed: not feasible, or disabled")
+
+
+class Masked(BaseModel):
+    """An action left out of the choice, and why."""
+
+    name: str
+    reason: str
+
+
+class Cost(BaseModel):
+    """The measured cost of the repair pass."""
+
+    latency_s: float
+    memory_bytes: int | None = Field(description="peak memory growth during the pass; null: not measured")
+    memory_source: MemorySource
+    nvml: str = Field(description='"available" or "unavailable: <why>"')
+    device_used_before: int | None
+    device_used_after: int | None
+    device_peak: int | None
+    torch_cuda_peak_bytes: int | None
+    replayed_s: float = Field(description="of latency_s, generations served from the cache")
+
+
+class Budgets(BaseModel):
+    latency_s: float
+    memory_bytes: float
+
+
+class Reward(BaseModel):
+    """The repair's reward (docs/policy.md)."""
+
+    total: float = Field(description="quality * latency_factor * memory_factor")
+    quality: float
+    no_failure: bool
+    kg_consistent: bool
+    response_entailed: bool
+    latency_factor: float
+    memory_factor: float
+    memory_measured: bool
+    violated: list[str] = Field(description='"latency" and/or "memory": costs over their budget')
+    variant: RewardVariant
+    latency_s: float
+    memory_bytes: float | None
+    budgets: Budgets
+
+
+class RepairTrace(BaseModel):
+    """What one repair did."""
+
+    action: str
+    failure: str = Field(description="the failure type that was repaired")
+    decision: Decision
+    masked: list[Masked]
+    config: RAGConfig = Field(description="the patched configuration")
+    answer: Answer = Field(description="the second pass")
+    diagnosis: Diagnosis = Field(description="of the second pass")
+    cost: Cost
+    reward: Reward
+    learned: bool = Field(description="the policy was updated (learn mode)")
+    kept: str = Field(description='"repaired" or "original": which answer the reply carries')
+    success: bool = Field(description="the failure is gone after the repair")
+    latency_budget_s: float = Field(description="what the action was allowed")
+    over_budget: list[str] = Field(
+        description='budgets the pass overran: "action_latency", "action_memory", "request"'
+    )
+
+
+class RepairSkip(BaseModel):
+    """Why no repair ran for a failed answer, or why the one that started was abandoned."""
+
+    reason: str
+    masked: list[Masked]
+    timed_out: bool = Field(description="the repair pass was abandoned: a generator call timed out")
+    action: str | None = Field(description="with timed_out: the action that was chosen")
+
+
+# --- /v1/answer: the response ------------------------------------------------------------------
+
+
 class AnswerResponse(BaseModel):
     query: str
     answer: str
@@ -33,56 +275,128 @@ class AnswerResponse(BaseModel):
     config: RAGConfig
     timings: StageTimings
     model: str
-    usage: dict[str, int]
+    usage: TokenUsage
     index_generation: str
     diagnosis: Diagnosis | None = Field(
-        default=None,
         description="The diagnosis of this answer: e_q, e_r (passage-level scores), kappa with the "
         "matched KG triples, failure type, EGC features, evidence conflict, stage, seconds per step.",
     )
     first_diagnosis: Diagnosis | None = Field(
-        default=None, description="When a repair ran: the diagnosis of the first answer."
+        description="When a repair ran: the diagnosis of the first answer."
     )
     repair: RepairTrace | RepairSkip | None = Field(
-        default=None,
         description="When the first answer failed: the action the policy chose (with every arm's "
         "score and the masked ones), the patched configuration, the second pass and its diagnosis, "
         "its measured cost, the reward, and which answer the reply carries; or why no repair ran.",
     )
-    seconds: float = Field(0.0, description="The whole request: first pass, diagnosis and repair.")
+    seconds: float = Field(description="The whole request: first pass, diagnosis and repair.")
     generator_seconds: float = Field(
-        0.0,
         description="Of `seconds`, the time in generator calls (first pass, query rewrites, repair "
         "pass), the wait for the in-process model included; the rest is ragmend's own work.",
     )
 
-    @classmethod
-    def of(cls, outcome: Outcome) -> AnswerResponse:
-        """The body for an engine outcome (/v1/answer, and the `ragmend` extension of a chat
-        completion)."""
-        result = outcome.answer
-        return cls(
-            query=result.query,
-            answer=result.response,
-            evidence=list(result.evidence),
-            config=result.config,
-            timings=result.timings,
-            model=result.model,
-            usage={"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
-            index_generation=result.index_generation,
-            diagnosis=outcome.diagnosis,
-            first_diagnosis=outcome.first_diagnosis,
-            repair=outcome.repair,
-            seconds=outcome.seconds,
-            generator_seconds=outcome.generator_s,
-        )
+
+# --- /readyz -----------------------------------------------------------------------------------
+
+
+class ReadyStatus(BaseModel):
+    ready: bool
+    models: dict[str, bool] = Field(description="model role -> loaded")
+    index: str | None = Field(description="the open index generation; null: none open yet")
+    error: str | None = Field(description="why loading failed; null: it did not")
+
+
+# --- /admin ------------------------------------------------------------------------------------
+
+
+class ScaledBudgets(BaseModel):
+    """The per-action budgets times budget_scale: what a repair pass is allowed."""
+
+    latency_s: float
+    memory_bytes: float = Field(description="accelerator memory (NVML)")
+    rss_memory_bytes: float = Field(description="host resident-set growth, without a GPU")
+
+
+class PolicyBudgets(BaseModel):
+    latency_budget_s: float
+    memory_budget_bytes: int
+    rss_memory_budget_bytes: int
+    request_latency_budget_s: float
+    budget_scale: float
+    scaled: ScaledBudgets
+
+
+class ArmView(BaseModel):
+    enabled: bool
+    pulls: int
+    mean_reward: float | None = Field(description="null before the arm's first update")
+    successes: int
+    failures: int
+
+
+class PolicyView(BaseModel):
+    """The repair policy: the settings in force and every arm's statistics."""
+
+    kind: PolicyKind
+    alpha: float | None = Field(description="LinUCB's exploration weight; null for the other kinds")
+    learn: bool
+    mode: Literal["learn", "frozen"]
+    repair: bool
+    refresh_cooldown_s: float
+    enabled_actions: list[str]
+    budgets: PolicyBudgets
+    arms: dict[str, ArmView]
+
+
+class PolicyChange(PolicyView):
+    """The policy after a change, and the settings the change set."""
+
+    changed: list[str] = Field(description="the settings changed, e.g. policy.alpha")
+
+
+class IndexRefresh(BaseModel):
+    """The refreshed index: what changed and where the time went."""
+
+    generation: str
+    documents: int
+    added: int
+    updated: int
+    unchanged: int
+    removed: int
+    chunks: int
+    embedded_chunks: int
+    seconds: float
+    chunk_s: float
+    embed_s: float
+    write_s: float
+    chunks_per_s: float
+
+
+class ConfigView(BaseModel):
+    config_file: str | None = Field(description="the file the settings came from; null: none")
+    settings: dict[str, Any] = Field(description="the effective settings, secrets redacted")
+
+
+# --- errors (every route) ----------------------------------------------------------------------
 
 
 class ErrorBody(BaseModel):
-    message: str
-    type: str
-    code: int
+    message: str = Field(description="What is wrong, naming the field where one is at fault.")
+    type: ApiErrorType = Field(description="OpenAI's error type (docs/api.md, Errors).")
+    param: str | None = Field(
+        default=None, description="Only with code model_not_found: the request field at fault (or null)."
+    )
+    code: int | str = Field(
+        description="The HTTP status, or OpenAI's code where one applies (model_not_found)."
+    )
+    error_class: str | None = Field(
+        default=None,
+        description="The ragmend error class (InputError, NotReady, Overloaded...), when the error is "
+        "one; absent for errors of the HTTP layer (validation, auth, unknown path...).",
+    )
 
 
 class ErrorResponse(BaseModel):
+    """The body of every error response, on every route (OpenAI's shape)."""
+
     error: ErrorBody

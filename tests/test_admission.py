@@ -288,7 +288,8 @@ def test_a_full_server_answers_503_with_retry_after_in_the_error_shape(
         r = httpx.post(url, json={"query": q[1]["question"]}, timeout=10)
         assert r.status_code == 503 and r.headers["retry-after"] == "3", r.text
         error = r.json()["error"]
-        assert error["type"] == "Overloaded" and error["code"] == 503
+        assert error["type"] == "server_error" and error["code"] == 503
+        assert error["error_class"] == "Overloaded"
         assert "server.max_queue = 1" in error["message"]
         assert first.result().status_code == 200 and second.result().status_code == 200
     assert metric(live.url, "ragmend_errors_total", kind="overloaded", code_class="5xx") == 1
@@ -303,7 +304,8 @@ def test_a_generator_timeout_is_a_504_counted_as_a_generator_error(
     r = httpx.post(live.url + "/v1/answer", json={"query": sample_questions()[0]["question"]}, timeout=120)
     assert r.status_code == 504, r.text
     error = r.json()["error"]
-    assert error["type"] == "GeneratorTimeout" and error["code"] == 504
+    assert error["type"] == "server_error" and error["code"] == 504
+    assert error["error_class"] == "GeneratorTimeout"
     assert "models.generator.timeout_s = 0.001 s" in error["message"]
     assert metric(live.url, "ragmend_errors_total", kind="generator_timeout", code_class="5xx") == 1
     assert metric(live.url, "ragmend_model_errors_total", role="generator") == 1
@@ -337,7 +339,8 @@ def test_the_request_deadline_is_a_504_and_the_work_finishes_in_the_background(
     r = httpx.post(live.url + "/v1/answer", json={"query": sample_questions()[2]["question"]}, timeout=60)
     assert r.status_code == 504, r.text
     error = r.json()["error"]
-    assert error["type"] == "RequestTimeout" and "server.request_timeout_s = 0.2 s" in error["message"]
+    assert error["type"] == "server_error" and error["error_class"] == "RequestTimeout"
+    assert "server.request_timeout_s = 0.2 s" in error["message"]
     assert metric(live.url, "ragmend_errors_total", kind="request_timeout", code_class="5xx") == 1
     # The work holds its slot until it ends, then the answer is recorded like any other.
     wait_for(live.url, "ragmend_requests_in_flight", 0, timeout_s=120)

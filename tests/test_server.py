@@ -105,6 +105,6 @@ def test_refused_bodies_and_unhandled_errors_are_json_and_counted(engine: Engine
         assert r.status_code == 413 and "over the limit" in r.json()["error"]["message"]
         assert errors(live.url, kind="payload_too_large", code_class="4xx") == 1
         r = httpx.get(live.url + "/v1/boom")
-        assert r.status_code == 500 and r.json()["error"]["type"] == "internal_error"
+        assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
         assert "secret" not in r.text
         assert errors(live.url, kind="internal", code_class="5xx") == 1

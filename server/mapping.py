@@ -1,0 +1,315 @@
+"""From ragmend's internal values to the HTTP contract (schemas.py): the one place that knows both.
+
+Every response field is named here, explicitly: a field renamed or removed inside ragmend fails
+in this module (mypy, and every test that answers a request), never silently in the published
+API; a field added inside ragmend reaches the API only when a line here passes it on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ragmend.actions import catalogue, meter
+from ragmend.diagnosis import types as diag
+from ragmend.engine import repair
+from ragmend.policy import reward as policy_reward
+from ragmend.policy import types as policy_types
+from ragmend.policy.core import action_budgets
+from ragmend.rag import types as rag
+from ragmend.server import schemas as api
+
+if TYPE_CHECKING:
+    from ragmend.engine import Engine
+    from ragmend.engine.outcome import Outcome
+    from ragmend.rag.ingest import IngestReport
+
+# --- one pipeline pass -------------------------------------------------------------------------
+
+
+def passage(p: rag.Passage) -> api.Passage:
+    return api.Passage(
+        id=p.id, doc_id=p.doc_id, title=p.title, text=p.text, score=p.score, retriever=p.retriever
+    )
+
+
+def rag_config(c: rag.RAGConfig) -> api.RAGConfig:
+    return api.RAGConfig(
+        mode=c.mode,
+        k=c.k,
+        rerank=c.rerank,
+        rerank_top_n=c.rerank_top_n,
+        prompt=c.prompt,
+        query=c.query,
+        temperature=c.temperature,
+        max_tokens=c.max_tokens,
+    )
+
+
+def timings(t: rag.StageTimings) -> api.StageTimings:
+    return api.StageTimings(retrieve_s=t.retrieve_s, rerank_s=t.rerank_s, generate_s=t.generate_s)
+
+
+def answer(a: rag.Answer) -> api.Answer:
+    return api.Answer(
+        query=a.query,
+        response=a.response,
+        evidence=[passage(p) for p in a.evidence],
+        config=rag_config(a.config),
+        timings=timings(a.timings),
+        model=a.model,
+        prompt_tokens=a.prompt_tokens,
+        completion_tokens=a.completion_tokens,
+        index_generation=a.index_generation,
+        finish_reason=a.finish_reason,
+    )
+
+
+# --- the diagnosis -----------------------------------------------------------------------------
+
+
+def passage_scores(s: diag.PassageScores) -> api.PassageScores:
+    return api.PassageScores(
+        passage=s.passage, entail=s.entail, neutral=s.neutral, contradict=s.contradict, truncated=s.truncated
+    )
+
+
+def hypothesis(h: diag.HypothesisVerdict) -> api.HypothesisVerdict:
+    return api.HypothesisVerdict(
+        hypothesis=h.hypothesis,
+        state=h.state,
+        best_passage=h.best_passage,
+        scores=[passage_scores(s) for s in h.scores],
+    )
+
+
+def nli_signal(s: diag.NLISignal) -> api.NLISignal:
+    return api.NLISignal(
+        state=s.state,
+        hypotheses=[hypothesis(h) for h in s.hypotheses],
+        construction=s.construction,
+        support=s.support,
+    )
+
+
+def triple_match(m: diag.TripleMatch) -> api.TripleMatch:
+    return api.TripleMatch(
+        triple=m.triple, verdict=m.verdict, kg_triple=m.kg_triple, similarity=m.similarity, source=m.source
+    )
+
+
+def kg_signal(k: diag.KGSignal) -> api.KGSignal:
+    return api.KGSignal(kappa=k.kappa, matches=[triple_match(m) for m in k.matches], available=k.available)
+
+
+def egc(e: diag.EGCFeatures) -> api.EGCFeatures:
+    return api.EGCFeatures(
+        coverage=e.coverage,
+        support_density=e.support_density,
+        agreement=e.agreement,
+        connectivity=e.connectivity,
+        isolation=e.isolation,
+        score=e.score,
+    )
+
+
+def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
+    return api.Diagnosis(
+        mode=d.mode,
+        e_q=nli_signal(d.e_q),
+        e_r=nli_signal(d.e_r),
+        kg=kg_signal(d.kg),
+        failure=d.failure,
+        egc=egc(d.egc),
+        evidence_conflict=d.evidence_conflict,
+        stage=d.stage,
+        stage_reason=d.stage_reason,
+        label=d.label,
+        final_label=d.final_label,
+        timings=dict(d.timings),
+    )
+
+
+def optional_diagnosis(d: diag.Diagnosis | None) -> api.Diagnosis | None:
+    return None if d is None else diagnosis(d)
+
+
+# --- the repair --------------------------------------------------------------------------------
+
+
+def decision(d: policy_types.Decision) -> api.Decision:
+    return api.Decision(
+        arm=d.arm,
+        kind=d.kind,
+        scores=dict(d.scores),
+        exploit=dict(d.exploit),
+        explore=dict(d.explore),
+        seed=d.seed,
+        masked=list(d.masked),
+    )
+
+
+def masked(m: catalogue.Masked) -> api.Masked:
+    return api.Masked(name=m.name, reason=m.reason)
+
+
+def cost(c: meter.Cost) -> api.Cost:
+    return api.Cost(
+        latency_s=c.latency_s,
+        memory_bytes=c.memory_bytes,
+        memory_source=c.memory_source,
+        nvml=c.nvml,
+        device_used_before=c.device_used_before,
+        device_used_after=c.device_used_after,
+        device_peak=c.device_peak,
+        torch_cuda_peak_bytes=c.torch_cuda_peak_bytes,
+        replayed_s=c.replayed_s,
+    )
+
+
+def reward(r: policy_reward.Reward) -> api.Reward:
+    return api.Reward(
+        total=r.total,
+        quality=r.quality,
+        no_failure=r.no_failure,
+        kg_consistent=r.kg_consistent,
+        response_entailed=r.response_entailed,
+        latency_factor=r.latency_factor,
+        memory_factor=r.memory_factor,
+        memory_measured=r.memory_measured,
+        violated=list(r.violated),
+        variant=r.variant,
+        latency_s=r.latency_s,
+        memory_bytes=r.memory_bytes,
+        budgets=api.Budgets(latency_s=r.budgets.latency_s, memory_bytes=r.budgets.memory_bytes),
+    )
+
+
+def repair_trace(t: repair.RepairTrace) -> api.RepairTrace:
+    return api.RepairTrace(
+        action=t.action,
+        failure=t.failure,
+        decision=decision(t.decision),
+        masked=[masked(m) for m in t.masked],
+        config=rag_config(t.config),
+        answer=answer(t.answer),
+        diagnosis=diagnosis(t.diagnosis),
+        cost=cost(t.cost),
+        reward=reward(t.reward),
+        learned=t.learned,
+        kept=t.kept,
+        success=t.success,
+        latency_budget_s=t.latency_budget_s,
+        over_budget=list(t.over_budget),
+    )
+
+
+def repair_skip(s: repair.RepairSkip) -> api.RepairSkip:
+    return api.RepairSkip(
+        reason=s.reason, masked=[masked(m) for m in s.masked], timed_out=s.timed_out, action=s.action
+    )
+
+
+def repair_result(
+    r: repair.RepairTrace | repair.RepairSkip | None,
+) -> api.RepairTrace | api.RepairSkip | None:
+    if r is None:
+        return None
+    if isinstance(r, repair.RepairSkip):
+        return repair_skip(r)
+    return repair_trace(r)
+
+
+# --- /v1/answer (and the `ragmend` extension of a chat completion) ---------------------------
+
+
+def answer_response(outcome: Outcome) -> api.AnswerResponse:
+    """The body for an engine outcome."""
+    result = outcome.answer
+    return api.AnswerResponse(
+        query=result.query,
+        answer=result.response,
+        evidence=[passage(p) for p in result.evidence],
+        config=rag_config(result.config),
+        timings=timings(result.timings),
+        model=result.model,
+        usage=api.TokenUsage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens),
+        index_generation=result.index_generation,
+        diagnosis=optional_diagnosis(outcome.diagnosis),
+        first_diagnosis=optional_diagnosis(outcome.first_diagnosis),
+        repair=repair_result(outcome.repair),
+        seconds=outcome.seconds,
+        generator_seconds=outcome.generator_s,
+    )
+
+
+# --- /readyz and /admin ------------------------------------------------------------------------
+
+
+def ready_status(status: Mapping[str, Any]) -> api.ReadyStatus:
+    """Engine.status() (a dict: its keys are checked here, at run time)."""
+    return api.ReadyStatus(
+        ready=status["ready"], models=dict(status["models"]), index=status["index"], error=status["error"]
+    )
+
+
+def policy_view(engine: Engine) -> api.PolicyView:
+    """GET /admin/policy: the settings in force and every arm's statistics."""
+    policy = engine.policy
+    cfg = policy.config
+    enabled = set(cfg.enabled_actions)
+    scaled, rss = action_budgets(cfg), action_budgets(cfg, "rss")
+    return api.PolicyView(
+        kind=policy.kind,
+        alpha=policy.alpha,  # LinUCB's; None for the other kinds
+        learn=policy.learn,
+        mode="learn" if policy.learn else "frozen",
+        repair=engine.settings.policy.repair,
+        refresh_cooldown_s=cfg.refresh_cooldown_s,
+        enabled_actions=list(cfg.enabled_actions),
+        budgets=api.PolicyBudgets(
+            latency_budget_s=cfg.latency_budget_s,
+            memory_budget_bytes=cfg.memory_budget_bytes,
+            rss_memory_budget_bytes=cfg.rss_memory_budget_bytes,
+            request_latency_budget_s=cfg.request_latency_budget_s,
+            budget_scale=cfg.budget_scale,
+            scaled=api.ScaledBudgets(
+                latency_s=scaled.latency_s,
+                memory_bytes=scaled.memory_bytes,
+                rss_memory_bytes=rss.memory_bytes,
+            ),
+        ),
+        arms={
+            arm: api.ArmView(
+                enabled=arm in enabled,
+                pulls=s.pulls,
+                mean_reward=s.mean_reward,
+                successes=s.successes,
+                failures=s.failures,
+            )
+            for arm, s in policy.stats().items()
+        },
+    )
+
+
+def policy_change(engine: Engine, changed: Sequence[str]) -> api.PolicyChange:
+    """PATCH /admin/policy: the policy after the change, and the settings it set."""
+    return api.PolicyChange(**dict(policy_view(engine)), changed=list(changed))
+
+
+def index_refresh(report: IngestReport) -> api.IndexRefresh:
+    return api.IndexRefresh(
+        generation=report.generation,
+        documents=report.documents,
+        added=report.added,
+        updated=report.updated,
+        unchanged=report.unchanged,
+        removed=report.removed,
+        chunks=report.chunks,
+        embedded_chunks=report.embedded_chunks,
+        seconds=report.seconds,
+        chunk_s=report.chunk_s,
+        embed_s=report.embed_s,
+        write_s=report.write_s,
+        chunks_per_s=report.chunks_per_s,
+    )
