@@ -156,7 +156,10 @@ async def drive(
             latency = time.monotonic() - started
             if r.status_code != 200:
                 try:
-                    message = str(r.json()["error"]["type"])
+                    # The ragmend class names the failure (Overloaded, RequestTimeout, ...); the
+                    # OpenAI `type` is coarser (server_error for all of those).
+                    error = r.json()["error"]
+                    message = str(error.get("error_class") or error["type"])
                 except (ValueError, KeyError, TypeError):
                     message = r.text[:200]
                 record(Result(r.status_code, latency, error=message))
