@@ -499,7 +499,8 @@ class _StateCollector(Collector):
         yield from self._families()
 
     def collect(self) -> Iterator[Metric]:
-        fams = {f.name: f for f in self._families()}
+        # Gauge and info families: each has its own add_metric signature, so they are kept untyped.
+        fams: dict[str, Any] = {f.name: f for f in self._families()}
         m = self.m
         if m._ready is not None:
             fams["ragmend_ready"].add_metric([], 1.0 if m._ready() else 0.0)
@@ -543,8 +544,8 @@ class _StateCollector(Collector):
                     fams["ragmend_policy_arm_mean_reward"].add_metric(label, s.mean_reward)
 
         state = "available" if m.nvml_status() == "available" else "unavailable"
-        for s in NVML_STATES:
-            fams["ragmend_nvml_status"].add_metric([s], 1.0 if s == state else 0.0)
+        for status in NVML_STATES:
+            fams["ragmend_nvml_status"].add_metric([status], 1.0 if status == state else 0.0)
         yield from fams.values()
 
     @staticmethod

@@ -61,13 +61,13 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
     resp = raw.parse()
     assert resp.object == "chat.completion" and resp.id.startswith("chatcmpl-") and resp.model == "ragmend"
     choice = resp.choices[0]
-    assert choice.message.role == "assistant" and choice.message.content.strip()
+    assert choice.message.role == "assistant" and (choice.message.content or "").strip()
     assert choice.finish_reason in ("stop", "length")
     assert resp.usage is not None and resp.usage.completion_tokens > 0
     assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
 
     ext = raw.http_response.json()["ragmend"]  # the extension, in the raw body
-    assert ext == resp.model_extra["ragmend"]  # ... and kept by the client's model
+    assert resp.model_extra is not None and ext == resp.model_extra["ragmend"]  # ... and kept by the client
     assert ext["query"] == q["question"] and ext["answer"] == choice.message.content
     assert ext["diagnosis"]["failure"] in ("NoFailure", "WP", "IE", "WR", "LEM")
     assert any(p["title"] in q["supporting_titles"] for p in ext["evidence"])
@@ -105,10 +105,11 @@ def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer)
     assert len(finish) == 1 and finish[0].choices[0].finish_reason == whole.choices[0].finish_reason
     last = chunks[-1]
     assert last.choices == [] and last.usage is not None  # include_usage: the usage chunk is last
-    assert last.usage.completion_tokens == whole.usage.completion_tokens
+    assert whole.usage is not None and last.usage.completion_tokens == whole.usage.completion_tokens
+    assert last.model_extra is not None
     ext = last.model_extra["ragmend"]  # the diagnosis rides on the last chunk
     assert ext["answer"] == content and ext["diagnosis"] is not None and ext["repair"] is None
-    assert all("ragmend" not in c.model_extra for c in chunks[:-1])
+    assert all("ragmend" not in (c.model_extra or {}) for c in chunks[:-1])
 
 
 def test_stream_wire_format(no_repair_server: LiveServer) -> None:
