@@ -1,4 +1,4 @@
-"""Repair actions (issue 5): each a patch P -> P' of the frozen RAGConfig (rag.types).
+"""Repair actions: each a patch P -> P' of the frozen RAGConfig (rag.types).
 
 Belongs here: query rewrite (paraphrase, simplify), cross-encoder rerank over a deeper list,
 retrieval depth, dense <-> BM25 switch, and index refresh; each declares the failure types it

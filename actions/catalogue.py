@@ -1,6 +1,6 @@
 """The six repair actions (arms), each a patch P -> P' of the frozen RAGConfig.
 
-An action declares the failure types it may serve (DESIGN §5, Appendix B: insufficient evidence
+An action declares the failure types it may serve (D2R-RAG Appendix B: insufficient evidence
 favours retrieval-side escalation; an unsupported response with evidence present favours
 higher-precision evidence or a rewrite) and a prior expected cost, refined online by the
 measured costs (`CostModel`). `feasible` masks what cannot serve the failure, cannot change the
@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ragmend.budgets import MB, Budgets
 from ragmend.diagnosis.types import FailureType
 from ragmend.rag.types import RAGConfig
 
@@ -76,7 +77,6 @@ def _refresh(config: RAGConfig, query: str, services: RepairServices) -> RAGConf
     return config
 
 
-MB = 1 << 20
 ACTIONS: tuple[Action, ...] = (
     # Priors: seconds and bytes beyond the first pass (a rewrite is one short generator call; a
     # rerank scores 20 pairs, ~0.4 s here; depth lengthens the prompt; a refresh re-reads sources).
@@ -88,6 +88,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("index_refresh", frozenset({"IE", "WP"}), 5.0, 8 * MB, _refresh),
 )
 BY_NAME = {a.name: a for a in ACTIONS}
+ACTION_NAMES: tuple[str, ...] = tuple(BY_NAME)  # the arms of every policy the engine builds
 
 
 @dataclass
@@ -125,14 +126,6 @@ class Masked:
 
     name: str
     reason: str
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """What is left for the repair pass: the per-action budgets, capped by the request's."""
-
-    latency_s: float
-    memory_bytes: float
 
 
 def feasible(

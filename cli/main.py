@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ragmend.budgets import MB
 from ragmend.cli.bench import bench_app
 from ragmend.cli.common import Invocation, err, make_engine, out, progress_bar, run, settings, show
 from ragmend.cli.eval import evaluate
@@ -170,7 +171,7 @@ def print_repair(trace: Any) -> None:
         out.print(f"\nrepair skipped: {escape(trace.reason)}")
         return
     c = trace.cost
-    memory = f"{c.memory_bytes / 2**20:.1f} MB ({c.memory_source})" if c.memory_bytes is not None else "n/a"
+    memory = f"{c.memory_bytes / MB:.1f} MB ({c.memory_source})" if c.memory_bytes is not None else "n/a"
     scores = ", ".join(f"{a} {s:.2f}" for a, s in trace.decision.scores.items())
     out.print(
         f"\nrepair: [bold]{trace.action}[/] for {trace.failure} ({trace.decision.kind}: {scores}) · "

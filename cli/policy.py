@@ -43,9 +43,10 @@ def policy_export(
 
     Example: ragmend policy export --out policy-state.json
     """
+    from ragmend.engine.core import open_policy
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
-    from ragmend.policy import Policy, state_path
+    from ragmend.policy import state_path
 
     def work() -> None:
         s = settings()
@@ -53,7 +54,7 @@ def policy_export(
         if not path.exists():
             # Read-only: opening the store would create an empty state file as a side effect.
             raise InputError(f"no policy state at {path}: nothing has been learned there yet")
-        pol = Policy.from_settings(s)
+        pol = open_policy(s)
         try:
             data = pol.export_state()
         finally:
@@ -75,8 +76,9 @@ def policy_import(
 
     Example: ragmend policy import policy-state.json
     """
+    from ragmend.engine.core import open_policy
     from ragmend.errors import InputError
-    from ragmend.policy import Policy, state_path
+    from ragmend.policy import state_path
 
     def work() -> None:
         if not file.is_file():
@@ -86,7 +88,7 @@ def policy_import(
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise InputError(f"{file} is not a JSON policy export: {e}") from None
         s = settings()
-        pol = Policy.from_settings(s)
+        pol = open_policy(s)
         try:
             pol.import_state(data)
         except InputError as e:
@@ -107,7 +109,8 @@ def policy_reset(
 
     Example: ragmend policy reset --yes
     """
-    from ragmend.policy import Policy, state_path
+    from ragmend.engine.core import open_policy
+    from ragmend.policy import state_path
 
     def work() -> None:
         s = settings()
@@ -115,7 +118,7 @@ def policy_reset(
         if not path.exists():
             print(json.dumps({"state_path": str(path), "reset": False, "forgotten_pulls": 0}))
             return
-        pol = Policy.from_settings(s)
+        pol = open_policy(s)
         try:
             pulls = sum(a.pulls for a in pol.stats().values())
             if not yes and not typer.confirm(f"Forget {pulls} learned updates in {path}?", err=True):

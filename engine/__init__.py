@@ -1,7 +1,6 @@
-"""The engine: owns the models, the index and the pipeline, and answers requests.
-
-Later issues put the diagnose -> select -> repair -> learn loop here, between the server above
-and diagnosis/, policy/, actions/, rag/ and kg/ below.
+"""The engine: owns the models, the index, the knowledge graph and the policy, and answers
+requests: answer -> diagnose -> (on a failure) select -> repair -> learn, between the server
+above and diagnosis/, policy/, actions/, rag/ and kg/ below (docs/architecture.md).
 """
 
 from ragmend.engine.core import Engine

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from ragmend import clock
-from ragmend.actions.catalogue import BY_NAME as ACTIONS_BY_NAME
+from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import CostMeter
 from ragmend.diagnosis.diagnoser import Diagnoser, DiagnosisOptions
-from ragmend.diagnosis.types import Diagnosis, Thresholds
+from ragmend.diagnosis.types import Diagnosis, Mode, Thresholds
 from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import Repairer
@@ -25,7 +25,8 @@ from ragmend.errors import ConfigError, InputError, NotReady
 from ragmend.kg.phrases import embed_with
 from ragmend.models.embeddings import token_counter
 from ragmend.models.registry import ModelRegistry
-from ragmend.policy import Policy
+from ragmend.policy import Policy, PolicyStore
+from ragmend.policy.core import check_enabled_actions
 from ragmend.rag.documents import BUNDLED_CORPUS
 from ragmend.rag.ingest import Ingestor, IngestReport, Progress
 from ragmend.rag.pipeline import IndexHandle, Pipeline
@@ -34,6 +35,12 @@ from ragmend.rag.types import Answer, RAGConfig
 from ragmend.settings import Settings, settings_with
 
 log = logging.getLogger("ragmend.engine")
+
+
+def open_policy(settings: Settings, store: PolicyStore | None = None) -> Policy:
+    """The configured repair policy over every action of the catalogue (the CLI's policy commands
+    and the engine open it the same way)."""
+    return Policy.from_settings(settings, ACTION_NAMES, store)
 
 
 class Engine:
@@ -53,11 +60,7 @@ class Engine:
         self._embed_fn: Callable[[list[str]], np.ndarray] | None = None
         self.kg = KnowledgeGraph(settings, self.models) if settings.kg.enabled else None
         self._repairer_lock = threading.Lock()
-        unknown = sorted(set(settings.policy.enabled_actions) - set(ACTIONS_BY_NAME))
-        if unknown:
-            raise ConfigError(
-                f"policy.enabled_actions: unknown action(s) {unknown}; actions: {sorted(ACTIONS_BY_NAME)}"
-            )
+        check_enabled_actions(settings.policy.enabled_actions, ACTION_NAMES)
         self._ready = threading.Event()
         self._load_error: str | None = None
 
@@ -191,7 +194,7 @@ class Engine:
         return self.pipeline.answer(query, self.config(overrides))
 
     def diagnose(self, answer: Answer) -> Diagnosis:
-        mode = "claim" if answer.config.prompt == "claim" else "qa"
+        mode: Mode = "claim" if answer.config.prompt == "claim" else "qa"
         return self.diagnoser.diagnose(
             answer.query, answer.evidence, answer.response, mode=mode, reranked=answer.config.rerank
         )
@@ -201,7 +204,7 @@ class Engine:
         """The repair policy over its stored state (built on first use; needs no model)."""
         with self._settings_lock:
             if self._policy is None:
-                self._policy = Policy.from_settings(self.settings)
+                self._policy = open_policy(self.settings)
             return self._policy
 
     @property
@@ -269,11 +272,7 @@ class Engine:
             if not applied:
                 return []
             merged = with_keys(old, new, applied)
-            unknown = sorted(set(merged.policy.enabled_actions) - set(ACTIONS_BY_NAME))
-            if unknown:
-                raise ConfigError(
-                    f"policy.enabled_actions: unknown action(s) {unknown}; actions: {sorted(ACTIONS_BY_NAME)}"
-                )
+            check_enabled_actions(merged.policy.enabled_actions, ACTION_NAMES)
             policy_keys = [k.removeprefix("policy.") for k in applied if k in ENGINE_LIVE_KEYS]
             if self._policy is not None and policy_keys:
                 try:

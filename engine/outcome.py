@@ -1,4 +1,4 @@
-"""What one request produces: the answer and its diagnosis (and, with issue 5, the repair)."""
+"""What one request produces: the answer, its diagnosis and, for a failed answer, the repair."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The online repair loop of one request (DESIGN §2, Algorithm 2 run live):
+"""The online repair loop of one request (D2R-RAG's Algorithm 2 run live):
 
 diagnosis fails and budget is left
   -> x = context(query, diagnosis, remaining budgets)
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ragmend import clock
-from ragmend.actions.catalogue import BY_NAME, Budgets, Cooldown, CostModel, Masked, RepairServices, feasible
+from ragmend.actions.catalogue import BY_NAME, Cooldown, CostModel, Masked, RepairServices, feasible
 from ragmend.actions.meter import Cost, CostMeter
+from ragmend.budgets import Budgets
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.errors import GeneratorTimeout
 from ragmend.policy import Policy
@@ -47,16 +48,26 @@ class RepairTrace:
     over_budget: tuple[str, ...]  # budgets the pass overran: "action_latency", "action_memory", "request"
 
 
+# Why no repair ran: the request's budget was spent before it could; no enabled action serves the
+# failure and fits the budgets; or the repair pass was abandoned because a generator call timed out.
+SkipCode = Literal["request_budget_spent", "no_feasible_action", "timed_out"]
+SKIP_CODES: tuple[SkipCode, ...] = ("request_budget_spent", "no_feasible_action", "timed_out")
+
+
 @dataclass(frozen=True)
 class RepairSkip:
-    """Why no repair ran for a failed answer, or why the one that started was abandoned."""
+    """Why no repair ran for a failed answer, or why the one that started was abandoned: a code
+    for metrics and logic, and a sentence (with the numbers) for the person reading the reply."""
 
+    code: SkipCode
     reason: str
     masked: tuple[Masked, ...] = ()
-    # The repair pass was abandoned because a generator call timed out: the reply carries the
-    # unrepaired first answer, and `action` names the action that was chosen.
-    timed_out: bool = False
+    # timed_out: the reply carries the unrepaired first answer; `action` names the chosen action.
     action: str | None = None
+
+    @property
+    def timed_out(self) -> bool:
+        return self.code == "timed_out"
 
 
 def support_rank(d: Diagnosis) -> tuple[int, int, int, int, float]:
@@ -105,7 +116,11 @@ class Repairer:
         action_budget = action_budgets(cfg).latency_s
         allowed = min(action_budget, request_left - diagnose_s)
         if allowed <= 0:
-            return answer, diagnosis, RepairSkip(f"request budget spent ({elapsed:.1f} s elapsed)")
+            return (
+                answer,
+                diagnosis,
+                RepairSkip("request_budget_spent", f"request budget spent ({elapsed:.1f} s elapsed)"),
+            )
         # Memory is judged against the budget of what the meter will read (GPU memory, or the
         # host RSS fallback with its own budget).
         source = self.meter.memory_source
@@ -120,7 +135,11 @@ class Repairer:
             refresh_allowed=self.cooldown.ready(),
         )
         if not ok:
-            return answer, diagnosis, RepairSkip("no action fits the failure and the budgets", tuple(masked))
+            return (
+                answer,
+                diagnosis,
+                RepairSkip("no_feasible_action", "no action fits the failure and the budgets", tuple(masked)),
+            )
         x = self.policy.context(
             self._embed([answer.query])[0],
             diagnosis,
@@ -131,7 +150,7 @@ class Repairer:
             decision = self.policy.select(x, [a.name for a in ok])
         except ArmsDisabled:  # an admin disabled them since `cfg` was read
             why = "no action fits the failure and the budgets (the feasible ones were just disabled)"
-            return answer, diagnosis, RepairSkip(why, tuple(masked))
+            return answer, diagnosis, RepairSkip("no_feasible_action", why, tuple(masked))
         action = BY_NAME[decision.arm]
         if action.name == "index_refresh":
             self.cooldown.mark()
@@ -144,7 +163,7 @@ class Repairer:
             # timeout says the generator is slow or overloaded, not that the action was a bad choice.
             spent = clock.now() - started - elapsed
             why = f"repair pass abandoned after {spent:.1f} s: {e}"
-            return answer, diagnosis, RepairSkip(why, tuple(masked), timed_out=True, action=action.name)
+            return answer, diagnosis, RepairSkip("timed_out", why, tuple(masked), action=action.name)
         cost = m.cost
         assert cost is not None
         self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)

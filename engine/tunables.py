@@ -1,10 +1,11 @@
 """Which configuration keys a running engine applies live, and the dotted-key diff of two Settings.
 
-Live: the repair policy's tunable part (policy.LIVE_POLICY_KEYS: kind, alpha, learn, enabled
-actions, the budgets, repair on/off, the refresh cool-down). Everything else (models, index, RAG
-defaults, diagnosis, data paths, ...) is read once when the engine builds the object that uses it,
-so a change there needs a restart; `Engine.apply_tunables` names those keys in a warning and
-keeps their running values.
+Live: the settings marked LIVE in ragmend/settings.py (`live_keys`). The engine applies the policy
+section's (kind, alpha, learn, enabled actions, the budgets, repair on/off, the refresh
+cool-down); the server applies its own (keys, /metrics protection, the reload poll). Everything
+else (models, index, RAG defaults, diagnosis, data paths, ...) is read once when the engine builds
+the object that uses it, so a change there needs a restart; `Engine.apply_tunables` names those
+keys in a warning and keeps their running values.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ragmend.policy.core import LIVE_POLICY_KEYS
-from ragmend.settings import Settings, settings_with
+from ragmend.settings import PolicySettings, Settings, live_keys, settings_with
 
-ENGINE_LIVE_KEYS: tuple[str, ...] = tuple(f"policy.{k}" for k in LIVE_POLICY_KEYS)
+ENGINE_LIVE_KEYS: tuple[str, ...] = live_keys(PolicySettings, "policy.")
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Each arm has a Beta(1 + successes, 1 + failures) posterior over its chance of a "good" repair;
 a reward counts as a success when it reaches the threshold (the reference code binarises the
-Eq. 2 reward with `0 if r < threshold else 1`; DESIGN §4 names 0.4). The context is accepted
+Eq. 2 reward with `0 if r < threshold else 1`, at 0.4). The context is accepted
 (and checked) for a uniform interface but not used.
 """
 

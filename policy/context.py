@@ -20,6 +20,7 @@ import threading
 
 import numpy as np
 
+from ragmend.budgets import MB
 from ragmend.diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES, Diagnosis
 from ragmend.errors import InputError
 
@@ -38,7 +39,7 @@ class ContextBuilder:
         context_dim: int = 16,
         projection_seed: int = 0,
         latency_budget_s: float = 30.0,
-        memory_budget_bytes: float = 6 * 1024 * 1024,
+        memory_budget_bytes: float = 6 * MB,
     ):
         if context_dim < 0:
             raise ValueError("context_dim must be >= 0")

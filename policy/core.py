@@ -1,6 +1,6 @@
 """The Policy facade the engine calls: context builder + bandit + store + reward, under one lock.
 
-    policy = Policy.from_settings(settings)
+    policy = Policy.from_settings(settings, arms)           # arms: names, from the engine
     x = policy.context(embedding, diagnosis, latency_left_s, memory_left_bytes)
     decision = policy.select(x, feasible_actions)          # masking happened before
     ... run decision.arm, diagnose the second pass, meter its cost ...
@@ -10,12 +10,13 @@
 The lock makes select / update / admin calls safe from the server's worker threads; a select
 costs tens of microseconds, an update one SQLite commit (an fsync), so one lock is enough.
 
-The policy's arms are EVERY action of the catalogue, always: the store keeps statistics for all of
-them, and `policy.enabled_actions` only says which arms may be selected (they are masked before
-selection, like actions that do not fit the budget). Disabling an action therefore keeps what was
-learned about it, and enabling it again takes it back. The tunable part of the configuration
-(LIVE_POLICY_KEYS: kind, alpha, learn, enabled actions, budgets) changes at runtime through
-`configure` or the set_* shortcuts, atomically under the lock, without touching the stored sums.
+The policy sees arm names only; the engine passes EVERY action of its catalogue, always: the store
+keeps statistics for all of them, and `policy.enabled_actions` only says which arms may be
+selected (they are masked before selection, like actions that do not fit the budget). Disabling an
+action therefore keeps what was learned about it, and enabling it again takes it back. The tunable
+part of the configuration (LIVE_POLICY_KEYS: kind, alpha, learn, enabled actions, budgets) changes
+at runtime through `configure` or the set_* shortcuts, atomically under the lock, without touching
+the stored sums.
 """
 
 from __future__ import annotations
@@ -28,35 +29,36 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from ragmend.actions.catalogue import ACTIONS
+from ragmend.budgets import Budgets
 from ragmend.diagnosis.types import Diagnosis
-from ragmend.errors import ConfigError, InputError
+from ragmend.errors import ConfigError, InputError, RagmendError, describe_validation
 from ragmend.policy.bandit import Bandit, check_reward
 from ragmend.policy.beta import BetaTS, binarise
 from ragmend.policy.context import ContextBuilder
 from ragmend.policy.exchange import state_from_json, state_to_json
 from ragmend.policy.linear import LinearBandit, LinTS, LinUCB
-from ragmend.policy.reward import Budgets, Reward, RewardVariant, compute_reward
+from ragmend.policy.reward import Reward, RewardVariant, compute_reward
 from ragmend.policy.store import MemoryStore, PolicyStore, SQLiteStore
 from ragmend.policy.types import ArmStats, ArmSummary, Decision, PolicyKind, PolicyState
-from ragmend.settings import PolicySettings, Settings
+from ragmend.settings import PolicySettings, Settings, live_keys
 
-# Every repair action of the catalogue, in its order: the arms of every policy the engine builds.
-CATALOGUE_ARMS: tuple[str, ...] = tuple(a.name for a in ACTIONS)
-BUDGET_KEYS = (
-    "latency_budget_s",
-    "memory_budget_bytes",
-    "rss_memory_budget_bytes",
-    "request_latency_budget_s",
-    "budget_scale",
-)
-# What a running policy may change. The rest of PolicySettings fixes the context layout or the
-# meaning of the stored sums (context_dim, ridge_lambda, beta_threshold...): a restart. `repair`
-# and `refresh_cooldown_s` are the engine's to act on; the policy records them so its config
-# stays the one in force.
-LIVE_POLICY_KEYS = ("kind", "alpha", "learn", "enabled_actions", *BUDGET_KEYS, "repair", "refresh_cooldown_s")
+# What a running policy may change: the fields marked LIVE in ragmend/settings.py. The rest of
+# PolicySettings fixes the context layout or the meaning of the stored sums (context_dim,
+# ridge_lambda, beta_threshold...): a restart. `repair` and `refresh_cooldown_s` are the engine's
+# to act on; the policy records them so its config stays the one in force.
+LIVE_POLICY_KEYS = live_keys(PolicySettings)
 # The budgets the context vector is normalised by (ContextBuilder).
 _CONTEXT_BUDGET_KEYS = ("request_latency_budget_s", "memory_budget_bytes", "budget_scale")
+
+
+def check_enabled_actions(
+    enabled: Sequence[str], arms: Sequence[str], error: type[RagmendError] = ConfigError
+) -> None:
+    """Refuse enabled action names that are not arms, with one message wherever they come from
+    (the configuration at start, a hot reload, the admin API)."""
+    unknown = [a for a in enabled if a not in arms]
+    if unknown:
+        raise error(f"policy.enabled_actions: unknown action(s) {unknown}; actions: {', '.join(arms)}")
 
 
 class ArmsDisabled(InputError):
@@ -114,16 +116,12 @@ class Policy:
         self,
         config: PolicySettings,
         store: PolicyStore,
+        arms: Sequence[str],
         builder: ContextBuilder | None = None,
-        arms: Sequence[str] | None = None,
     ):
-        """`arms` defaults to the whole action catalogue (other names: benchmarks and tests)."""
-        self.arms: tuple[str, ...] = tuple(arms) if arms is not None else CATALOGUE_ARMS
-        unknown = [a for a in config.enabled_actions if a not in self.arms]
-        if unknown:
-            raise ConfigError(
-                f"policy.enabled_actions: unknown action(s) {unknown}; actions: {', '.join(self.arms)}"
-            )
+        """`arms`: the names of the actions to choose among (the engine passes its catalogue)."""
+        self.arms: tuple[str, ...] = tuple(arms)
+        check_enabled_actions(config.enabled_actions, self.arms)
         self.config = config
         self.builder = builder or context_builder(config)
         self.store = store
@@ -136,13 +134,15 @@ class Policy:
         self._load(state)
 
     @classmethod
-    def from_settings(cls, settings: Settings, store: PolicyStore | None = None) -> Policy:
+    def from_settings(
+        cls, settings: Settings, arms: Sequence[str], store: PolicyStore | None = None
+    ) -> Policy:
         """The configured policy over its SQLite state (or `store`, e.g. a MemoryStore)."""
-        return cls(settings.policy, store if store is not None else SQLiteStore(state_path(settings)))
+        return cls(settings.policy, store if store is not None else SQLiteStore(state_path(settings)), arms)
 
     @classmethod
-    def in_memory(cls, config: PolicySettings | None = None) -> Policy:
-        return cls(config or PolicySettings(), MemoryStore())
+    def in_memory(cls, arms: Sequence[str], config: PolicySettings | None = None) -> Policy:
+        return cls(config or PolicySettings(), MemoryStore(), arms)
 
     # --- per request ----------------------------------------------------------------------------
 
@@ -249,12 +249,10 @@ class Policy:
             try:
                 new = PolicySettings.model_validate({**old.model_dump(), **changes})
             except ValidationError as e:
-                raise InputError(_describe(e)) from None
-            unknown = [a for a in new.enabled_actions if a not in self.arms]
-            if unknown:
                 raise InputError(
-                    f"policy.enabled_actions: unknown action(s) {unknown}; actions: {', '.join(self.arms)}"
-                )
+                    "invalid configuration: " + describe_validation(e, prefix="policy")
+                ) from None
+            check_enabled_actions(new.enabled_actions, self.arms, InputError)
             changed = tuple(k for k in LIVE_POLICY_KEYS if getattr(new, k) != getattr(old, k))
             if not changed:
                 return ()
@@ -369,12 +367,3 @@ class Policy:
     def _load(self, state: PolicyState) -> None:
         self.bandit.load(state)
         self._stats: dict[str, ArmStats] = {a: state.arm(a) for a in self.arms}
-
-
-def _describe(err: ValidationError) -> str:
-    """A pydantic error as `policy.<key>: message` (the wording of a configuration error)."""
-    parts = []
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"])
-        parts.append(f"policy.{key}: {e['msg']}" if key else f"policy: {e['msg']}")
-    return "invalid configuration: " + "; ".join(parts)

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from ragmend.budgets import Budgets
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.errors import InputError
 
@@ -31,24 +32,6 @@ RewardVariant = Literal["paper", "unweighted", "unconstrained"]
 REWARD_VARIANTS: tuple[RewardVariant, ...] = ("paper", "unweighted", "unconstrained")
 # The paper's budget variants (Table 3): every per-action budget times this factor.
 BUDGET_SCALES: dict[str, float] = {"stringent": 0.7, "default": 1.0, "relaxed": 1.5}
-MB = 1 << 20  # the reference code converts bytes to MB by 2^20
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """Per-action budgets (the paper's: 3 s latency, 6 MB additional VRAM)."""
-
-    latency_s: float = 3.0
-    memory_bytes: float = 6 * MB
-
-    def __post_init__(self) -> None:
-        if not (self.latency_s > 0 and self.memory_bytes > 0):
-            raise ValueError(f"budgets must be > 0, got {self.latency_s} s and {self.memory_bytes} bytes")
-
-    def scaled(self, factor: float) -> Budgets:
-        if not factor > 0:
-            raise ValueError(f"budget scale must be > 0, got {factor}")
-        return Budgets(self.latency_s * factor, self.memory_bytes * factor)
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ class ArmStats:
 
     def same_as(self, other: ArmStats, rtol: float = 0.0) -> bool:
         counts = (self.pulls, self.successes, self.failures) == (other.pulls, other.successes, other.failures)
-        return (
+        return bool(
             counts
             and np.isclose(self.reward_sum, other.reward_sum, rtol=rtol, atol=0.0)
             and np.allclose(self.xtx, other.xtx, rtol=rtol, atol=0.0)

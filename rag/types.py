@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragmend.errors import InputError
+from ragmend.errors import InputError, describe_validation
 from ragmend.settings import RAGSettings, RetrievalMode
 
 
@@ -39,14 +39,6 @@ class RAGConfig(BaseModel):
             return type(self).model_validate({**self.model_dump(), **changes})
         except ValidationError as e:
             raise InputError(describe_validation(e, prefix="config")) from e
-
-
-def describe_validation(err: ValidationError, prefix: str = "") -> str:
-    parts = []
-    for e in err.errors():
-        key = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
-        parts.append(f"{key}: {e['msg']}")
-    return "; ".join(parts)
 
 
 class Passage(BaseModel):

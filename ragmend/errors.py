@@ -1,4 +1,4 @@
-"""Error types shared by every layer.
+"""Error types shared by every layer, and the one wording of a validation error.
 
 Each error carries a message meant for the person who caused it, and what each surface needs
 to report it: the HTTP status and the error body's `type` (server/errors.py builds the body), the
@@ -9,7 +9,8 @@ them unless it names its own.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Collection, Sequence
+from typing import Any, ClassVar, Literal, Protocol
 
 # The `type` of an HTTP error body: OpenAI's error types (docs/api.md, "Errors", has the table).
 ApiErrorType = Literal[
@@ -127,3 +128,22 @@ def _descendants(cls: type[RagmendError]) -> list[type[RagmendError]]:
 # subclass elsewhere exists): a subclass defined in another module inherits its base's kind, and a
 # new kind belongs here, on a class of this module.
 METRIC_KINDS: tuple[str, ...] = tuple(dict.fromkeys(c.metric_kind for c in _descendants(RagmendError)))
+
+
+class _Invalid(Protocol):
+    """A pydantic ValidationError or FastAPI's RequestValidationError: a list of error details."""
+
+    def errors(self) -> Sequence[Any]: ...
+
+
+def describe_validation(
+    err: _Invalid, prefix: str = "", drop: Collection[str] = (), empty: str = "(root)"
+) -> str:
+    """Validation errors as one line, `key.path: message; ...`, the wording of every configuration
+    and request error: each location joined with dots under `prefix`, the parts in `drop` left
+    out (the HTTP layer's "body"), `empty` where nothing of the location is left."""
+    parts = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in (prefix, *e.get("loc", ())) if p != "" and p not in drop)
+        parts.append(f"{key or empty}: {e.get('msg')}")
+    return "; ".join(parts)

@@ -8,8 +8,9 @@ result is frozen: code that needs another configuration builds a new Settings va
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -23,7 +24,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from ragmend.errors import ConfigError
+from ragmend.budgets import MB
+from ragmend.errors import ConfigError, describe_validation
 
 RetrievalMode = Literal["dense", "bm25", "hybrid"]
 GeneratorProfile = Literal["default", "tiny"]
@@ -31,6 +33,16 @@ GeneratorProfile = Literal["default", "tiny"]
 
 def _xdg(var: str, fallback: str) -> Path:
     return Path(os.environ.get(var) or Path.home() / fallback) / "ragmend"
+
+
+@dataclass(frozen=True)
+class Live:
+    """Field metadata: this setting may change while the server runs (the hot reload of the
+    configuration file, PATCH /admin/policy). Every other setting is read once, where the object
+    that uses it is built, and a change to it needs a restart. `live_keys` lists them."""
+
+
+LIVE = Live()
 
 
 class _Section(BaseModel):
@@ -139,7 +151,7 @@ class DiagnosisSettings(_Section):
     joint_entail_threshold: float = Field(0.6, gt=0, lt=1)
     # rerank construction: sigmoid(best reranker logit) at or above this means "answers it".
     relevance_threshold: float = Field(0.5, gt=0, lt=1)
-    # EGC edge threshold on cosine similarity (seed 002's operating point).
+    # EGC edge threshold on cosine similarity (the EGC paper's operating point).
     egc_tau: float = Field(0.4, gt=0, lt=1)
     # The top passages concatenated as one more premise (multi-hop facts in two passages).
     joint_premise: bool = True
@@ -151,11 +163,11 @@ class PolicySettings(_Section):
 
     # linucb: Eq. 1 (the paper's policy); lints: linear Thompson sampling (contextual);
     # beta_ts: the paper's context-free Beta-Bernoulli Thompson sampling baseline.
-    kind: Literal["linucb", "lints", "beta_ts"] = "linucb"
+    kind: Annotated[Literal["linucb", "lints", "beta_ts"], LIVE] = "linucb"
     # LinUCB exploration weight alpha (the paper trains with 2); changeable at runtime.
     # allow_inf_nan=False here and below: an infinite alpha or budget passes ge/gt and would
     # only fail later, inside a request, far from the key that caused it.
-    alpha: float = Field(2.0, ge=0, allow_inf_nan=False)
+    alpha: Annotated[float, LIVE] = Field(2.0, ge=0, allow_inf_nan=False)
     # LinTS posterior scale v: theta ~ N(theta_a, v^2 A_a^-1). v is the reward-noise standard
     # deviation under the Gaussian model; rewards lie in [0, 1], so it is at most 0.5.
     lints_v: float = Field(0.5, gt=0, allow_inf_nan=False)
@@ -175,30 +187,30 @@ class PolicySettings(_Section):
     # unconstrained (soft cost factors only, no gates: an overrun is a negative reward).
     reward_variant: Literal["paper", "unweighted", "unconstrained"] = "paper"
     # Multiplies the per-action budgets: the paper's Stringent variant is 0.7, Relaxed 1.5.
-    budget_scale: float = Field(1.0, gt=0, allow_inf_nan=False)
+    budget_scale: Annotated[float, LIVE] = Field(1.0, gt=0, allow_inf_nan=False)
     # Per-action budgets (reward gates and masking). The paper's were 3 s and 6 MB additional
     # VRAM (MB = 2^20 bytes) with an API generator on a GPU host; a repair pass here repeats a
     # CPU generation of 4-8 s, so the default latency budget is 12 s (docs/policy.md).
-    latency_budget_s: float = Field(12.0, gt=0, allow_inf_nan=False)
-    memory_budget_bytes: int = Field(6 * 1024 * 1024, gt=0)
+    latency_budget_s: Annotated[float, LIVE] = Field(12.0, gt=0, allow_inf_nan=False)
+    memory_budget_bytes: Annotated[int, LIVE] = Field(6 * MB, gt=0)
     # Without a GPU the meter reads host RSS growth instead (labelled "rss"), a different quantity:
     # a CPU repair pass grows the resident set by several MB of allocator noise (8.9 MB measured
     # for a mode switch here), so it has its own per-action budget.
-    rss_memory_budget_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    rss_memory_budget_bytes: Annotated[int, LIVE] = Field(64 * MB, gt=0)
     # End-to-end budget of one request (first pass, diagnosis, repair): actions that would not
     # fit what is left are masked before selection. Generous because the default generator runs
     # on CPU (5-8 s per answer).
-    request_latency_budget_s: float = Field(30.0, gt=0, allow_inf_nan=False)
+    request_latency_budget_s: Annotated[float, LIVE] = Field(30.0, gt=0, allow_inf_nan=False)
     # false: the policy selects but never updates (frozen, e.g. for evaluation of a trained state).
-    learn: bool = True
+    learn: Annotated[bool, LIVE] = True
     # false: diagnose only, never repair.
-    repair: bool = True
+    repair: Annotated[bool, LIVE] = True
     # At most one index refresh (a re-read of every source) per this many seconds.
-    refresh_cooldown_s: float = Field(300.0, ge=0, allow_inf_nan=False)
+    refresh_cooldown_s: Annotated[float, LIVE] = Field(300.0, ge=0, allow_inf_nan=False)
     # SQLite file of the learned state; unset: <data_dir>/policy.sqlite.
     state_path: Path | None = None
     # The arms the policy chooses among (names of actions/ catalogue entries).
-    enabled_actions: tuple[str, ...] = (
+    enabled_actions: Annotated[tuple[str, ...], LIVE] = (
         "rewrite_paraphrase",
         "rewrite_simplify",
         "rerank",
@@ -290,13 +302,13 @@ class ServerSettings(_Section):
     # Bearer keys (`Authorization: Bearer <key>`) for the user endpoints (/v1/*). None configured:
     # /v1 is open (the embedded laptop default). Better from the environment or a secret than the
     # file: RAGMEND_SERVER__API_KEYS='["..."]' (JSON). docs/operations.md.
-    api_keys: tuple[SecretStr, ...] = ()
+    api_keys: Annotated[tuple[SecretStr, ...], LIVE] = ()
     # Keys for /admin/* (they open /v1 too). None configured: the admin endpoints are disabled.
-    admin_keys: tuple[SecretStr, ...] = ()
+    admin_keys: Annotated[tuple[SecretStr, ...], LIVE] = ()
     # true: /metrics needs a key too (api or admin). Off by default: scrapers on a private network.
-    protect_metrics: bool = False
+    protect_metrics: Annotated[bool, LIVE] = False
     # How often the configuration file is checked for changes (hot reload of the tunable part).
-    reload_poll_s: float = Field(2.0, gt=0, allow_inf_nan=False)
+    reload_poll_s: Annotated[float, LIVE] = Field(2.0, gt=0, allow_inf_nan=False)
     # The model id the OpenAI-compatible API serves (/v1/models) and accepts in requests.
     model_name: str = Field("ragmend", min_length=1)
 
@@ -352,14 +364,6 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _describe(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "(root)"
-        parts.append(f"{key}: {e['msg']}")
-    return "invalid configuration: " + "; ".join(parts)
-
-
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
     """Build the frozen Settings. `config_file` falls back to $RAGMEND_CONFIG."""
     path = config_file or os.environ.get("RAGMEND_CONFIG")
@@ -380,7 +384,7 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     try:
         return _Loaded(**overrides)
     except ValidationError as e:
-        raise ConfigError(_describe(e)) from e
+        raise ConfigError("invalid configuration: " + describe_validation(e)) from e
 
 
 def settings_with(settings: Settings, **section_updates: Any) -> Settings:
@@ -394,7 +398,7 @@ def settings_with(settings: Settings, **section_updates: Any) -> Settings:
     try:
         return Settings.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_describe(e)) from e
+        raise ConfigError("invalid configuration: " + describe_validation(e)) from e
 
 
 def _deep_merge(base: Any, update: Any) -> Any:
@@ -427,3 +431,15 @@ def library_env(allow_hub: bool) -> dict[str, str]:
     if not allow_hub:
         env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     return env
+
+
+def live_keys(model: type[BaseModel] | None = None, prefix: str = "") -> tuple[str, ...]:
+    """The dotted keys of the settings marked LIVE, in declaration order: of the whole Settings,
+    or of one section (`live_keys(PolicySettings)` gives its field names, `prefix` prepended)."""
+    out: list[str] = []
+    for name, field in (model or Settings).model_fields.items():
+        if LIVE in field.metadata:
+            out.append(prefix + name)
+        elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            out.extend(live_keys(field.annotation, f"{prefix}{name}."))
+    return tuple(out)

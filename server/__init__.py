@@ -1,4 +1,6 @@
-"""The surfaces people use: the HTTP server (app.py) and the command line (cli.py).
+"""The HTTP server: the app (app.py), its protocol models (schemas.py, openai_schemas.py) and the
+mapping onto them (mapping.py), errors, auth, admission, admin, hot reload and metrics.
 
-Top of the layering: server imports engine and below; nothing imports server.
+Imports the engine and below, never the evaluation (bench) or training (train); nothing but the
+command line (ragmend.cli) imports the server.
 """

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ragmend.engine import Engine
 from ragmend.errors import ConfigError, InputError, RagmendError
-from ragmend.policy.core import BUDGET_KEYS
+from ragmend.policy.core import LIVE_POLICY_KEYS
 from ragmend.server.mapping import index_refresh, policy_change, policy_view
 from ragmend.server.metrics import Metrics
 from ragmend.server.schemas import ConfigView, IndexRefresh, PolicyChange, PolicyView
@@ -30,8 +30,8 @@ from ragmend.settings import PolicySettings
 log = logging.getLogger("ragmend.admin")
 T = TypeVar("T")
 
-# PATCH /admin/policy takes these keys, each with PolicySettings' own type and constraints.
-PATCHABLE = ("kind", "alpha", "learn", "enabled_actions", *BUDGET_KEYS, "repair", "refresh_cooldown_s")
+# PATCH /admin/policy takes the policy's live keys, each with PolicySettings' own type and constraints.
+PATCHABLE = LIVE_POLICY_KEYS
 
 
 def _optional(name: str) -> tuple[Any, Any]:
@@ -72,10 +72,10 @@ def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = No
         return await to_thread.run_sync(policy_view, engine)
 
     @router.patch("/policy", summary="Change the policy's tunable settings at runtime")
-    async def patch_policy(body: PolicyPatch) -> PolicyChange:  # type: ignore[valid-type]
+    async def patch_policy(body: PolicyPatch) -> PolicyChange:
         # An explicit null is no change: no patchable setting takes None (a null went on to the
         # policy as a value and failed there with a 500; found by tests/test_schemathesis.py).
-        changes = body.model_dump(exclude_unset=True, exclude_none=True)  # type: ignore[attr-defined]
+        changes = body.model_dump(exclude_unset=True, exclude_none=True)
         if not changes:
             raise InputError(f"nothing to change; send any of {', '.join(PATCHABLE)}")
         if isinstance(changes.get("learn"), str):

@@ -25,7 +25,7 @@ from starlette.responses import Response
 from ragmend import __version__
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
-from ragmend.errors import RagmendError
+from ragmend.errors import RagmendError, describe_validation
 from ragmend.server.admin import admin_router
 from ragmend.server.admission import Admission
 from ragmend.server.auth import BearerAuth
@@ -156,11 +156,8 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         metrics.observe_error("validation", status=400)
-        parts = []
-        for e in exc.errors():
-            loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
-            parts.append(f"{loc or 'body'}: {e.get('msg')}")
-        return error_response(400, "; ".join(parts) or "invalid request", "invalid_request_error")
+        message = describe_validation(exc, drop={"body"}, empty="body")
+        return error_response(400, message or "invalid request", "invalid_request_error")
 
     @app.get("/healthz", summary="The process is up")
     async def healthz() -> dict[str, str]:

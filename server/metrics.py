@@ -1,4 +1,4 @@
-"""Prometheus metrics of one ragmend server (DESIGN §8, issue 6 part 5).
+"""Prometheus metrics of one ragmend server (docs/metrics.md lists every series).
 
 One `Metrics` object owns its own CollectorRegistry: nothing goes to prometheus_client's global
 default registry, so tests and several apps in one process never collide. The server records
@@ -30,9 +30,10 @@ from prometheus_client.registry import Collector
 
 from ragmend import __version__
 from ragmend.actions.catalogue import BY_NAME as ACTIONS_BY_NAME
+from ragmend.budgets import MB
 from ragmend.diagnosis.types import FAILURE_TYPES, STAGES, Diagnosis
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.engine.repair import SKIP_CODES, RepairSkip, RepairTrace
 from ragmend.errors import METRIC_KINDS, RagmendError
 from ragmend.models.registry import ROLES
 from ragmend.settings import Settings
@@ -56,10 +57,9 @@ KEPT = ("repaired", "original")
 MEMORY_SOURCES = ("nvml", "rss", "unavailable")
 NVML_STATES = ("available", "unavailable")
 SCORE_PARTS = ("score", "exploit", "explore")
-# Why no repair ran, in a few classes (RepairSkip.reason carries numbers and action names).
-# timed_out: the repair pass was abandoned because a generator call timed out (the reply carries
-# the first answer).
-SKIP_REASONS = ("request_budget_spent", "no_feasible_action", "disabled", "timed_out", OTHER)
+# Why no repair ran: the skip's code (engine/repair.py SkipCode), or "disabled" (policy.repair is
+# off); "other" keeps the label set closed.
+SKIP_REASONS = (*SKIP_CODES, "disabled", OTHER)
 RELOAD_RESULTS = ("success", "failure")
 # Runtime configuration changes: by an admin request, a changed configuration file, or SIGHUP.
 CHANGE_SOURCES = ("admin", "file", "signal")
@@ -80,10 +80,7 @@ STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 12, 20
 ACTION_LATENCY_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 8, 10, 12, 15, 20, 30, 60)
 # Peak memory growth of a repair pass: the paper's budget is 6 MiB of accelerator memory; on CPU
 # it is resident-set growth, which can reach hundreds of MiB when a model's buffers grow.
-_MIB = 1 << 20
-ACTION_MEMORY_BUCKETS = tuple(
-    float(mib * _MIB) for mib in (0, 0.25, 1, 2, 4, 6, 8, 16, 32, 64, 128, 256, 1024)
-)
+ACTION_MEMORY_BUCKETS = tuple(float(mib * MB) for mib in (0, 0.25, 1, 2, 4, 6, 8, 16, 32, 64, 128, 256, 1024))
 # Eq. 2: quality in {0, .25, .5, .75, 1} times factors in [0, 1]. The "unconstrained" variant's
 # overrun penalty is negative: it lands in le=0, and no bucket is negative because
 # prometheus_client leaves out _sum (which the mean reward needs) when one is.
@@ -94,15 +91,6 @@ REWARD_BUCKETS = (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1)
 def bounded(value: str, allowed: Iterable[str]) -> str:
     """`value` when it is in the closed set, else "other"."""
     return value if value in allowed else OTHER
-
-
-def skip_reason_class(reason: str) -> str:
-    """A RepairSkip reason as one of SKIP_REASONS (engine/repair.py writes two kinds)."""
-    if reason.startswith("request budget spent"):
-        return "request_budget_spent"
-    if reason.startswith("no action fits"):
-        return "no_feasible_action"
-    return OTHER
 
 
 def error_kind(exc: BaseException) -> str:
@@ -375,8 +363,7 @@ class Metrics:
             diagnose_s = (diagnose_s or 0.0) + (_diagnosis_seconds(trace.diagnosis) or 0.0)
             self._observe_repair(trace)
         elif isinstance(trace, RepairSkip):
-            reason = "timed_out" if trace.timed_out else skip_reason_class(trace.reason)
-            self.repairs_skipped.labels(reason).inc()
+            self.repairs_skipped.labels(bounded(trace.code, SKIP_REASONS)).inc()
             if trace.timed_out:  # the request succeeded, with its first answer: a model error only
                 self.model_errors.labels("generator").inc()
         elif first_diagnosis is not None and first_diagnosis.failed:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragmend.errors import RagmendError
 from ragmend.server.metrics import Metrics
-from ragmend.settings import load_settings
+from ragmend.settings import ServerSettings, live_keys, load_settings
 
 if TYPE_CHECKING:
     from ragmend.engine import Engine
@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ragmend.reload")
 
 SETTLE_S = 0.1  # a changed file must stay unchanged this long before it is read
-# Server keys applied live: auth reads them at each request, the watcher its poll interval.
-SERVER_LIVE_KEYS = ("server.api_keys", "server.admin_keys", "server.protect_metrics", "server.reload_poll_s")
+# Server keys applied live (marked LIVE in ragmend/settings.py): auth reads them at each request,
+# the watcher its poll interval.
+SERVER_LIVE_KEYS = live_keys(ServerSettings, "server.")
 
 
 @dataclass(frozen=True)

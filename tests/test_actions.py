@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ragmend.actions.catalogue import ACTIONS, BY_NAME, Budgets, Cooldown, CostModel, feasible
+from ragmend.actions.catalogue import ACTIONS, BY_NAME, Cooldown, CostModel, feasible
 from ragmend.actions.meter import CostMeter
+from ragmend.budgets import Budgets
 from ragmend.engine import Engine
 from ragmend.engine.services import EngineServices, clean_rewrite
 from ragmend.models.registry import ModelRegistry

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from ragmend.engine import Engine
+from ragmend.engine.core import open_policy
 from ragmend.models.registry import ModelRegistry
-from ragmend.policy import Policy
 from ragmend.server.app import create_app
 from ragmend.settings import Settings, settings_with
 from tests.conftest import LiveServer
@@ -200,7 +200,7 @@ def test_patch_alpha_and_budgets_show_in_metrics(server: LiveServer, keyed_engin
     assert value(text, "ragmend_config_changes_total", source="admin", result="ok") == changes + 1
     assert keyed_engine.settings.policy.alpha == 0.7 and keyed_engine.policy.alpha == 0.7
     # Invalid values: 400 naming the field, nothing changed, counted when it reached the engine.
-    for bad, field in [
+    bad_patches: list[tuple[dict[str, Any], str]] = [
         ({"alpha": -1}, "alpha"),
         ({"alpha": "nan"}, "alpha"),
         ({"budget_scale": 0}, "budget_scale"),
@@ -211,7 +211,8 @@ def test_patch_alpha_and_budgets_show_in_metrics(server: LiveServer, keyed_engin
         ({"learn": "sometimes"}, "learn"),
         ({"context_dim": 4}, "context_dim"),  # not tunable at runtime
         ({}, "nothing to change"),
-    ]:
+    ]
+    for bad, field in bad_patches:
         r = patch(url, bad)
         assert r.status_code == 400 and field in r.json()["error"]["message"], (bad, r.text)
     r = patch(url, {"kind": "lints", "alpha": 1.0})
@@ -251,7 +252,7 @@ def test_a_disabled_action_is_never_picked_and_keeps_its_statistics(
     arms = httpx.get(url + "/admin/policy", headers=ADMIN).json()["arms"]
     assert arms["mode_switch"]["pulls"] == 20 and arms[repair["action"]]["pulls"] >= 1
     # The state file is the same state under the smaller enabled set: a fresh start reads it.
-    fresh = Policy.from_settings(keyed_engine.settings)
+    fresh = open_policy(keyed_engine.settings)
     try:
         assert fresh.enabled_actions == tuple(others) and fresh.stats()["mode_switch"].pulls == 20
     finally:

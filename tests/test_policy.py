@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragmend.actions.catalogue import ACTION_NAMES
+from ragmend.budgets import MB
 from ragmend.diagnosis.types import Diagnosis, EGCFeatures, KGSignal, NLISignal
+from ragmend.engine.core import open_policy
 from ragmend.errors import ConfigError, InputError
 from ragmend.policy import (
     BUDGET_SCALES,
@@ -38,7 +41,6 @@ from ragmend.policy.types import ArmStats
 from ragmend.settings import PolicySettings, load_settings
 
 REPO = Path(__file__).resolve().parent.parent
-MB = 1 << 20
 ARMS = PolicySettings().enabled_actions
 
 
@@ -248,7 +250,7 @@ def test_only_feasible_arms_are_chosen() -> None:
 # --- reward (Eq. 2) -------------------------------------------------------------------------------
 
 
-def r(variant: str = "paper", budgets: Budgets | None = None, **kw: object):  # type: ignore[no-untyped-def]
+def r(variant: str = "paper", budgets: Budgets | None = None, **kw: object):
     args = {
         "failure": "NoFailure",
         "kappa": "consistent",
@@ -323,7 +325,9 @@ def test_reward_from_a_diagnosis_and_policy_settings() -> None:
     after = diagnosis(failure="NoFailure", e_q="entail", e_r="entail", kappa="consistent")
     assert compute_reward(after, 0.3, None, Budgets()).total == pytest.approx(0.9)
     # The paper's 3 s per-action budget (the default is 12 s: a CPU generator, docs/policy.md).
-    pol = Policy.in_memory(small_config(budget_scale=1.5, reward_variant="unweighted", latency_budget_s=3.0))
+    pol = Policy.in_memory(
+        ACTION_NAMES, small_config(budget_scale=1.5, reward_variant="unweighted", latency_budget_s=3.0)
+    )
     rw = pol.reward(after, 4.0, 8 * MB)
     assert rw.budgets == Budgets(4.5, 9 * MB) and rw.total == 1.0 and rw.variant == "unweighted"
 
@@ -396,7 +400,7 @@ def test_sqlite_store_round_trip_across_reopen(tmp_path: Path) -> None:
 
 def test_policy_export_import_reset(tmp_path: Path) -> None:
     cfg = small_config()
-    pol = Policy(cfg, SQLiteStore(tmp_path / "a.sqlite"))
+    pol = Policy(cfg, SQLiteStore(tmp_path / "a.sqlite"), ACTION_NAMES)
     for i in range(30):
         x = signature_x(pol.builder, i)
         pol.update(ARMS[i % 3], x, (i % 5) / 4)
@@ -406,14 +410,14 @@ def test_policy_export_import_reset(tmp_path: Path) -> None:
     arm0 = exported["arms"][ARMS[0]]
     assert arm0["pulls"] == 10 and arm0["beta_alpha"] == 1 + arm0["successes"]
     # Into another policy (another kind even: the sums serve every kind), and back out unchanged.
-    other = Policy(small_config(kind="beta_ts"), SQLiteStore(tmp_path / "b.sqlite"))
+    other = Policy(small_config(kind="beta_ts"), SQLiteStore(tmp_path / "b.sqlite"), ACTION_NAMES)
     other.import_state(exported)
     again = other.export_state()
     assert again["arms"] == exported["arms"] and again["kind"] == "beta_ts"
     assert other.stats()[ARMS[0]].pulls == 10
     assert other.bandit.posterior(ARMS[0]) == (arm0["beta_alpha"], arm0["beta_beta"])  # type: ignore[attr-defined]
     # A LinUCB importing it gets the same coefficients as the policy that learned them.
-    third = Policy(cfg, MemoryStore())
+    third = Policy(cfg, MemoryStore(), ACTION_NAMES)
     third.import_state(exported)
     for arm in ARMS[:3]:
         assert third.coefficients(arm) == pytest.approx(pol.coefficients(arm), rel=1e-12, abs=1e-15)
@@ -422,15 +426,15 @@ def test_policy_export_import_reset(tmp_path: Path) -> None:
     assert all(v == 0 for v in pol.coefficients(ARMS[0]).values())
     assert pol.export_state()["arms"] == {}
     # Reset forgets the layout too: a reopened file accepts the (same or a new) layout.
-    assert Policy(cfg, SQLiteStore(tmp_path / "a.sqlite")).stats()[ARMS[0]].pulls == 0
+    assert Policy(cfg, SQLiteStore(tmp_path / "a.sqlite"), ACTION_NAMES).stats()[ARMS[0]].pulls == 0
 
 
 def test_import_errors_are_clear(tmp_path: Path) -> None:
-    pol = Policy(small_config(), MemoryStore())
+    pol = Policy(small_config(), MemoryStore(), ACTION_NAMES)
     pol.update(ARMS[0], signature_x(pol.builder, 1), 0.5)
     good = pol.export_state()
 
-    def bad(mutate) -> dict:  # type: ignore[no-untyped-def]
+    def bad(mutate) -> dict:
         data = json.loads(json.dumps(good))
         mutate(data)
         return data
@@ -462,10 +466,11 @@ def test_import_errors_are_clear(tmp_path: Path) -> None:
 KILL_CHILD = """
 import sys
 from pathlib import Path
+from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.policy import Policy, SQLiteStore
 from ragmend.settings import PolicySettings
 from tests.test_policy import ARMS, signature_x
-pol = Policy(PolicySettings(context_dim=0), SQLiteStore(Path(sys.argv[1])))
+pol = Policy(PolicySettings(context_dim=0), SQLiteStore(Path(sys.argv[1])), ACTION_NAMES)
 i = 0
 while True:
     pol.update(ARMS[i % 6], signature_x(pol.builder, i), (i % 9) / 8)
@@ -476,9 +481,11 @@ while True:
 READ_CHILD = """
 import json, sys
 from pathlib import Path
+from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.policy import Policy, SQLiteStore
 from ragmend.settings import PolicySettings
-print(json.dumps(Policy(PolicySettings(context_dim=0), SQLiteStore(Path(sys.argv[1]))).export_state()))
+pol = Policy(PolicySettings(context_dim=0), SQLiteStore(Path(sys.argv[1])), ACTION_NAMES)
+print(json.dumps(pol.export_state()))
 """
 
 
@@ -513,7 +520,7 @@ def test_no_acknowledged_update_is_lost_to_kill_9(tmp_path: Path) -> None:
     total = sum(a["pulls"] for a in seen["arms"].values())
     assert total >= acked  # every acknowledged update; perhaps a few more it made before the signal
     # And they are exactly the first `total` updates, nothing half-written.
-    replay = Policy(small_config(), MemoryStore())
+    replay = Policy(small_config(), MemoryStore(), ACTION_NAMES)
     for i in range(total):
         replay.update(ARMS[i % 6], signature_x(replay.builder, i), (i % 9) / 8)
     assert seen["arms"] == replay.export_state()["arms"]
@@ -526,21 +533,21 @@ def test_policy_from_settings_survives_a_restart(tmp_path: Path) -> None:
     settings = load_settings(
         data_dir=tmp_path, policy={"context_dim": 8, "kind": "lints", "seed": 4, "latency_budget_s": 3.0}
     )
-    pol = Policy.from_settings(settings)
+    pol = open_policy(settings)
     assert pol.store.path == tmp_path / "policy.sqlite" and pol.kind == "lints" and pol.dim == 27  # type: ignore[attr-defined]
     emb = np.random.default_rng(0).standard_normal(384)
     x = pol.context(emb, diagnosis(), 12.0, 2 * MB)
     d = pol.select(x, ["rerank", "depth"])
     assert pol.update(d.arm, x, pol.reward(diagnosis("NoFailure", e_r="entail", kappa="consistent"), 1.0, MB))
     pol.close()
-    again = Policy.from_settings(settings)
+    again = open_policy(settings)
     assert again.stats()[d.arm].pulls == 1
     assert again.stats()[d.arm].mean_reward == pytest.approx((1 - 1 / 3) * (1 - 1 / 6))
     assert again.coefficients(d.arm) == pytest.approx(pol.coefficients(d.arm))
 
 
 def test_frozen_policy_selects_but_never_learns(tmp_path: Path) -> None:
-    pol = Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite"))
+    pol = Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite"), ACTION_NAMES)
     x = signature_x(pol.builder, 3)
     pol.update("rerank", x, 1.0)
     before = pol.export_state()
@@ -553,14 +560,14 @@ def test_frozen_policy_selects_but_never_learns(tmp_path: Path) -> None:
     assert pol.export_state() == before
     assert {a: pol.coefficients(a) for a in ARMS} == coefficients
     # In memory unchanged too (the reopened one inverts A afresh: equal to rounding).
-    reopened = Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite"))
+    reopened = Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite"), ACTION_NAMES)
     assert pol.coefficients("rerank") == pytest.approx(reopened.coefficients("rerank"), rel=1e-12, abs=1e-15)
-    frozen = Policy(small_config(learn=False), SQLiteStore(tmp_path / "p.sqlite"))
+    frozen = Policy(small_config(learn=False), SQLiteStore(tmp_path / "p.sqlite"), ACTION_NAMES)
     assert frozen.update("depth", x, 1.0) is False and frozen.stats()["depth"].pulls == 0
 
 
 def test_set_alpha_at_runtime() -> None:
-    pol = Policy.in_memory(small_config(alpha=2.0))
+    pol = Policy.in_memory(ACTION_NAMES, small_config(alpha=2.0))
     x = signature_x(pol.builder, 2)
     assert pol.select(x, ["rerank"]).explore["rerank"] == pytest.approx(2.0 * np.linalg.norm(x))
     pol.set_alpha(0.5)
@@ -569,12 +576,12 @@ def test_set_alpha_at_runtime() -> None:
     with pytest.raises(InputError):
         pol.set_alpha(-1)
     with pytest.raises(InputError, match="linucb"):
-        Policy.in_memory(small_config(kind="lints")).set_alpha(1.0)
+        Policy.in_memory(ACTION_NAMES, small_config(kind="lints")).set_alpha(1.0)
 
 
 def test_replicas_sharing_one_store_merge_their_updates(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite"
-    one, two = (Policy(small_config(), SQLiteStore(path)) for _ in range(2))
+    one, two = (Policy(small_config(), SQLiteStore(path), ACTION_NAMES) for _ in range(2))
     for i in range(10):
         one.update("rerank", signature_x(one.builder, i), 0.5)
     for i in range(10, 15):
@@ -582,7 +589,7 @@ def test_replicas_sharing_one_store_merge_their_updates(tmp_path: Path) -> None:
     assert two.stats()["rerank"].pulls == 15
     one.reload()
     assert one.stats()["rerank"].pulls == 15
-    single = Policy(small_config(), MemoryStore())
+    single = Policy(small_config(), MemoryStore(), ACTION_NAMES)
     for i in range(15):
         single.update("rerank", signature_x(single.builder, i), 0.5 if i < 10 else 1.0)
     for pol in (one, two):
@@ -590,7 +597,7 @@ def test_replicas_sharing_one_store_merge_their_updates(tmp_path: Path) -> None:
 
 
 def test_policy_is_thread_safe(tmp_path: Path) -> None:
-    pol = Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite", synchronous="NORMAL"))
+    pol = Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite", synchronous="NORMAL"), ACTION_NAMES)
     errors: list[BaseException] = []
 
     def worker(k: int) -> None:
@@ -609,7 +616,10 @@ def test_policy_is_thread_safe(tmp_path: Path) -> None:
         t.join()
     assert not errors
     assert sum(s.pulls for s in pol.stats().values()) == 100
-    assert Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite")).export_state() == pol.export_state()
+    assert (
+        Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite"), ACTION_NAMES).export_state()
+        == pol.export_state()
+    )
 
 
 def test_policy_settings() -> None:
@@ -634,7 +644,7 @@ def test_policy_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("RAGMEND_POLICY__BUDGET_SCALE", "0.7")
     s = load_settings()
     assert s.policy.kind == "beta_ts" and s.policy.budget_scale == 0.7
-    assert isinstance(Policy.from_settings(s, store=MemoryStore()).bandit, BetaTS)
+    assert isinstance(open_policy(s, store=MemoryStore()).bandit, BetaTS)
 
 
 def test_arm_stats_are_sums() -> None:
@@ -720,7 +730,9 @@ def test_simulated_environment_regret_falls_and_the_mapping_is_recovered() -> No
         failure: {arm: 0.85 if arm == best else float(rng.uniform(0.05, 0.35)) for arm in ARMS}
         for failure, best in BEST_ARM.items()
     }
-    pol = Policy.in_memory(PolicySettings(context_dim=8, alpha=1.0, seed=3))  # embeddings as noise
+    pol = Policy.in_memory(
+        ACTION_NAMES, PolicySettings(context_dim=8, alpha=1.0, seed=3)
+    )  # embeddings as noise
 
     def observe() -> tuple[str, np.ndarray]:
         failure = str(rng.choice(list(BEST_ARM)))
@@ -771,7 +783,7 @@ def _state_file(path: Path, case: str) -> str:
         db.close()
         return "documents"
     if case == "other_dims":
-        pol = Policy(small_config(context_dim=4), SQLiteStore(path))
+        pol = Policy(small_config(context_dim=4), SQLiteStore(path), ACTION_NAMES)
         pol.update("rerank", pol.context(np.ones(8), diagnosis(), 10.0, None), 0.5)
         pol.close()
         return "23 context features and this configuration builds 19"
@@ -781,7 +793,7 @@ def _state_file(path: Path, case: str) -> str:
         store.apply("teleport", np.ones(len(names)), 0.5, True)
         store.close()
         return "['teleport']"
-    pol = Policy(small_config(), SQLiteStore(path))
+    pol = Policy(small_config(), SQLiteStore(path), ACTION_NAMES)
     pol.update("rerank", signature_x(pol.builder, 1), 0.5)
     pol.close()
     db = sqlite3.connect(path)
@@ -804,7 +816,7 @@ def test_an_unusable_state_file_is_refused_and_kept_aside(tmp_path: Path, case: 
     phrase = _state_file(path, case)
     original = path.read_bytes()
     with pytest.raises(ConfigError) as refused:
-        Policy(small_config(), SQLiteStore(path))
+        Policy(small_config(), SQLiteStore(path), ACTION_NAMES)
     message = str(refused.value)
     aside = list(tmp_path.glob("policy.sqlite.corrupt-*"))
     assert len(aside) == 1 and aside[0].name.startswith("policy.sqlite.corrupt-")
@@ -812,13 +824,13 @@ def test_an_unusable_state_file_is_refused_and_kept_aside(tmp_path: Path, case: 
     assert aside[0].read_bytes() == original  # kept exactly as it was: never written to
     assert not path.exists()
     # The next start begins afresh beside it; the kept file is left alone.
-    fresh = Policy(small_config(), SQLiteStore(path))
+    fresh = Policy(small_config(), SQLiteStore(path), ACTION_NAMES)
     assert fresh.stats()["rerank"].pulls == 0
     fresh.update("rerank", signature_x(fresh.builder, 2), 1.0)
     fresh.close()
     assert aside[0].read_bytes() == original
     if case == "other_dims":  # still readable under the configuration that made it
-        kept = Policy(small_config(context_dim=4), SQLiteStore(aside[0]))
+        kept = Policy(small_config(context_dim=4), SQLiteStore(aside[0]), ACTION_NAMES)
         assert kept.stats()["rerank"].pulls == 1
 
 
@@ -877,7 +889,7 @@ def test_invalid_policy_settings_in_a_file_name_the_key(tmp_path: Path) -> None:
 # --- `ragmend policy ...` and `ragmend bench policy` ----------------------------------------------
 
 
-def policy_cli(tmp_path: Path, *args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+def policy_cli(tmp_path: Path, *args: str, input: str | None = None):
     from typer.testing import CliRunner
 
     from ragmend.cli.main import app
@@ -895,7 +907,7 @@ def test_policy_cli_export_reset_import(tmp_path: Path, monkeypatch: pytest.Monk
     nothing = policy_cli(tmp_path, "export")
     assert nothing.exit_code == 2 and "no policy state" in flat(nothing.output)
     assert not (tmp_path / "policy.sqlite").exists()  # a read-only command created nothing
-    pol = Policy.from_settings(load_settings(data_dir=tmp_path))
+    pol = open_policy(load_settings(data_dir=tmp_path))
     for i in range(12):
         pol.update(ARMS[i % 3], signature_x(pol.builder, i), (i % 4) / 3)
     learned = pol.export_state()
@@ -927,7 +939,7 @@ def test_policy_cli_export_reset_import(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_policy_cli_refuses_a_bad_import_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGMEND_POLICY__CONTEXT_DIM", "0")
-    pol = Policy.from_settings(load_settings(data_dir=tmp_path))
+    pol = open_policy(load_settings(data_dir=tmp_path))
     pol.update("rerank", signature_x(pol.builder, 1), 0.75)
     good = pol.export_state()
     pol.close()
@@ -997,7 +1009,7 @@ def test_bench_policy_json_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_host_rss_growth_is_held_to_its_own_budget() -> None:
-    pol = Policy.in_memory(PolicySettings(budget_scale=1.5))
+    pol = Policy.in_memory(ACTION_NAMES, PolicySettings(budget_scale=1.5))
     assert pol.budgets_for("nvml").memory_bytes == 6 * MB * 1.5
     assert pol.budgets_for("rss").memory_bytes == 64 * MB * 1.5
     after = diagnosis("NoFailure", e_r="entail", kappa="consistent")
@@ -1007,27 +1019,31 @@ def test_host_rss_growth_is_held_to_its_own_budget() -> None:
     assert rss.violated == () and rss.total > 0
 
 
-# --- every catalogue arm, enabled_actions as a mask, runtime changes (issue 6) --------------------
+# --- every catalogue arm, enabled_actions as a mask, runtime changes ----------------------------
 
 
 def test_the_policy_holds_every_catalogue_arm_whatever_is_enabled(tmp_path: Path) -> None:
     from ragmend.actions.catalogue import ACTIONS
 
-    pol = Policy(small_config(enabled_actions=("rerank", "depth")), SQLiteStore(tmp_path / "p.sqlite"))
+    pol = Policy(
+        small_config(enabled_actions=("rerank", "depth")), SQLiteStore(tmp_path / "p.sqlite"), ACTION_NAMES
+    )
     assert pol.arms == tuple(a.name for a in ACTIONS) and pol.enabled_actions == ("rerank", "depth")
     assert set(pol.stats()) == set(pol.arms)
     x = signature_x(pol.builder, 1)
     pol.update("mode_switch", x, 1.0)  # a disabled arm may still learn (a pull that was in flight)
     pol.close()
     # Reopened with another enabled set: the state is the same state, not refused or set aside.
-    again = Policy(small_config(enabled_actions=("mode_switch",)), SQLiteStore(tmp_path / "p.sqlite"))
+    again = Policy(
+        small_config(enabled_actions=("mode_switch",)), SQLiteStore(tmp_path / "p.sqlite"), ACTION_NAMES
+    )
     assert again.stats()["mode_switch"].pulls == 1 and not list(tmp_path.glob("*.corrupt-*"))
     with pytest.raises(ConfigError, match=r"policy\.enabled_actions: unknown action"):
-        Policy(small_config(enabled_actions=("rerank", "teleport")), MemoryStore())
+        Policy(small_config(enabled_actions=("rerank", "teleport")), MemoryStore(), ACTION_NAMES)
 
 
 def test_a_disabled_action_is_never_selected_and_keeps_its_statistics(tmp_path: Path) -> None:
-    pol = Policy(small_config(alpha=0.0), SQLiteStore(tmp_path / "p.sqlite"))
+    pol = Policy(small_config(alpha=0.0), SQLiteStore(tmp_path / "p.sqlite"), ACTION_NAMES)
     xs = [signature_x(pol.builder, i) for i in range(40)]
     for x in xs:
         pol.update("rerank", x, 1.0)  # by far the best arm ...
@@ -1050,12 +1066,12 @@ def test_a_disabled_action_is_never_selected_and_keeps_its_statistics(tmp_path: 
         ("rerank", "not one string"),
     ]:
         with pytest.raises(InputError, match=message):
-            pol.set_enabled_actions(bad)  # type: ignore[arg-type]
+            pol.set_enabled_actions(bad)
     assert pol.enabled_actions == ARMS
 
 
 def test_switching_kind_keeps_the_learned_state(tmp_path: Path) -> None:
-    pol = Policy(small_config(alpha=0.3), SQLiteStore(tmp_path / "p.sqlite"))
+    pol = Policy(small_config(alpha=0.3), SQLiteStore(tmp_path / "p.sqlite"), ACTION_NAMES)
     for i in range(30):
         pol.update(ARMS[i % 3], signature_x(pol.builder, i), (i % 5) / 4)
     before = pol.export_state()
@@ -1078,7 +1094,7 @@ def test_switching_kind_keeps_the_learned_state(tmp_path: Path) -> None:
 
 
 def test_budgets_change_at_runtime_and_take_effect_at_once() -> None:
-    pol = Policy.in_memory(small_config())
+    pol = Policy.in_memory(ACTION_NAMES, small_config())
     after = diagnosis("NoFailure", e_r="entail", kappa="consistent")
     assert pol.reward(after, 9.0, MB).violated == ()
     pol.set_budgets(latency_budget_s=10.0, budget_scale=0.7)  # Stringent
@@ -1101,7 +1117,7 @@ def test_budgets_change_at_runtime_and_take_effect_at_once() -> None:
 
 
 def test_runtime_changes_are_safe_beside_requests(tmp_path: Path) -> None:
-    pol = Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite", synchronous="NORMAL"))
+    pol = Policy(small_config(), SQLiteStore(tmp_path / "p.sqlite", synchronous="NORMAL"), ACTION_NAMES)
     errors: list[BaseException] = []
     done = threading.Event()
 

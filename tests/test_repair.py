@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from ragmend.engine import Engine
+from ragmend.engine.core import open_policy
 from ragmend.engine.repair import RepairSkip, RepairTrace, support_rank
 from ragmend.models.registry import ModelRegistry
-from ragmend.policy import Policy
 from ragmend.settings import Settings, settings_with
 from tests.conftest import LiveServer, tiny_settings
 
@@ -79,7 +79,7 @@ def test_a_failed_answer_is_repaired_once_and_the_policy_learns(repair_engine: E
     assert support_rank(outcome.diagnosis) == support_rank(best)
     assert trace.kept == ("repaired" if outcome.answer is trace.answer else "original")
     # The update is persisted: a fresh policy over the same state file sees the pull.
-    fresh = Policy.from_settings(repair_engine.settings)
+    fresh = open_policy(repair_engine.settings)
     try:
         assert fresh.stats()[trace.action].pulls == 1
     finally:

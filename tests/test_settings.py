@@ -72,3 +72,57 @@ def test_the_example_config_loads_and_shows_the_defaults() -> None:
     defaults = load_settings()
     for section in ("models", "rag", "diagnosis", "kg", "policy", "server"):
         assert getattr(loaded, section) == getattr(defaults, section), section
+
+
+def test_live_settings_are_declared_on_the_fields() -> None:
+    """Which settings change while the server runs is one marker on each field; every consumer
+    (the policy, the engine, the hot reload, the admin PATCH model) derives its list from it."""
+    from ragmend.engine.tunables import ENGINE_LIVE_KEYS
+    from ragmend.policy.core import LIVE_POLICY_KEYS
+    from ragmend.server.admin import PATCHABLE, PolicyPatch
+    from ragmend.server.reload import SERVER_LIVE_KEYS
+    from ragmend.settings import PolicySettings, live_keys
+
+    policy = {
+        "kind",
+        "alpha",
+        "learn",
+        "enabled_actions",
+        "latency_budget_s",
+        "memory_budget_bytes",
+        "rss_memory_budget_bytes",
+        "request_latency_budget_s",
+        "budget_scale",
+        "repair",
+        "refresh_cooldown_s",
+    }
+    server = {"api_keys", "admin_keys", "protect_metrics", "reload_poll_s"}
+    assert set(live_keys()) == {f"policy.{k}" for k in policy} | {f"server.{k}" for k in server}
+    assert set(live_keys(PolicySettings)) == policy == set(LIVE_POLICY_KEYS) == set(PATCHABLE)
+    assert set(PolicyPatch.model_fields) == policy
+    assert set(ENGINE_LIVE_KEYS) == {f"policy.{k}" for k in policy}
+    assert set(SERVER_LIVE_KEYS) == {f"server.{k}" for k in server}
+    assert "policy.context_dim" not in live_keys() and "rag.k" not in live_keys()
+
+
+def test_one_wording_for_validation_errors() -> None:
+    from pydantic import BaseModel, ValidationError
+
+    from ragmend.errors import describe_validation
+
+    class Inner(BaseModel):
+        k: int
+
+    class Outer(BaseModel):
+        inner: Inner
+
+    with pytest.raises(ValidationError) as caught:
+        Outer.model_validate({"inner": {"k": "x"}})
+    msg = "Input should be a valid integer, unable to parse string as an integer"
+    assert describe_validation(caught.value) == f"inner.k: {msg}"
+    assert describe_validation(caught.value, prefix="config") == f"config.inner.k: {msg}"
+    assert describe_validation(caught.value, drop={"inner"}) == f"k: {msg}"
+    with pytest.raises(ValidationError) as root:
+        Inner.model_validate(3)
+    assert describe_validation(root.value).startswith("(root): ")
+    assert describe_validation(root.value, empty="body").startswith("body: ")

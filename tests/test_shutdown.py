@@ -18,7 +18,7 @@ import yaml
 
 from ragmend.bench.speed.startup import free_port, wait_ready
 from ragmend.engine import Engine
-from ragmend.policy import Policy
+from ragmend.engine.core import open_policy
 from ragmend.settings import load_settings
 from tests.conftest import REPO
 from tests.test_metrics import value
@@ -93,7 +93,7 @@ def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(
     assert state.exists() and not Path(str(state) + "-wal").exists()
     with sqlite3.connect(state) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    policy = Policy.from_settings(load_settings(path))
+    policy = open_policy(load_settings(path))
     try:
         assert policy.stats()[repair["action"]].pulls == 1
     finally:

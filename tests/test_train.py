@@ -18,11 +18,11 @@ from ragmend.corpora.readers import Paragraph
 from ragmend.corpora.scoring import answer_em, answer_f1, fever_label
 from ragmend.corpora.tasks import TASKS, Corpus, EvalItem, Task, get_task
 from ragmend.engine import Engine
+from ragmend.engine.core import open_policy
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_json
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
-from ragmend.policy import Policy
 from ragmend.settings import settings_with
 from ragmend.train.warm_start import warm_start
 from tests.conftest import SAMPLE_CORPUS, sample_questions, tiny_settings
@@ -146,7 +146,7 @@ def test_warm_start_runs_the_live_loop_and_persists_every_update(
     assert repaired == 2, [r.as_json() for r in reports]
     assert sum(r.actions[a] for r in reports for a in ("depth", "mode_switch")) == repaired
     # A fresh process's view of the state: every repair was an acknowledged, persisted update.
-    reopened = Policy.from_settings(s)
+    reopened = open_policy(s)
     try:
         assert sum(v.pulls for v in reopened.stats().values()) == repaired
     finally:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES
 from ragmend.policy.context import ContextBuilder
 from ragmend.policy.core import Policy
@@ -50,7 +51,7 @@ def _percentiles(ns: list[int]) -> dict[str, float]:
 
 
 def run_kind(kind: str, rounds: int, store: PolicyStore, seed: int = 0) -> dict[str, Any]:
-    policy = Policy(PolicySettings(kind=kind, seed=seed), store)  # type: ignore[arg-type]
+    policy = Policy(PolicySettings.model_validate({"kind": kind, "seed": seed}), store, ACTION_NAMES)
     rng = np.random.default_rng(seed)
     truth = rng.uniform(-0.3, 0.3, size=(len(policy.arms), policy.dim))
     build, select, update, total = [], [], [], []
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.sqlite_rounds:
                 store = SQLiteStore(Path(tmp) / f"{kind}.sqlite")
                 results.append({"store": "sqlite", **run_kind(kind, args.sqlite_rounds, store)})
-    report = {
+    report: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__},
         "load_average": os.getloadavg(),
         "results": results,
