@@ -22,6 +22,7 @@ from ragmend.diagnosis.hypotheses import (
     parse_claim_label,
     question_statement,
     split_claims,
+    split_sentences,
 )
 from ragmend.diagnosis.types import (
     Diagnosis,
@@ -82,10 +83,31 @@ class DiagnosisOptions:
     joint_premise: bool = True
     joint_passages: int = 2
     max_claims: int = 8
+    # > 0: each passage is judged as windows of this many sentences (overlapping by one), the
+    # passage's score being its most decisive window's (SummaC-style): a hypothesis is then
+    # supported by what one window says, not by the length of a paragraph. 0: whole passages.
+    window_sentences: int = 0
 
 
 def premise_text(p: EvidencePassage) -> str:
     return f"{p.title}: {p.text}" if p.title else p.text
+
+
+def premise_windows(p: EvidencePassage, sentences: int) -> list[str]:
+    """The premises one passage is judged by: the whole passage, or its windows of `sentences`
+    sentences (stride sentences - 1, so a fact split across a sentence boundary stays in one
+    window), each led by the title, which names the subject a window's pronouns refer to."""
+    parts = split_sentences(p.text) if sentences > 0 else []
+    if len(parts) <= sentences or sentences <= 0:
+        return [premise_text(p)]
+    stride = max(1, sentences - 1)
+    starts = range(0, len(parts) - sentences + stride, stride)
+    windows = [" ".join(parts[i : i + sentences]) for i in starts if i < len(parts)]
+    return [f"{p.title}: {w}" if p.title else w for w in windows]
+
+
+def _decisive(s: PassageScores) -> float:
+    return max(s.entail, s.contradict)
 
 
 class Diagnoser:
@@ -134,10 +156,11 @@ class Diagnoser:
         use_nli_for_query = construction != "rerank"
 
         # -- one batched NLI call -----------------------------------------------------------
-        premises = [(p.id, premise_text(p)) for p in passages]
+        premises = [(p.id, text) for p in passages for text in premise_windows(p, o.window_sentences)]
         if o.joint_premise and len(passages) > 1:
-            joint = " ".join(text for _, text in premises[: o.joint_passages])
+            joint = " ".join(premise_text(p) for p in passages[: o.joint_passages])
             premises.append(("joint", joint))
+        premise_ids = list(dict.fromkeys(pid for pid, _ in premises))  # one score per passage
         hypotheses = ([query_hyp] if use_nli_for_query else []) + claims
         pairs = [(text, h) for h in hypotheses for _, text in premises]
         t0 = time.perf_counter()
@@ -145,13 +168,15 @@ class Diagnoser:
         timings["nli_s"] = time.perf_counter() - t0
         verdicts: list[HypothesisVerdict] = []
         for hi, h in enumerate(hypotheses):
-            scores = []
+            best: dict[str, PassageScores] = {}
             for pi, (pid, _) in enumerate(premises):
                 assert batch is not None  # a premise and a hypothesis made a pair
                 row = hi * len(premises) + pi
                 e, n, c = (float(x) for x in batch.probs[row])
-                scores.append(PassageScores(pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[row]))
-            verdicts.append(hypothesis_state(h, scores, t))
+                s = PassageScores(pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[row])
+                if pid not in best or _decisive(s) > _decisive(best[pid]):
+                    best[pid] = s  # a passage's windows: the one that says most, either way
+            verdicts.append(hypothesis_state(h, [best[pid] for pid in premise_ids], t))
 
         # -- e_q ----------------------------------------------------------------------------
         if use_nli_for_query:

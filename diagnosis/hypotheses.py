@@ -34,17 +34,23 @@ _PARTICIPLES = frozenset({"born", "built", "made", "held", "written", "known", "
 _AUX = r"(is|was|are|were|has|had|have|will|can|could|should|would)"
 
 
-def split_claims(text: str, max_claims: int = 8) -> list[str]:
-    """Sentences of a response, without citations like [1], list markers and empty fragments.
-    A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing."""
-    text = _LIST_MARKER.sub("", re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", text)).strip()
+def split_sentences(text: str) -> list[str]:
+    """The sentences of a text: split after . ! ? before a capital, digit or quote, and at line
+    breaks, but not after an initial or a common abbreviation."""
     parts: list[str] = []
     for piece in (p.strip() for p in _SENTENCE_END.split(text)):
         if parts and _ABBREVIATION_END.search(parts[-1]):
             parts[-1] = f"{parts[-1]} {piece}"  # "J. D. Fetzer", "Dr. No": not a sentence end
         elif piece:
             parts.append(piece)
-    claims = [p for p in parts if not p.endswith(":")]
+    return parts
+
+
+def split_claims(text: str, max_claims: int = 8) -> list[str]:
+    """Sentences of a response, without citations like [1], list markers and empty fragments.
+    A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing."""
+    text = _LIST_MARKER.sub("", re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", text)).strip()
+    claims = [p for p in split_sentences(text) if not p.endswith(":")]
     return [p for p in claims if len(p.split()) >= 2 or any(c.isdigit() for c in p)][:max_claims] or (
         [text] if text else []
     )

@@ -97,6 +97,7 @@ class Engine:
                 query_hypothesis=d.query_hypothesis,
                 joint_premise=d.joint_premise,
                 max_claims=d.max_claims,
+                window_sentences=d.window_sentences,
             )
             self._diagnoser = Diagnoser(
                 self.models.nli,

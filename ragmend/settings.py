@@ -155,6 +155,9 @@ class DiagnosisSettings(_Section):
     egc_tau: float = Field(0.4, gt=0, lt=1)
     # The top passages concatenated as one more premise (multi-hop facts in two passages).
     joint_premise: bool = True
+    # > 0: judge each passage by windows of this many sentences (its most decisive window), not
+    # as a whole paragraph; 0: whole passages. docs/diagnosis.md has the measured effect.
+    window_sentences: int = Field(0, ge=0, le=20)
     max_claims: int = Field(8, ge=1, le=64)
 
 

@@ -141,3 +141,21 @@ def test_the_joint_premise_needs_its_own_higher_bar() -> None:
     bridged = [s("a", 0.2, 0.1), s("b", 0.1, 0.1), s("joint", 0.8, 0.05)]
     v = hypothesis_state("h", bridged, t)
     assert v.state == "entail" and v.best_passage == "joint"
+
+
+def test_premise_windows_overlap_by_one_sentence_and_keep_the_title() -> None:
+    from ragmend.diagnosis.diagnoser import premise_windows
+    from ragmend.rag.types import Passage
+
+    text = "Elko Regional Airport is public. It is in Elko, Nevada. It has two runways. It opened in 1930."
+    p = Passage(id="a", doc_id="a", title="Elko Regional Airport", text=text, score=1.0, retriever="dense")
+    assert premise_windows(p, 0) == [f"Elko Regional Airport: {text}"]  # whole passages (default)
+    assert premise_windows(p, 4) == [f"Elko Regional Airport: {text}"]  # no longer than a window
+    two = premise_windows(p, 2)
+    assert two == [
+        "Elko Regional Airport: Elko Regional Airport is public. It is in Elko, Nevada.",
+        "Elko Regional Airport: It is in Elko, Nevada. It has two runways.",
+        "Elko Regional Airport: It has two runways. It opened in 1930.",
+    ]
+    three = premise_windows(p, 3)
+    assert len(three) == 2 and three[1].endswith("It has two runways. It opened in 1930.")
