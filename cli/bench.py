@@ -63,6 +63,10 @@ def bench_nli(
         str | None, typer.Option(help="NLI model directory or hub id (default models.nli.model).")
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N pairs (of each set).")] = None,
+    sets: Annotated[
+        str | None,
+        typer.Option(help="--suite: only these sets, comma-separated (nothing is written); default all."),
+    ] = None,
     data_root: Annotated[Path, typer.Option(help="The shared data directory (--suite).")] = SHARED_DATA,
     doc: Annotated[Path, typer.Option(help="Markdown file the suite's table goes into.")] = Path(
         "docs/nli.md"
@@ -75,6 +79,7 @@ def bench_nli(
 
     Example: ragmend bench nli --data ../shared/data/nli/mnli/dev_matched.jsonl --limit 500 --json
     Example: ragmend bench nli --suite
+    Example: ragmend bench nli --suite --sets long_premise_test,long_premise_test_windows2 --limit 300
     """
     import shlex
     import sys
@@ -96,6 +101,7 @@ def bench_nli(
         )
         if suite:
             from ragmend.bench.suites.nli import (
+                SUITE,
                 fever_claim_evidence_test,
                 run_suite,
                 speed_check,
@@ -105,12 +111,16 @@ def bench_nli(
 
             if not (data_root / "nli").is_dir():
                 raise InputError(f"{data_root} does not hold the shared data (nli/)")
+            chosen = [x.strip() for x in sets.split(",") if x.strip()] if sets is not None else None
+            names = [x.name for x in SUITE]
+            if chosen is not None and (not chosen or set(chosen) - set(names)):
+                raise InputError(f"--sets {sets!r}: choose from {', '.join(names)}")
             nli = load_nli(models)
-            results = run_suite(nli, data_root, limit=limit, log=lambda m: err.print(m))
+            results = run_suite(nli, data_root, limit=limit, log=lambda m: err.print(m), sets=chosen)
             speed = speed_check(lambda: load_nli(models), fever_claim_evidence_test(data_root))
             command = "ragmend " + shlex.join(sys.argv[1:])
             result = {"command": command, "model": models.nli.model, "sets": results, "speed": speed}
-            if limit is None:  # a partial run never overwrites the recorded one
+            if limit is None and chosen is None:  # a partial run never overwrites the recorded one
                 write_suite_section(doc, suite_markdown(results, speed, command))
                 atomic_write_json(doc.parent / "bench" / "nli-suite.json", result)
             show(result, as_json)
@@ -161,6 +171,73 @@ def bench_diagnosis(
             raise InputError(f"held-out pairs not found: {heldout}")
         pairs = load_pairs(heldout) if heldout else None
         result = run_diagnosis_bench(s, data, workdir, questions, pairs, log=lambda m: err.print(m))
+        if doc:
+            atomic_write_json(doc, result)
+        show(result, as_json)
+
+    run(work)
+
+
+@bench_app.command("detect")
+def bench_detect(
+    split: Annotated[
+        str, typer.Option(help="test (report) or dev (the data the verdict is fitted on).")
+    ] = "test",
+    sets: Annotated[
+        str, typer.Option(help="Comma-separated: ragtruth, hotpotqa, fever, unanswerable.")
+    ] = "ragtruth,hotpotqa,fever,unanswerable",
+    limit: Annotated[int | None, typer.Option(min=1, help="At most N cases of each data set.")] = None,
+    judge_limit: Annotated[
+        int, typer.Option(min=0, help="Cases per data set also judged by the LLM judge (0: no judge).")
+    ] = 30,
+    workdir: Annotated[
+        Path, typer.Option(help="The unanswerable corpus, its index and the generated answers (reused).")
+    ] = Path("var/detect"),
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    doc: Annotated[Path | None, typer.Option(help="Write the result to this JSON file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """The diagnosis as a detector of unsupported answers, per data set: AUROC, F1, precision and
+    recall of its verdict, beside EGC only, coverage only and an LLM judge (the local generator
+    asked per claim) on the same cases, with each one's time per answer; the unanswerable
+    questions' IE rate. Answers of the local generator are made once into the workdir, and every
+    case's scores are written there (detect-<split>-rows.jsonl).
+
+    Example: ragmend bench detect --limit 50 --judge-limit 10 --json
+    """
+    from ragmend.bench.suites.answers import SETS, case_sets, unanswerable_workspace
+    from ragmend.bench.suites.detect import LLMJudge, run_detect
+    from ragmend.engine import Engine
+    from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_json
+
+    def work() -> None:
+        chosen = [x.strip() for x in sets.split(",") if x.strip()]
+        unknown = sorted(set(chosen) - set(SETS))
+        if unknown or not chosen:
+            raise InputError(f"unknown data sets {unknown or chosen}; choose from {', '.join(SETS)}")
+        if split not in ("dev", "test"):
+            raise InputError(f"--split is dev or test, not {split!r}")
+        base = settings()
+        ws = unanswerable_workspace(workdir, data_root)
+        ws.prepare()
+        engine = Engine(ws.settings(base, kg={"enabled": False}, policy={"repair": False}))
+        cases = case_sets(engine, ws, data_root, split, chosen, limit, log=lambda m: err.print(m))  # type: ignore[arg-type]
+        judge = LLMJudge(engine.models.generator) if judge_limit else None
+        rows = workdir / f"detect-{split}-rows.jsonl"
+        result = run_detect(
+            engine.diagnoser, cases, judge, judge_limit, log=lambda m: err.print(m), rows_path=rows
+        )
+        d = base.diagnosis
+        result["setup"] = {
+            "split": split,
+            "verdict": d.verdict,
+            "window_sentences": d.window_sentences,
+            "joint_premise": d.joint_premise,
+            "nli_model": base.models.nli.model,
+            "generator": base.models.generator.model,
+            "kg": "off (no corpus graph for given sources; WP not measured here)",
+        }
         if doc:
             atomic_write_json(doc, result)
         show(result, as_json)

@@ -19,6 +19,7 @@ from ragmend.cli.eval import evaluate
 from ragmend.cli.nli import nli_app
 from ragmend.cli.policy import policy_app
 from ragmend.cli.train import train
+from ragmend.cli.verdict import verdict_app
 
 app = typer.Typer(
     name="ragmend",
@@ -29,6 +30,7 @@ app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 app.add_typer(nli_app, name="nli")
 app.add_typer(policy_app, name="policy")
+app.add_typer(verdict_app, name="verdict")
 app.command()(train)
 app.command("eval")(evaluate)
 

@@ -166,8 +166,16 @@ def hotpot_pairs(items: list[HotpotItem], swapper: EntitySwapper, seed: int = 0)
 
 
 def hotpot_statement_pairs(
-    items: list[HotpotItem], swapper: EntitySwapper, seed: int = 0
+    items: list[HotpotItem],
+    swapper: EntitySwapper,
+    seed: int = 0,
+    premise_words: int = PREMISE_WORDS,
+    distractors: int = 1,
 ) -> dict[str, list[NLIPair]]:
+    """The statement pairs of the table above. A premise is about `premise_words` words: half of
+    it from each gold paragraph, and the neutral premise `distractors` distractor paragraphs
+    (drawn without repeats) sharing it. The defaults build the training files; the NLI suite's
+    long-premise set (bench/suites/nli.py) asks for longer premises and two distractors."""
     rng = random.Random(seed)
     out: dict[str, list[NLIPair]] = defaultdict(list)
     answers = sorted({_answer(i) for i in items} - {"yes", "no", ""})
@@ -176,10 +184,10 @@ def hotpot_statement_pairs(
             continue
         # One window per gold paragraph, half the usual length each: together about one chunk.
         # Items with paragraph-level facts only give the paragraph's opening instead.
-        windows = {t: w for t, w, _ in item.supporting_sentences(PREMISE_WORDS // 2)}
+        windows = {t: w for t, w, _ in item.supporting_sentences(premise_words // 2)}
         for t, p in item.context:
             if t in item.supporting_titles and t not in windows:
-                windows[t] = " ".join(p.split()[: PREMISE_WORDS // 2])
+                windows[t] = " ".join(p.split()[: premise_words // 2])
         if len(windows) < 2:
             continue  # a multi-hop statement needs both paragraphs to be entailed
         premise = " ".join(f"{t}: {w}" for t, w in windows.items())
@@ -202,18 +210,22 @@ def hotpot_statement_pairs(
                     f"hotpot-st-swap-{key}",
                 )
             )
-        distractors = [(t, p) for t, p in item.context if t not in item.supporting_titles]
-        if distractors:
+        off_gold = [(t, p) for t, p in item.context if t not in item.supporting_titles]
+        if off_gold:
+            neutral = _distractor(rng, off_gold, distractors, premise_words // distractors)
             out["hotpot_statement_distractor"].append(
-                NLIPair(_distractor(rng, distractors), statement, "neutral", f"hotpot-st-dis-{key}")
+                NLIPair(neutral, statement, "neutral", f"hotpot-st-dis-{key}")
             )
     return dict(out)
 
 
-def _distractor(rng: random.Random, distractors: list[tuple[str, str]]) -> str:
-    """One distractor paragraph as a premise, cut to the length of the gold premises."""
-    title, paragraph = rng.choice(distractors)
-    return f"{title}: {' '.join(paragraph.split()[:PREMISE_WORDS])}"
+def _distractor(
+    rng: random.Random, distractors: list[tuple[str, str]], n: int = 1, words: int = PREMISE_WORDS
+) -> str:
+    """`n` distractor paragraphs (fewer where the item has fewer) joined as a premise, each cut
+    to `words` words: the length of the gold premises."""
+    chosen = [rng.choice(distractors)] if n == 1 else rng.sample(distractors, min(n, len(distractors)))
+    return " ".join(f"{title}: {' '.join(paragraph.split()[:words])}" for title, paragraph in chosen)
 
 
 def _answer(item: HotpotItem) -> str:

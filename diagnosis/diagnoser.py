@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -24,6 +24,7 @@ from ragmend.diagnosis.hypotheses import (
     split_claims,
     split_sentences,
 )
+from ragmend.diagnosis.spans import best_passage_coverage, content_words, decompose, span_coverage
 from ragmend.diagnosis.types import (
     Diagnosis,
     HypothesisVerdict,
@@ -33,7 +34,9 @@ from ragmend.diagnosis.types import (
     NLIState,
     PassageScores,
     Thresholds,
+    Verdict,
 )
+from ragmend.diagnosis.verdict import VerdictModel, answer_features, claim_features, derive_failure
 
 
 class NLIModel(Protocol):
@@ -87,6 +90,16 @@ class DiagnosisOptions:
     # passage's score being its most decisive window's (SummaC-style): a hypothesis is then
     # supported by what one window says, not by the length of a paragraph. 0: whole passages.
     window_sentences: int = 0
+    # > 0: each hypothesis is scored against only this many windows, those sharing most words
+    # with it (select_premises); 0: against every window. Bounds the cost on long sources.
+    window_top: int = 0
+    # The calibrated verdict (diagnosis/verdict.py); None: Algorithm 1's rule alone decides.
+    verdict: VerdictModel | None = None
+    unsupported_threshold: float | None = None  # None: the verdict model's own operating point
+    # With a verdict, e_q is answerability: a passage whose cross-encoder relevance reaches
+    # thresholds.relevance; without a reranker, one naming answerable_coverage of the question's
+    # names and numbers. An unsupported answer to an unanswerable question is IE, not WR.
+    answerable_coverage: float = 0.5
 
 
 def premise_text(p: EvidencePassage) -> str:
@@ -106,8 +119,35 @@ def premise_windows(p: EvidencePassage, sentences: int) -> list[str]:
     return [f"{p.title}: {w}" if p.title else w for w in windows]
 
 
+def select_premises(hypothesis: str, premises: Sequence[tuple[str, str]], top: int) -> list[int]:
+    """The premises (indices) one hypothesis is scored against: all of them, or the `top` passage
+    windows sharing most content words with it, plus the joint premise. Word overlap, not a model:
+    a window that names nothing of the claim can neither support nor contradict it."""
+    windows = [i for i, (pid, _) in enumerate(premises) if pid != "joint"]
+    if top <= 0 or len(windows) <= top:
+        return list(range(len(premises)))
+    words = content_words(hypothesis)
+    overlap = {i: len(words & content_words(premises[i][1])) for i in windows}
+    keep = sorted(sorted(windows, key=lambda i: -overlap[i])[:top])
+    return keep + [i for i, (pid, _) in enumerate(premises) if pid == "joint"]
+
+
 def _decisive(s: PassageScores) -> float:
     return max(s.entail, s.contradict)
+
+
+def _joint_may_support(
+    hypothesis: str, joint_text: str, scores: Sequence[PassageScores], t: Thresholds
+) -> bool:
+    """The joint premise (top passages read together) may only bridge facts the passages state:
+    every name and number of the hypothesis occurs in it, and no single passage contradicts the
+    hypothesis. Otherwise its entailment is what a long, on-topic premise draws from the NLI
+    model for any claim ("the capital of Australia is Canberra" from passages that never name
+    Canberra), and it is left out."""
+    if any(s.contradict >= t.contradict for s in scores if s.passage != "joint"):
+        return False
+    coverage = span_coverage(hypothesis, [joint_text])
+    return coverage is None or coverage >= 1.0
 
 
 class Diagnoser:
@@ -153,7 +193,11 @@ class Diagnoser:
                 # A bare answer span ("23", "Paris") asserts nothing on its own: it is judged as
                 # the question's statement with the span in its slot.
                 claims = [question_statement(query, response)]
+            # A compound claim ("both A and B are in Michigan") is checked as its atomic claims,
+            # each against single passages: two passages read together cannot support it.
+            claims = [atom for c in claims for atom in decompose(c)][: o.max_claims]
         use_nli_for_query = construction != "rerank"
+        query_hyps = decompose(query_hyp) if construction == "statement" else [query_hyp]
 
         # -- one batched NLI call -----------------------------------------------------------
         premises = [(p.id, text) for p in passages for text in premise_windows(p, o.window_sentences)]
@@ -161,27 +205,38 @@ class Diagnoser:
             joint = " ".join(premise_text(p) for p in passages[: o.joint_passages])
             premises.append(("joint", joint))
         premise_ids = list(dict.fromkeys(pid for pid, _ in premises))  # one score per passage
-        hypotheses = ([query_hyp] if use_nli_for_query else []) + claims
-        pairs = [(text, h) for h in hypotheses for _, text in premises]
+        hypotheses = (query_hyps if use_nli_for_query else []) + claims
+        # Each hypothesis meets every premise, or with window_top only the windows that share most
+        # words with it (and the joint premise): a long source is not scored window by window
+        # for every claim.
+        chosen = [select_premises(h, premises, o.window_top) for h in hypotheses]
+        pairs = [(premises[i][1], h) for h, idx in zip(hypotheses, chosen, strict=True) for i in idx]
+        evidence = [premise_text(p) for p in passages]
+        joint_text = " ".join(evidence[: o.joint_passages])
         t0 = time.perf_counter()
         batch = self.nli.predict(pairs) if pairs else None
         timings["nli_s"] = time.perf_counter() - t0
         verdicts: list[HypothesisVerdict] = []
-        for hi, h in enumerate(hypotheses):
+        row = 0
+        for h, idx in zip(hypotheses, chosen, strict=True):
             best: dict[str, PassageScores] = {}
-            for pi, (pid, _) in enumerate(premises):
+            for i in idx:
                 assert batch is not None  # a premise and a hypothesis made a pair
-                row = hi * len(premises) + pi
+                pid = premises[i][0]
                 e, n, c = (float(x) for x in batch.probs[row])
                 s = PassageScores(pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[row])
+                row += 1
                 if pid not in best or _decisive(s) > _decisive(best[pid]):
                     best[pid] = s  # a passage's windows: the one that says most, either way
-            verdicts.append(hypothesis_state(h, [best[pid] for pid in premise_ids], t))
+            scores = [best[pid] for pid in premise_ids if pid in best]
+            if "joint" in best and not _joint_may_support(h, joint_text, scores, t):
+                scores = [s for s in scores if s.passage != "joint"]
+            verdicts.append(hypothesis_state(h, scores, t))
 
         # -- e_q ----------------------------------------------------------------------------
         if use_nli_for_query:
-            q_verdict, claim_verdicts = verdicts[0], verdicts[1:]
-            e_q = NLISignal(q_verdict.state, (q_verdict,), construction)
+            q_verdicts, claim_verdicts = verdicts[: len(query_hyps)], verdicts[len(query_hyps) :]
+            e_q = NLISignal(signal_state(q_verdicts), tuple(q_verdicts), construction)
         else:
             claim_verdicts = verdicts
             t0 = time.perf_counter()
@@ -204,15 +259,36 @@ class Diagnoser:
 
         # -- EGC ----------------------------------------------------------------------------
         t0 = time.perf_counter()
-        texts = [query] + [text for _, text in premises[: len(passages)]] + claims
-        vecs = self.embed(texts) if texts else np.zeros((0, 1))
-        qv, ev, cv = vecs[0], vecs[1 : 1 + len(passages)], vecs[1 + len(passages) :]
+        # Two calls: a batch is padded to its longest text, and a passage can be ten times a claim.
+        short = self.embed([query, *claims])
+        qv, cv = short[0], short[1:]
+        ev = self.embed(evidence) if evidence else np.zeros((0, len(qv)), dtype=np.float32)
         egc = egc_features(qv, ev, cv, t.egc_tau)
         q_sims = ev @ qv if len(passages) else np.zeros(0)
         timings["egc_s"] = time.perf_counter() - t0
 
-        # -- failure, label gate, stage -----------------------------------------------------
+        # -- failure (the verdict's where there is one), label gate, stage ------------------
         failure = failure_type(kg.kappa, e_q.state, e_r.state, label)
+        verdict: Verdict | None = None
+        if o.verdict is not None and mode == "qa":
+            t0 = time.perf_counter()
+            relevance = self._relevance(query, passages, reranked)
+            e_r, verdict = self._verdict(
+                o.verdict, query, response, evidence, e_q, e_r, egc.score, q_sims, relevance
+            )
+            verdict = replace(verdict, rule_failure=failure)
+            # e_q becomes answerability: does the evidence answer the QUESTION, whatever the
+            # response says. The statement built from the response stays a verdict feature
+            # (statement_entail); it cannot be e_q, since an answer about someone else makes a
+            # statement that some passage entails.
+            e_q = self._answerability(query, passages, evidence, relevance)
+            failure = derive_failure(
+                verdict.unsupported,
+                failure,
+                kg.kappa,
+                e_q.state == "entail" and not is_abstention(response),
+            )
+            timings["verdict_s"] = time.perf_counter() - t0
         doc_ids = [p.doc_id for p in passages]
         truncated = any(s.truncated for v in verdicts for s in v.scores if s.passage != "joint")
         stage, reason_line = attribute_stage(
@@ -239,27 +315,88 @@ class Diagnoser:
             label=label,
             final_label=gated_label(mode, failure, label),
             timings={k: round(v, 4) for k, v in timings.items()},
+            verdict=verdict,
         )
 
+    def _verdict(
+        self,
+        model: VerdictModel,
+        query: str,
+        response: str,
+        evidence: list[str],
+        e_q: NLISignal,
+        e_r: NLISignal,
+        egc: float,
+        q_sims: np.ndarray,
+        relevance: np.ndarray | None,
+    ) -> tuple[NLISignal, Verdict]:
+        """Each claim's P(unsupported), then the answer's, from every signal (diagnosis/verdict.py).
+        Returns e_r with the claims' probabilities filled in, and the verdict."""
+        claims = [claim_features(v, evidence, query) for v in e_r.hypotheses]
+        p_claims = [model.claim.probability(x) for x in claims]
+        features = answer_features(
+            query, response, evidence, claims, p_claims, e_q.support, egc, q_sims, relevance
+        )
+        p = model.answer.probability(features)
+        threshold = self.options.unsupported_threshold or model.threshold
+        rounded = {k: round(v, 4) for k, v in features.items()}
+        scored = tuple(
+            replace(v, p_unsupported=round(p_c, 4)) for v, p_c in zip(e_r.hypotheses, p_claims, strict=True)
+        )
+        verdict = Verdict(round(p, 4), threshold, p >= threshold, "NoFailure", rounded)
+        return replace(e_r, hypotheses=scored), verdict
+
+    def _relevance(
+        self, query: str, passages: Sequence[EvidencePassage], reranked: bool
+    ) -> np.ndarray | None:
+        """Each passage's cross-encoder relevance to the question (None without a reranker): the
+        scores the reranker already gave where it chose the passages, else one call."""
+        if reranked and passages and all(p.retriever == "rerank" for p in passages):
+            return relevance_of([p.score for p in passages])
+        if self.reranker is None or not passages:
+            return None
+        return relevance_of(self.reranker.score(query, [premise_text(p) for p in passages]))
+
     def _rerank_signal(self, query: str, passages: Sequence[EvidencePassage], reranked: bool) -> NLISignal:
-        """The cross-encoder's relevance as the query signal: entail when the best passage is
-        relevant enough (sigmoid(logit) >= thresholds.relevance), else neutral."""
+        """The cross-encoder's relevance as the query signal (the rerank construction)."""
+        rel = self._relevance(query, passages, reranked)
+        assert rel is not None or not passages  # the rerank construction is built with a reranker
+        return self._answerability(query, passages, [premise_text(p) for p in passages], rel)
+
+    def _answerability(
+        self,
+        query: str,
+        passages: Sequence[EvidencePassage],
+        evidence: Sequence[str],
+        relevance: np.ndarray | None,
+    ) -> NLISignal:
+        """Whether the evidence answers the question, independently of any response: entail when
+        the best passage's cross-encoder relevance reaches thresholds.relevance (construction
+        "rerank"); without a reranker, when one passage names answerable_coverage of the
+        question's names and numbers ("coverage"; a question naming nothing counts as covered).
+        Else neutral: the evidence is insufficient (IE)."""
         if not passages:
             return NLISignal("neutral", (HypothesisVerdict(query, "neutral", None, ()),), "rerank")
-        if reranked and all(p.retriever == "rerank" for p in passages):
-            logits = [p.score for p in passages]  # already the cross-encoder's scores
+        if relevance is not None:
+            rel, construction, bar = relevance, "rerank", self.options.thresholds.relevance
         else:
-            assert self.reranker is not None
-            logits = self.reranker.score(query, [premise_text(p) for p in passages])
-        rel = 1 / (1 + np.exp(-np.asarray(logits, dtype=np.float64)))
+            rel = np.array([best_passage_coverage(query, [e]) or 0.0 for e in evidence])
+            if best_passage_coverage(query, evidence) is None:
+                rel = np.ones(len(evidence))
+            construction, bar = "coverage", self.options.answerable_coverage
         scores = tuple(
             PassageScores(p.id, round(float(r), 4), round(float(1 - r), 4), 0.0)
             for p, r in zip(passages, rel, strict=True)
         )
         best = int(rel.argmax())
-        state: NLIState = "entail" if rel[best] >= self.options.thresholds.relevance else "neutral"
+        state: NLIState = "entail" if rel[best] >= bar else "neutral"
         verdict = HypothesisVerdict(query, state, passages[best].id if state == "entail" else None, scores)
-        return NLISignal(state, (verdict,), "rerank")
+        return NLISignal(state, (verdict,), construction)
+
+
+def relevance_of(logits: Sequence[float]) -> np.ndarray:
+    """The cross-encoder's logits as probabilities that a passage answers the question."""
+    return 1 / (1 + np.exp(-np.asarray(logits, dtype=np.float64)))
 
 
 def _label_signal(label: str | None, e_q: NLISignal) -> NLISignal:

@@ -50,6 +50,7 @@ class HypothesisVerdict:
     state: NLIState
     best_passage: str | None  # the passage that decided the state (None when neutral)
     scores: tuple[PassageScores, ...]
+    p_unsupported: float | None = None  # the verdict's, for a response claim (diagnosis/verdict.py)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,17 @@ class EGCFeatures:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """The calibrated verdict over every signal (diagnosis/verdict.py): the failure follows it."""
+
+    p_unsupported: float
+    threshold: float  # the operating point: unsupported when p_unsupported >= threshold
+    unsupported: bool
+    rule_failure: FailureType  # what Algorithm 1 over the discrete NLI states alone would say
+    features: dict[str, float]  # every signal the verdict read, by name
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     mode: Mode
     e_q: NLISignal
@@ -114,6 +126,7 @@ class Diagnosis:
     label: str | None = None  # the task label y read from the response (claim mode)
     final_label: str | None = None  # y, or the abstention label when the evidence gate closes
     timings: dict[str, float] = field(default_factory=dict)  # seconds per diagnosis step
+    verdict: Verdict | None = None  # None: no verdict model (Algorithm 1's rule decides)
 
     @property
     def kappa(self) -> Kappa:

@@ -16,6 +16,7 @@ from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import CostMeter
 from ragmend.diagnosis.diagnoser import Diagnoser, DiagnosisOptions
 from ragmend.diagnosis.types import Diagnosis, Mode, Thresholds
+from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import Repairer
@@ -98,12 +99,18 @@ class Engine:
                 joint_premise=d.joint_premise,
                 max_claims=d.max_claims,
                 window_sentences=d.window_sentences,
+                window_top=d.window_top,
+                verdict=open_verdict(d.verdict),
+                unsupported_threshold=d.unsupported_threshold,
+                answerable_coverage=d.answerable_coverage,
             )
             self._diagnoser = Diagnoser(
                 self.models.nli,
                 self._embed,
                 options,
-                reranker=self.models.reranker if d.query_hypothesis == "rerank" else None,
+                # Answerability (e_q under a verdict, the rerank construction); the pipeline
+                # loads the reranker anyway, and the diagnosis reuses its scores where it ran.
+                reranker=self.models.reranker,
                 align_kg=self.kg.signal if self.kg is not None else None,
             )
         return self._diagnoser

@@ -149,7 +149,8 @@ class DiagnosisSettings(_Section):
     # The joint premise (top two passages concatenated) entails only at this higher bar: two
     # unrelated passages side by side draw spurious mid-range entailment.
     joint_entail_threshold: float = Field(0.6, gt=0, lt=1)
-    # rerank construction: sigmoid(best reranker logit) at or above this means "answers it".
+    # Answerability (the rerank construction, and e_q under a verdict): sigmoid(best reranker
+    # logit) at or above this means a passage answers the question.
     relevance_threshold: float = Field(0.5, gt=0, lt=1)
     # EGC edge threshold on cosine similarity (the EGC paper's operating point).
     egc_tau: float = Field(0.4, gt=0, lt=1)
@@ -157,8 +158,23 @@ class DiagnosisSettings(_Section):
     joint_premise: bool = True
     # > 0: judge each passage by windows of this many sentences (its most decisive window), not
     # as a whole paragraph; 0: whole passages. docs/diagnosis.md has the measured effect.
-    window_sentences: int = Field(0, ge=0, le=20)
+    window_sentences: int = Field(2, ge=0, le=20)
+    # > 0: each claim is scored against only this many windows, those sharing most words with it
+    # (a Summary source has 20+ windows; the rest name nothing of the claim). 0: every window.
+    window_top: int = Field(4, ge=0, le=64)
     max_claims: int = Field(8, ge=1, le=64)
+    # The calibrated verdict (P(unsupported) over every signal; docs/diagnosis.md): "bundled" (the
+    # model fitted on dev data, shipped in ragmend/assets/verdict), a path to a file written by
+    # `ragmend train verdict`, or "off" (Algorithm 1's rule over the discrete states alone).
+    verdict: str = "off"
+    # The operating point: an answer fails at P(unsupported) >= this. None: the model's own
+    # (fitted on dev). Lower catches more unsupported answers and flags more right ones.
+    unsupported_threshold: float | None = Field(None, gt=0, lt=1)
+    # With a verdict, e_q is answerability (docs/diagnosis.md): the evidence answers the question
+    # when a passage's cross-encoder relevance reaches relevance_threshold; without a reranker,
+    # when one passage names answerable_coverage of the question's names and numbers. An
+    # unsupported answer to a question the evidence does not answer is IE, not WR.
+    answerable_coverage: float = Field(0.5, ge=0, le=1)
 
 
 class PolicySettings(_Section):

@@ -80,6 +80,7 @@ def hypothesis(h: diag.HypothesisVerdict) -> api.HypothesisVerdict:
         state=h.state,
         best_passage=h.best_passage,
         scores=[passage_scores(s) for s in h.scores],
+        p_unsupported=h.p_unsupported,
     )
 
 
@@ -127,6 +128,17 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
         label=d.label,
         final_label=d.final_label,
         timings=dict(d.timings),
+        verdict=None if d.verdict is None else verdict(d.verdict),
+    )
+
+
+def verdict(v: diag.Verdict) -> api.Verdict:
+    return api.Verdict(
+        p_unsupported=v.p_unsupported,
+        threshold=v.threshold,
+        unsupported=v.unsupported,
+        rule_failure=v.rule_failure,
+        features=dict(v.features),
     )
 
 

@@ -167,6 +167,15 @@ class Metrics:
             buckets=REWARD_BUCKETS,
             registry=r,
         )
+        self.answer_unsupported = Histogram(
+            "ragmend_answer_p_unsupported",
+            "The diagnosis verdict's calibrated P(unsupported) of each answer, per pass (answers "
+            "diagnosed without a verdict model are not observed). An answer fails at or above the "
+            "configured threshold (diagnosis.unsupported_threshold, or the model's own).",
+            ["pass"],
+            buckets=REWARD_BUCKETS,
+            registry=r,
+        )
         self.failure_stages = counter(
             "ragmend_failure_stages_total",
             "Answers by the pipeline stage the diagnosis blames (none: no failure), per pass.",
@@ -299,6 +308,7 @@ class Metrics:
             self.request_seconds.labels(stage)
         for p in PASSES:
             self.answer_support.labels(p)
+            self.answer_unsupported.labels(p)
             for failure in FAILURE_TYPES:
                 self.answers.labels(p, failure)
             for stage in STAGES:
@@ -384,6 +394,8 @@ class Metrics:
             self.failure_stages.labels(pass_, bounded(diagnosis.stage, STAGES)).inc()
             if diagnosis.e_r.support is not None:
                 self.answer_support.labels(pass_).observe(diagnosis.e_r.support)
+            if diagnosis.verdict is not None:
+                self.answer_unsupported.labels(pass_).observe(diagnosis.verdict.p_unsupported)
 
     def _observe_repair(self, trace: RepairTrace) -> None:
         action = bounded(trace.action, self.actions)

@@ -119,6 +119,9 @@ class HypothesisVerdict(BaseModel):
     state: NLIState
     best_passage: str | None = Field(description="the passage that decided the state (null when neutral)")
     scores: list[PassageScores]
+    p_unsupported: float | None = Field(
+        description="an answer claim's calibrated probability of being unsupported (null without a verdict)"
+    )
 
 
 class NLISignal(BaseModel):
@@ -159,6 +162,16 @@ class EGCFeatures(BaseModel):
     score: float = Field(description="(coverage + support_density + connectivity - isolation) / 3")
 
 
+class Verdict(BaseModel):
+    """The calibrated verdict over every signal: the failure type follows it (docs/diagnosis.md)."""
+
+    p_unsupported: float = Field(description="the answer's calibrated probability of being unsupported")
+    threshold: float = Field(description="the operating point: unsupported when p_unsupported >= threshold")
+    unsupported: bool
+    rule_failure: FailureType = Field(description="what Algorithm 1 over the discrete NLI states alone says")
+    features: dict[str, float] = Field(description="every signal the verdict read, by name")
+
+
 class Diagnosis(BaseModel):
     """The diagnosis of one answer (docs/diagnosis.md)."""
 
@@ -174,6 +187,7 @@ class Diagnosis(BaseModel):
     label: str | None = Field(description="the task label read from the answer (claim mode)")
     final_label: str | None = Field(description="the label, or the abstention when the evidence gate closes")
     timings: dict[str, float] = Field(description="seconds per diagnosis step")
+    verdict: Verdict | None = Field(description="the calibrated verdict (null: diagnosis.verdict is off)")
 
 
 # --- the repair (docs/repair.md) ---------------------------------------------------------------

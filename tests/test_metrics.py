@@ -23,7 +23,7 @@ from prometheus_client.samples import Sample
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import Cost
 from ragmend.budgets import MB, Budgets
-from ragmend.diagnosis.types import FAILURE_TYPES, Diagnosis, EGCFeatures, KGSignal, NLISignal
+from ragmend.diagnosis.types import FAILURE_TYPES, Diagnosis, EGCFeatures, KGSignal, NLISignal, Verdict
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
@@ -52,6 +52,7 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_answers", "failure"): m.FAILURE_LABELS,
     ("ragmend_failure_stages", "pass"): m.PASSES,
     ("ragmend_answer_support", "pass"): m.PASSES,
+    ("ragmend_answer_p_unsupported", "pass"): m.PASSES,
     ("ragmend_failure_stages", "stage"): m.STAGE_LABELS,
     ("ragmend_repair_actions", "failure"): (*FAILURE_TYPES, m.OTHER),
     ("ragmend_budget_violations", "budget"): (*m.BUDGETS, m.OTHER),
@@ -91,9 +92,16 @@ FREE_LABELS = {("ragmend_build_info", "version"), ("ragmend_index_info", "genera
 
 
 def diagnosis(
-    failure: str = "NoFailure", stage: str = "none", seconds: float = 0.4, support: float | None = None
+    failure: str = "NoFailure",
+    stage: str = "none",
+    seconds: float = 0.4,
+    support: float | None = None,
+    p_unsupported: float | None = None,
 ) -> Diagnosis:
     ok = failure == "NoFailure"
+    verdict = None
+    if p_unsupported is not None:
+        verdict = Verdict(p_unsupported, 0.5, p_unsupported >= 0.5, failure, {})  # type: ignore[arg-type]
     return Diagnosis(
         mode="qa",
         e_q=NLISignal("entail", (), "statement"),
@@ -105,6 +113,7 @@ def diagnosis(
         stage=stage,  # type: ignore[arg-type]
         stage_reason="",
         timings={"total_s": seconds},
+        verdict=verdict,
     )
 
 
@@ -233,6 +242,15 @@ def test_answer_support_per_pass_and_none_without_claims(metrics: Metrics) -> No
         assert value(text, "ragmend_answer_support_sum", **{"pass": p}) == pytest.approx(0.82)
         assert value(text, "ragmend_answer_support_bucket", **{"pass": p, "le": "0.8"}) == 0
         assert value(text, "ragmend_answer_support_bucket", **{"pass": p, "le": "0.9"}) == 1
+
+
+def test_the_verdict_probability_is_observed_per_pass(metrics: Metrics) -> None:
+    metrics.observe(Outcome(answer(), diagnosis("WR", p_unsupported=0.73), seconds=1.0))
+    metrics.observe(Outcome(answer(), diagnosis(), seconds=1.0))  # no verdict model: not observed
+    text = scrape(metrics)
+    for p in ("first", "final"):
+        assert value(text, "ragmend_answer_p_unsupported_count", **{"pass": p}) == 1
+        assert value(text, "ragmend_answer_p_unsupported_sum", **{"pass": p}) == pytest.approx(0.73)
 
 
 def test_a_repair_records_action_cost_reward_and_outcome(metrics: Metrics) -> None:

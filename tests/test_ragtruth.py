@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragmend.bench.stats import auroc, fit_logistic
+from ragmend.bench.stats import auroc
 from ragmend.bench.suites.ragtruth import (
     EGC_FEATURES,
     OVERRIDES,
@@ -18,14 +18,14 @@ from ragmend.bench.suites.ragtruth import (
     cross_validated_scores,
     fold_of,
     load_ragtruth,
-    locate_claims,
     run_ragtruth_suite,
-    source_documents,
     summarize_group,
     verdict_row,
 )
+from ragmend.corpora.cases import locate_claims, source_documents
 from ragmend.engine import Engine
 from ragmend.errors import InputError
+from ragmend.logistic import fit_logistic
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import settings_with
 from tests.conftest import tiny_settings

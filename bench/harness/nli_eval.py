@@ -14,7 +14,8 @@ from ragmend.corpora.readers import NLI_LABELS, NLIPair
 def classification_metrics(
     gold: Sequence[str], pred: Sequence[str], labels: Sequence[str] = NLI_LABELS
 ) -> dict[str, Any]:
-    """Accuracy, macro-F1 over the labels present in `gold`, and confusion[gold][pred] counts."""
+    """Accuracy, macro-F1 over the labels present in `gold`, confusion[gold][pred] counts, and the
+    false-entailment rate (false_entailment_rate)."""
     if len(gold) != len(pred):
         raise ValueError("gold and pred differ in length")
     confusion = {g: {p: 0 for p in labels} for g in labels}
@@ -34,7 +35,16 @@ def classification_metrics(
         "accuracy": round(accuracy, 4),
         "macro_f1": round(float(np.mean(f1s)) if f1s else 0.0, 4),
         "confusion": confusion,
+        "false_entailment_rate": false_entailment_rate(confusion),
     }
+
+
+def false_entailment_rate(confusion: dict[str, dict[str, int]]) -> float | None:
+    """The share of neutral and contradiction pairs predicted entailment: how often the model
+    would let an unsupported or contradicted claim pass (issue 19). None without such pairs."""
+    wrong = [g for g in ("neutral", "contradiction") if g in confusion]
+    n = sum(sum(confusion[g].values()) for g in wrong)
+    return round(sum(confusion[g].get("entailment", 0) for g in wrong) / n, 4) if n else None
 
 
 def evaluate_nli(model: Any, pairs: list[NLIPair]) -> dict[str, Any]:

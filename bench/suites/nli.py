@@ -2,15 +2,18 @@
 
 Every set here is evaluation-only for ragmend's model: it is never listed in a training mix
 (the trainer refuses the evaluation-licensed ones; MNLI dev-matched and SNLI test are simply
-never named). The FEVER claim-vs-evidence set is built from the TEST split only.
+never named). The FEVER claim-vs-evidence set is built from the TEST split only, and so is the
+long-premise set (issue 19: paragraph-length premises, read whole and as the diagnosis reads them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -20,6 +23,7 @@ from ragmend.corpora.readers import (
     FEVER_TO_NLI,
     NLI_LABELS,
     NLI_SETS,
+    FeverClaim,
     NLIPair,
     load_fever_claims,
     load_nli,
@@ -33,8 +37,13 @@ class SuiteSet:
     name: str
     title: str
     load: Callable[[Path], list[NLIPair]]
-    target: tuple[str, float] | None = None  # (metric, at least)
+    target: tuple[str, float] | None = None  # (metric, bound): at least, or at most (`direction`)
     two_way: bool = False  # score entailment vs contradiction only (support vs refute)
+    direction: Literal["at_least", "at_most"] = "at_least"  # how `target`'s bound reads
+    # > 0: each premise is read as the diagnosis reads a passage with diagnosis.window_sentences
+    # set: windows of this many sentences overlapping by one, the pair taking its most decisive
+    # window's probabilities (score_windows). 0: the whole premise in one pair.
+    windows: int = 0
 
 
 def _shared(name: str) -> Callable[[Path], list[NLIPair]]:
@@ -42,11 +51,16 @@ def _shared(name: str) -> Callable[[Path], list[NLIPair]]:
     return lambda root: load_nli(root / relpath)
 
 
+def _fever_test(root: Path) -> tuple[list[FeverClaim], list[FeverClaim]]:
+    """The FEVER TEST-split claims with evidence, and SufficientFacts' NOT ENOUGH test claims."""
+    claims = load_fever_claims(root / "fever" / "fever_claims_with_evidence_text.jsonl", split="test")
+    return claims, load_sufficient_facts(root / "fever" / "sufficientfacts_fever.jsonl", split="test")
+
+
 def fever_claim_evidence_test(root: Path) -> list[NLIPair]:
     """FEVER TEST-split claims against their evidence (SUPPORTS/REFUTES), plus SufficientFacts
     NOT ENOUGH versions of TEST-split claims (evidence with a fact removed -> neutral)."""
-    claims = load_fever_claims(root / "fever" / "fever_claims_with_evidence_text.jsonl", split="test")
-    nei = load_sufficient_facts(root / "fever" / "sufficientfacts_fever.jsonl", split="test")
+    claims, nei = _fever_test(root)
     pairs = [
         NLIPair(c.evidence_text, c.claim, FEVER_TO_NLI[c.label], f"fever-{i}") for i, c in enumerate(claims)
     ]
@@ -59,19 +73,87 @@ def hotpot_statement_test(root: Path) -> list[NLIPair]:
     question as a statement with the gold answer (entailment), with a wrong answer in its slot
     (contradiction), and a distractor paragraph against it (neutral). Built as `ragmend nli
     pairs` builds its DEV-split training files (corpora/nli_pairs.py), never trained on."""
+    built = _hotpot_statements(root)
+    # Item by item (ids end in the item's id), so that --limit N still mixes the three labels.
+    pairs = [p for rows in built.values() for p in rows]
+    return sorted(pairs, key=lambda p: (p.id.rsplit("-", 1)[1], p.id))
+
+
+def _hotpot_statements(root: Path, limit: int | None = None, **kw: Any) -> dict[str, list[NLIPair]]:
+    """corpora.nli_pairs.hotpot_statement_pairs on the first `limit` HotpotQA TEST items; `kw`
+    goes to it (premise length, distractor count)."""
     from ragmend.corpora.nli_pairs import EntitySwapper, hotpot_statement_pairs
     from ragmend.corpora.readers import load_hotpotqa
     from ragmend.models.spacy_model import load_spacy
     from ragmend.settings import ModelsSettings
 
-    items = load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")
+    items = load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")[:limit]
     # The wrong answers come from the gold paragraphs' entities (a smaller pool parses faster).
     pool = [p for i in items for t, p in i.context if t in i.supporting_titles]
     swapper = EntitySwapper(load_spacy(ModelsSettings()), pool, seed=0)
-    built = hotpot_statement_pairs(items, swapper, seed=0)
-    # Item by item (ids end in the item's id), so that --limit N still mixes the three labels.
-    pairs = [p for rows in built.values() for p in rows]
-    return sorted(pairs, key=lambda p: (p.id.rsplit("-", 1)[1], p.id))
+    return hotpot_statement_pairs(items, swapper, seed=0, **kw)
+
+
+# Issue 19: the long-premise set. A premise is paragraph-length: HotpotQA's two gold paragraphs
+# (up to 100 words of each around the supporting sentences, whole for most) or two distractor
+# paragraphs; FEVER evidence followed by other claims' evidence up to FEVER_PREMISE_WORDS. At
+# 200 words a premise still mostly fits the role's 256 tokens (the truncated count is reported).
+LONG_PREMISE_MIN_WORDS = 60
+HOTPOT_PREMISE_WORDS = 200
+FEVER_PREMISE_WORDS = 100
+
+
+def fever_long_premise_pairs(
+    claims: Sequence[FeverClaim],
+    insufficient: Sequence[FeverClaim],
+    seed: int = 0,
+    min_words: int = FEVER_PREMISE_WORDS,
+) -> list[NLIPair]:
+    """FEVER claims against their evidence followed by distractor evidence: that of other claims
+    (drawn from `claims`, seeded) on pages other than the premise's so far, appended until the
+    premise has `min_words` words. SUPPORTS -> entailment, REFUTES -> contradiction, and the
+    SufficientFacts NOT ENOUGH claims (`insufficient`) -> neutral."""
+    rng = random.Random(seed)
+    pairs = []
+    for prefix, group in (("fever-long", claims), ("fever-long-nei", insufficient)):
+        for i, c in enumerate(group):
+            premise, titles = c.evidence_text, {t for t, _ in c.evidence}
+            for _ in range(50 if claims else 0):  # enough draws for min_words; a small pool stops short
+                if len(premise.split()) >= min_words:
+                    break
+                other = claims[rng.randrange(len(claims))]
+                if other.evidence and titles.isdisjoint(t for t, _ in other.evidence):
+                    premise += " " + other.evidence_text
+                    titles |= {t for t, _ in other.evidence}
+            pairs.append(NLIPair(premise, c.claim, FEVER_TO_NLI[c.label], f"{prefix}-{i}"))
+    return pairs
+
+
+def interleave(groups: Iterable[Sequence[NLIPair]]) -> list[NLIPair]:
+    """The groups' pairs taken in turn (first of each, then second of each...), so that the first
+    N pairs mix every group: what `--limit N` evaluates."""
+    rows = [list(g) for g in groups]
+    return [g[i] for i in range(max(map(len, rows), default=0)) for g in rows if i < len(g)]
+
+
+def long_premise_test(root: Path, limit: int | None = None) -> list[NLIPair]:
+    """Issue 19's set, from TEST splits only: paragraph-length premises (>= 60 words) against
+    HotpotQA question-statements (both gold paragraphs vs the gold answer's statement:
+    entailment; vs a wrong answer's: contradiction; two distractor paragraphs of the item vs the
+    gold answer's: neutral) and FEVER claims (fever_long_premise_pairs). Labels and sources are
+    interleaved. `limit` caps the HotpotQA items and FEVER claims read (a quick build)."""
+    return list(_long_premise_test(root, limit))
+
+
+@lru_cache(maxsize=2)  # the model-alone and windowed sets read the same pairs
+def _long_premise_test(root: Path, limit: int | None) -> tuple[NLIPair, ...]:
+    hotpot = _hotpot_statements(root, limit, premise_words=HOTPOT_PREMISE_WORDS, distractors=2)
+    claims, nei = _fever_test(root)
+    fever = fever_long_premise_pairs(claims[:limit], nei[:limit], seed=0)
+    groups = [hotpot.get(f"hotpot_statement{s}", []) for s in ("", "_distractor", "_swap")]
+    groups += [[p for p in fever if p.label == label] for label in NLI_LABELS]
+    long = [[p for p in g if len(p.premise.split()) >= LONG_PREMISE_MIN_WORDS] for g in groups]
+    return tuple(interleave(long))
 
 
 SUITE: tuple[SuiteSet, ...] = (
@@ -95,6 +177,21 @@ SUITE: tuple[SuiteSet, ...] = (
         "HotpotQA test question-as-statement vs gold paragraphs, 3-way",
         hotpot_statement_test,
     ),
+    SuiteSet(
+        "long_premise_test",
+        "Long premises (HotpotQA and FEVER test), 3-way",
+        long_premise_test,
+        ("false_entailment_rate", 0.10),
+        direction="at_most",
+    ),
+    SuiteSet(
+        "long_premise_test_windows2",
+        "Long premises (HotpotQA and FEVER test), 3-way, as the diagnosis scores it, windows of 2 sentences",
+        long_premise_test,
+        ("false_entailment_rate", 0.10),
+        direction="at_most",
+        windows=2,
+    ),
     SuiteSet("anli_dev_r1", "ANLI dev r1", _shared("anli_dev_r1")),
     SuiteSet("anli_dev_r2", "ANLI dev r2", _shared("anli_dev_r2")),
     SuiteSet("anli_dev_r3", "ANLI dev r3", _shared("anli_dev_r3")),
@@ -103,18 +200,56 @@ SUITE: tuple[SuiteSet, ...] = (
 
 
 def evaluate_set(model: Any, s: SuiteSet, pairs: list[NLIPair]) -> dict[str, Any]:
-    result, probs = score_nli(model, pairs)
+    result, probs = score_windows(model, pairs, s.windows) if s.windows else score_nli(model, pairs)
     if s.two_way:
         # Support vs refute: the decision is entailment vs contradiction, so neutral's mass is
         # set aside (the 3-way scores stay in `three_way`).
         pred = np.where(probs[:, 0] >= probs[:, 2], "entailment", "contradiction")
-        three_way = {k: result[k] for k in ("accuracy", "macro_f1", "confusion")}
+        keys = ("accuracy", "macro_f1", "confusion", "false_entailment_rate")
+        three_way = {k: result[k] for k in keys}
         two = classification_metrics([p.label for p in pairs], list(pred), ("entailment", "contradiction"))
-        result |= {k: two[k] for k in ("accuracy", "macro_f1", "confusion")} | {"three_way": three_way}
+        result |= {k: two[k] for k in keys} | {"three_way": three_way}
     if s.target:
-        metric, floor = s.target
-        result["target"] = {"metric": metric, "at_least": floor, "met": result[metric] >= floor}
+        metric, bound = s.target
+        value = result[metric]
+        met = value is not None and (value >= bound if s.direction == "at_least" else value <= bound)
+        result["target"] = {"metric": metric, s.direction: bound, "met": met}
     return result
+
+
+def score_windows(model: Any, pairs: list[NLIPair], sentences: int) -> tuple[dict[str, Any], np.ndarray]:
+    """`score_nli` with each premise read as the diagnosis reads a passage: its windows of
+    `sentences` sentences overlapping by one (diagnosis.diagnoser.premise_windows, on the premise
+    as one untitled passage: titles stay where the premise has them), all scored in one call,
+    each pair taking its most decisive window's probabilities. `windows` counts the windows
+    scored, `truncated` the windows cut; `pairs_per_s` is in pairs, not windows."""
+    from ragmend.diagnosis.diagnoser import premise_windows
+    from ragmend.rag.types import Passage
+
+    def passage(p: NLIPair) -> Passage:
+        return Passage(id=p.id, doc_id=p.id, title="", text=p.premise, score=0.0, retriever="dense")
+
+    windows = [premise_windows(passage(p), sentences) for p in pairs]
+    flat = [NLIPair(w, p.hypothesis, p.label, p.id) for p, ws in zip(pairs, windows, strict=True) for w in ws]
+    scored, window_probs = score_nli(model, flat)
+    probs = most_decisive(window_probs, [len(ws) for ws in windows])
+    out = classification_metrics([p.label for p in pairs], [NLI_LABELS[i] for i in probs.argmax(axis=1)])
+    out["pairs_per_s"] = round(scored["pairs_per_s"] * len(pairs) / len(flat), 1) if flat else 0.0
+    out["truncated"] = scored["truncated"]
+    out["windows"] = len(flat)
+    return out, probs
+
+
+def most_decisive(window_probs: np.ndarray, counts: Sequence[int]) -> np.ndarray:
+    """Per pair (its `counts[i]` consecutive rows of `window_probs`), the row of the window with
+    the highest max(P(entailment), P(contradiction)): the diagnosis' passage score (_decisive)."""
+    out = np.empty((len(counts), 3), dtype=window_probs.dtype)
+    start = 0
+    for i, n in enumerate(counts):
+        block = window_probs[start : start + n]
+        out[i] = block[int(np.argmax(np.maximum(block[:, 0], block[:, 2])))]
+        start += n
+    return out
 
 
 def speed_check(
@@ -157,15 +292,29 @@ def speed_check(
 
 
 def run_suite(
-    model: Any, data_root: Path, limit: int | None = None, log: Callable[[str], None] = lambda _: None
+    model: Any,
+    data_root: Path,
+    limit: int | None = None,
+    log: Callable[[str], None] = lambda _: None,
+    sets: Sequence[str] | None = None,
 ) -> dict[str, Any]:
+    """Every set of SUITE, or those named in `sets` (in SUITE's order); an unknown name raises."""
+    unknown = sorted(set(sets or ()) - {s.name for s in SUITE})
+    if unknown:
+        raise ValueError(f"unknown NLI suite sets {unknown}; choose from {', '.join(s.name for s in SUITE)}")
     out: dict[str, Any] = {}
     for s in SUITE:
+        if sets and s.name not in sets:
+            continue
         pairs = s.load(data_root)
         pairs = [p for p in pairs if p.label in NLI_LABELS][:limit]
         out[s.name] = {"title": s.title} | evaluate_set(model, s, pairs)
         r = out[s.name]
-        log(f"{s.title}: n={r['n']} accuracy={r['accuracy']:.3f} macro_f1={r['macro_f1']:.3f}")
+        fe = r["false_entailment_rate"]
+        log(
+            f"{s.title}: n={r['n']} accuracy={r['accuracy']:.3f} macro_f1={r['macro_f1']:.3f}"
+            + (f" false_entailment={fe:.3f}" if fe is not None else "")
+        )
     return out
 
 
@@ -173,21 +322,23 @@ def suite_markdown(results: dict[str, Any], speed: dict[str, Any] | None, comman
     rows = []
     for r in results.values():
         t = r.get("target")
-        target = f"{t['metric']} >= {t['at_least']}" if t else "(report only)"
+        target = f"{t['metric']} {_target_bound(t)}" if t else "(report only)"
         met = ("yes" if t["met"] else "**no**") if t else ""
+        fe = r.get("false_entailment_rate")
         rows.append(
             [
                 r["title"],
                 f"{r['n']:,}",
                 f"{100 * r['accuracy']:.1f}",
                 f"{r['macro_f1']:.3f}",
+                f"{100 * fe:.1f}" if fe is not None else "",
                 target,
                 met,
                 f"{r['pairs_per_s']:.0f}",
             ]
         )
-    head = ["set", "n", "accuracy", "macro-F1", "target", "met", "pairs/s"]
-    lines = [f"Command: `{command}`", "", *markdown_table(head, rows, align="lrrrllr")]
+    head = ["set", "n", "accuracy", "macro-F1", "false entailment %", "target", "met", "pairs/s"]
+    lines = [f"Command: `{command}`", "", *markdown_table(head, rows, align="lrrrrllr")]
     if speed:
         lines += [
             "",
@@ -197,6 +348,10 @@ def suite_markdown(results: dict[str, Any], speed: dict[str, Any] | None, comman
             f"{'met' if speed['met'] else '**not met**'}.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _target_bound(t: dict[str, Any]) -> str:
+    return f">= {t['at_least']}" if "at_least" in t else f"<= {t['at_most']}"
 
 
 SUITE_START, SUITE_END = "<!-- nli-suite:start -->", "<!-- nli-suite:end -->"

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -35,21 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.stats import auroc, auroc_interval, fit_logistic, stratified_auroc
+from ragmend.bench.stats import auroc, auroc_interval, stratified_auroc
+from ragmend.corpora.cases import TASK_QUERIES, locate_claims, overlaps, source_documents
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
+from ragmend.logistic import fit_logistic
 from ragmend.models.nli import nli_identity
 from ragmend.rag.types import Passage
 
 RAGTRUTH_FILE = "ragtruth/ragtruth_test_balanced600_SriVarshini09.jsonl"
-# RAGTruth's generation instructions (its paper, Appendix A), shortened: the "question" of each task.
-TASK_QUERIES = {
-    "Summary": "Summarize the following news.",
-    "Data2txt": "Write an objective overview about the following local business based only on the "
-    "provided structured data in the JSON format.",
-}
 FOLDS = 5
 PER_MODEL_SIGNALS = ("mean_unsupported", "weakest_claim", "egc")
 # Settings this suite runs under, over the deployment's: a given source has no corpus graph, and a
@@ -100,64 +95,6 @@ def load_ragtruth(path: Path, tasks: Sequence[str] = tuple(TASK_QUERIES)) -> tup
     return items, skipped
 
 
-def source_documents(reference: str | Mapping[str, Any]) -> tuple[str, ...]:
-    """Text the diagnosis can read: an article as it is; a structured record as one document per
-    top-level field (scalars together), a list of records (the reviews) as one document each."""
-    if isinstance(reference, str):
-        return (reference.strip(),) if reference.strip() else ()
-    scalars, documents = [], []
-    for key, value in reference.items():
-        if isinstance(value, list):
-            documents += [_sentence(f"{_words(key)}: {_render(v)}") for v in value]
-        elif isinstance(value, dict):
-            documents.append(_sentence(f"{_words(key)}: {_render(value)}"))
-        else:
-            scalars.append(_sentence(f"{_words(key)}: {_render(value)}"))
-    return tuple(d for d in (" ".join(scalars), *documents) if d)
-
-
-def _sentence(text: str) -> str:
-    return text if text.endswith((".", "!", "?")) else f"{text}."
-
-
-def _words(key: str) -> str:
-    """'RestaurantsTakeOut' -> 'restaurants take out', 'review_stars' -> 'review stars'."""
-    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key).replace("_", " ").lower()
-
-
-def _render(value: Any) -> str:
-    # JSON's true / false / null read as words an NLI model was trained on.
-    if value is None:
-        return "not given"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, dict):
-        return "; ".join(f"{_words(k)}: {_render(v)}" for k, v in value.items())
-    if isinstance(value, list):
-        return ", ".join(_render(v) for v in value)
-    return str(value).strip()
-
-
-def locate_claims(response: str, claims: Sequence[str]) -> list[tuple[int, int] | None]:
-    """Character span of each claim in the response, in order (None when it cannot be found: the
-    splitter drops citation marks and joins abbreviation pieces with one space)."""
-    out: list[tuple[int, int] | None] = []
-    cursor = 0
-    for claim in claims:
-        start = response.find(claim[:40], cursor)
-        if start < 0:
-            out.append(None)
-            continue
-        end = start + len(claim)
-        out.append((start, end))
-        cursor = start + 1
-    return out
-
-
-def _overlaps(span: tuple[int, int], labelled: Sequence[tuple[int, int]]) -> bool:
-    return any(s < span[1] and span[0] < e for s, e in labelled)
-
-
 def diagnosis_record(
     item: RagTruthItem, d: Diagnosis, passages: int, setup: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -179,7 +116,7 @@ def diagnosis_record(
                 "entail": max(s.entail for s in h.scores),
                 "contradict": max(s.contradict for s in h.scores),
                 "span": list(span) if span else None,
-                "hallucinated": _overlaps(span, item.spans) if span else None,
+                "hallucinated": overlaps(span, item.spans) if span else None,
             }
             for h, span in zip(claims, located, strict=True)
         ],

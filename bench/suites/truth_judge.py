@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.stats import fit_logistic
 from ragmend.corpora.scoring import answer_f1
+from ragmend.logistic import fit_logistic
 
 Embed = Callable[[list[str]], np.ndarray]  # unit rows
 NLIPredict = Callable[[list[tuple[str, str]]], np.ndarray]  # (n, 3) entail / neutral / contradict

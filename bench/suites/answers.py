@@ -1,0 +1,95 @@
+"""The local generator's answers that `ragmend bench detect` and `ragmend train verdict` judge:
+HotpotQA questions (answerable, or with their gold paragraphs removed) and TruthfulQA questions,
+over the unanswerable task's corpus (corpora/unanswerable.py), made once per split and kept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragmend.bench.harness.workspace import Workspace
+from ragmend.corpora.cases import RAGTRUTH_TEST, RAGTRUTH_TRAIN, Case, fever_cases, ragtruth_cases
+from ragmend.corpora.readers import Split, read_jsonl
+from ragmend.corpora.tasks import first
+from ragmend.corpora.unanswerable import UNANSWERABLE, correct_answer
+
+
+def generated_cases(
+    engine: Any,
+    workspace: Workspace,
+    split: Split,
+    limits: dict[str, int],
+    log: Callable[[str], None] = print,
+) -> list[Case]:
+    """The local generator's answers to the unanswerable task's items of one split, `limits[kind]`
+    of each kind (answerable HotpotQA, gold_removed, out_of_corpus), answered once and appended
+    to `answers-<split>.jsonl` as they come (an interrupted run resumes)."""
+    items = workspace.prepare()
+    path = workspace.root / f"answers-{split}.jsonl"
+    done = {c.id: c for c in (Case.from_json(r) for r in read_jsonl(path))} if path.exists() else {}
+    wanted = [i for kind, n in limits.items() for i in first([i for i in items if i.kind == kind], split, n)]
+    todo = [i for i in wanted if i.id not in done]
+    if todo:
+        engine.load()
+    with open(path, "a", encoding="utf-8") as out:
+        for n, item in enumerate(todo, start=1):
+            a = engine.answer(item.query)
+            answerable = item.kind == "answerable"
+            case = Case(
+                "hotpotqa" if answerable else "unanswerable",
+                item.kind,
+                item.id,
+                split,
+                item.query,
+                tuple(a.evidence),
+                a.response,
+                unsupported=not correct_answer(item.kind, a.response, item.gold),
+                answerable=answerable,
+            )
+            out.write(json.dumps(case.as_json(), ensure_ascii=False) + "\n")
+            out.flush()
+            done[item.id] = case
+            if n % 20 == 0:
+                log(f"{split}: answered {n}/{len(todo)}")
+    return [done[i.id] for i in wanted]
+
+
+def unanswerable_workspace(root: Path, data_root: Path) -> Workspace:
+    return Workspace(UNANSWERABLE, root, data_root)
+
+
+# How many generated answers of each kind a split gets (answerable HotpotQA, gold removed,
+# TruthfulQA): about 8 s an answer with the default generator on 2 cores, 47 minutes for both.
+GENERATED = {
+    "dev": {"answerable": 80, "gold_removed": 40, "out_of_corpus": 30},
+    "test": {"answerable": 100, "gold_removed": 60, "out_of_corpus": 40},
+}
+SETS = ("ragtruth", "hotpotqa", "fever", "unanswerable")
+
+
+def case_sets(
+    engine: Any,
+    workspace: Workspace,
+    data_root: Path,
+    split: Split,
+    sets: Sequence[str] = SETS,
+    limit: int | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, list[Case]]:
+    """The cases of each data set for one split: test to report on; dev (with RAGTruth's train
+    sample) to fit on. `limit` caps each set (a sample in a fixed pseudo-random order)."""
+    out: dict[str, list[Case]] = {}
+    if "ragtruth" in sets:
+        name = RAGTRUTH_TEST if split == "test" else RAGTRUTH_TRAIN
+        out["ragtruth"] = ragtruth_cases(data_root / name, "test" if split == "test" else "train", limit)
+    if "hotpotqa" in sets or "unanswerable" in sets:
+        limits = {k: min(n, limit) if limit else n for k, n in GENERATED[split].items()}
+        generated = generated_cases(engine, workspace, split, limits, log)
+        for name in ("hotpotqa", "unanswerable"):
+            if name in sets:
+                out[name] = [c for c in generated if c.set == name]
+    if "fever" in sets:
+        out["fever"] = fever_cases(data_root, split, limit)
+    return out

@@ -1,0 +1,178 @@
+"""`ragmend bench detect`: the diagnosis as a detector of unsupported answers, per data set, beside
+three baselines run on the same cases with the same code path.
+
+For every case (corpora/cases.py: RAGTruth test, HotpotQA test answers of the local generator,
+FEVER test claims, the unanswerable test questions) the deployment's Diagnoser runs exactly as it
+does for a served answer. Scores, each read so that higher means "unsupported":
+
+- the diagnosis: the verdict's P(unsupported) (without a verdict model: 1 for a failure, else
+  1 - the response's NLI support); its decision is `failure != NoFailure`, which gives F1,
+  precision and recall;
+- EGC only: 1 - the EGC score (the EGC paper's graph consistency over question, evidence, claims);
+- coverage only: 1 - EGC coverage (the share of claims with an evidence edge);
+- an LLM judge: the local generator asked, claim by claim, whether the passages support it; the
+  share of claims it says are not supported (run on the first `judge_limit` cases of each set,
+  with the diagnosis' AUROC on the same cases beside it, and its time per answer).
+
+Unanswerable questions report the share that gets IE, beside the share of answerable HotpotQA
+questions that does (the target is >= 90% and <= 10%).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragmend.bench.stats import auroc
+from ragmend.corpora.cases import Case
+from ragmend.diagnosis.diagnoser import Diagnoser, premise_text
+from ragmend.diagnosis.types import Diagnosis
+from ragmend.fileio import atomic_write_text
+
+JUDGE_SYSTEM = (
+    "You check answers against sources. Reply with one word: yes if the passages state or clearly "
+    "imply the claim, no otherwise."
+)
+JUDGE_EVIDENCE_CHARS = 3000  # the small generator's context holds this with room for the claim
+
+
+def diagnosis_score(d: Diagnosis) -> float:
+    if d.verdict is not None:
+        return d.verdict.p_unsupported
+    return 1.0 if d.failed else 1.0 - (d.e_r.support or 0.0)
+
+
+def record(case: Case, d: Diagnosis) -> dict[str, Any]:
+    return {
+        "set": case.set,
+        "group": case.group,
+        "id": case.id,
+        "unsupported": case.unsupported,
+        "answerable": case.answerable,
+        "score": diagnosis_score(d),
+        "failure": d.failure,
+        "egc": 1.0 - d.egc.score,
+        "coverage": 1.0 - d.egc.coverage,
+        "ms": d.timings.get("total_s", 0.0) * 1000,
+        "claims": [h.hypothesis for h in d.e_r.hypotheses],
+    }
+
+
+class LLMJudge:
+    """The local generator as a per-claim support judge (the baseline the issue names)."""
+
+    def __init__(self, generator: Any):
+        self.generator = generator
+
+    def judge(self, case: Case, claims: Sequence[str]) -> tuple[float, float]:
+        """(share of claims judged unsupported, seconds the calls took)."""
+        evidence = "\n".join(f"[{n}] {premise_text(p)}" for n, p in enumerate(case.passages, start=1))
+        evidence = evidence[:JUDGE_EVIDENCE_CHARS]
+        verdicts, seconds = [], 0.0
+        for claim in claims or [case.response]:
+            g = self.generator.chat(
+                [
+                    {"role": "system", "content": JUDGE_SYSTEM},
+                    {
+                        "role": "user",
+                        "content": f"Passages:\n{evidence}\n\nClaim: {claim}\n\nSupported (yes or no)?",
+                    },
+                ],
+                max_tokens=3,
+                temperature=0.0,
+            )
+            seconds += g.seconds
+            verdicts.append(not re.match(r"\W*yes\b", g.text, re.I))
+        return float(np.mean(verdicts)), seconds
+
+
+def _auroc(scores: Sequence[float], labels: Sequence[bool] | np.ndarray) -> float | None:
+    y = np.asarray(labels, dtype=bool)
+    if y.all() or not y.any():
+        return None
+    return round(float(auroc(np.asarray(scores, dtype=np.float64), y)), 4)
+
+
+def _p50(values: Sequence[float]) -> float | None:
+    return round(float(np.median(values)), 1) if len(values) else None
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The figures of one data set (or one group of it)."""
+    y = np.array([r["unsupported"] for r in rows], dtype=bool)
+    flagged = np.array([r["failure"] != "NoFailure" for r in rows], dtype=bool)
+    tp = float((flagged & y).sum())
+    precision = tp / flagged.sum() if flagged.sum() else None
+    recall = tp / y.sum() if y.sum() else None
+    f1 = 2 * tp / (flagged.sum() + y.sum()) if (flagged.sum() + y.sum()) else None
+    judged = [r for r in rows if "judge" in r]
+    out: dict[str, Any] = {
+        "n": len(rows),
+        "unsupported": int(y.sum()),
+        "auroc": _auroc([r["score"] for r in rows], y),
+        "f1": None if f1 is None else round(f1, 4),
+        "precision": None if precision is None else round(float(precision), 4),
+        "recall": None if recall is None else round(float(recall), 4),
+        "flagged_supported": round(float(flagged[~y].mean()), 4) if (~y).any() else None,
+        "egc_auroc": _auroc([r["egc"] for r in rows], y),
+        "coverage_auroc": _auroc([r["coverage"] for r in rows], y),
+        "diagnosis_ms_p50": _p50([r["ms"] for r in rows]),
+        "llm_judge_n": len(judged),
+        "llm_judge_auroc": _auroc([r["judge"] for r in judged], [r["unsupported"] for r in judged]),
+        "diagnosis_auroc_on_judged": _auroc([r["score"] for r in judged], [r["unsupported"] for r in judged]),
+        "llm_judge_ms_p50": _p50([r["judge_ms"] for r in judged]),
+    }
+    if not all(r["answerable"] for r in rows):
+        out["ie_rate"] = round(float(np.mean([r["failure"] == "IE" for r in rows if not r["answerable"]])), 4)
+    return out
+
+
+def run_detect(
+    diagnoser: Diagnoser,
+    sets: Mapping[str, Sequence[Case]],
+    judge: LLMJudge | None = None,
+    judge_limit: int = 0,
+    log: Callable[[str], None] = print,
+    rows_path: Path | None = None,
+) -> dict[str, Any]:
+    """Every case of every set diagnosed (and judged), summarised per set and per group; with
+    `rows_path`, each case's row is also written there (JSONL), so figures at other operating
+    points can be read off later without diagnosing again."""
+    result: dict[str, Any] = {}
+    all_rows: dict[str, list[dict[str, Any]]] = {}
+    for name, cases in sets.items():
+        rows = []
+        t0 = time.perf_counter()
+        for n, case in enumerate(cases):
+            d = diagnoser.diagnose(case.query, case.passages, case.response)
+            r = record(case, d)
+            if judge is not None and n < judge_limit:
+                share, seconds = judge.judge(case, r["claims"])
+                r["judge"], r["judge_ms"] = share, seconds * 1000
+            rows.append(r)
+            if (n + 1) % 200 == 0:
+                log(f"{name}: {n + 1}/{len(cases)}")
+        all_rows[name] = rows
+        summary = summarize(rows)
+        groups = sorted({r["group"] for r in rows})
+        if len(groups) > 1:
+            summary["groups"] = {g: summarize([r for r in rows if r["group"] == g]) for g in groups}
+        summary["seconds"] = round(time.perf_counter() - t0, 1)
+        result[name] = summary
+        log(f"{name}: {summary}")
+    if rows_path is not None:
+        atomic_write_text(
+            rows_path, "".join(json.dumps(r) + "\n" for rows in all_rows.values() for r in rows)
+        )
+    if "unanswerable" in all_rows and "hotpotqa" in all_rows:
+        answerable = all_rows["hotpotqa"]
+        result["unanswerable"]["ie_rate_answerable"] = round(
+            float(np.mean([r["failure"] == "IE" for r in answerable])), 4
+        )
+    return result

@@ -1,0 +1,84 @@
+"""`ragmend verdict ...`: the calibrated verdict of the diagnosis (diagnosis/verdict.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ragmend.cli.common import SHARED_DATA, err, run, settings, show
+
+verdict_app = typer.Typer(
+    help="The diagnosis' calibrated verdict: fit it on DEV data, show a model file.\n\n"
+    "Example: ragmend verdict fit --out ragmend/assets/verdict/verdict.json",
+    no_args_is_help=True,
+)
+DEFAULT_WORKDIR = Path("var/detect")
+
+
+@verdict_app.command("fit")
+def verdict_fit(
+    out_file: Annotated[Path, typer.Option("--out", help="The verdict file to write (atomically).")],
+    workdir: Annotated[
+        Path, typer.Option(help="The unanswerable corpus, its index and the generated answers (reused).")
+    ] = DEFAULT_WORKDIR,
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most N cases of each data set.")] = None,
+    reuse: Annotated[
+        bool,
+        typer.Option(
+            "--reuse",
+            help="Refit on the examples the last run wrote into the workdir (same diagnosis settings).",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the fitted model as JSON.")] = False,
+) -> None:
+    """Fit P(unsupported) on DEV cases: RAGTruth's train sample, FEVER dev claims, and the local
+    generator's answers to DEV HotpotQA questions (answerable, gold paragraphs removed) and
+    TruthfulQA questions (generated once into the workdir; about 20 minutes on 2 cores). The
+    diagnosis settings in force (windows, joint premise) are the ones the features are read with.
+
+    Example: ragmend verdict fit --out ragmend/assets/verdict/verdict.json
+    """
+    from ragmend.bench.suites.answers import case_sets, unanswerable_workspace
+    from ragmend.corpora.readers import read_jsonl
+    from ragmend.engine import Engine
+    from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_text
+    from ragmend.train.verdict import Example, examples, fit_verdict
+
+    saved = workdir / "verdict-examples-dev.jsonl"
+
+    def work() -> None:
+        base = settings()
+        if reuse:
+            if not saved.exists():
+                raise InputError(f"--reuse: no examples at {saved}; run without --reuse first")
+            exs = [Example.from_json(r) for r in read_jsonl(saved)]
+        else:
+            ws = unanswerable_workspace(workdir, data_root)
+            ws.prepare()
+            engine = Engine(ws.settings(base, kg={"enabled": False}, policy={"repair": False}))
+            sets = case_sets(engine, ws, data_root, "dev", limit=limit, log=lambda m: err.print(m))
+            cases = [c for cs in sets.values() for c in cs]
+            err.print(
+                f"diagnosing {len(cases)} dev cases: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items())
+            )
+            exs = examples(engine.diagnoser, cases, log=lambda m: err.print(m))
+            atomic_write_text(saved, "".join(json.dumps(ex.as_json()) + "\n" for ex in exs))
+        d = base.diagnosis
+        about = {
+            "split": "dev (RAGTruth: its train sample)",
+            "nli_model": base.models.nli.model,
+            "window_sentences": d.window_sentences,
+            "joint_premise": d.joint_premise,
+            "query_hypothesis": d.query_hypothesis,
+        }
+        model = fit_verdict(exs, about)
+        model.save(out_file)
+        err.print(f"wrote {out_file} (threshold {model.threshold})")
+        show(json.loads(out_file.read_text()), as_json)
+
+    run(work)

@@ -1,0 +1,217 @@
+"""The responses a detector of unsupported answers is judged on, one shape for every data set.
+
+A `Case` is what the diagnosis sees at request time (query, evidence passages, response) plus the
+ground truth it is scored against (`unsupported`) and the group its per-group figures use:
+
+- ragtruth: RAGTruth's human-labelled responses with their sources (a response is unsupported
+  when it has a labelled hallucination span); test split for reporting, the train sample to fit on;
+- fever: a FEVER claim as the response, its evidence sentences (one passage per Wikipedia title)
+  plus a distractor, unsupported when REFUTES;
+- hotpotqa / unanswerable: answers of the local generator over the unanswerable task's corpus
+  (corpora/unanswerable.py; made by bench/suites/answers.py): an answerable question's answer is
+  supported when it holds the gold answer, an unanswerable question's answer never is (the corpus
+  has nothing that answers it).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ragmend.corpora.readers import Split, load_fever_claims, read_jsonl, split_of
+from ragmend.corpora.tasks import FEVER_FILE
+from ragmend.fileio import atomic_write_text
+from ragmend.rag.types import Passage
+
+RAGTRUTH_TEST = "ragtruth/ragtruth_test_2598.jsonl"
+RAGTRUTH_TRAIN = "ragtruth/ragtruth_train_sample_391.jsonl"
+# RAGTruth's generation instructions (its paper, Appendix A), shortened: the "question" of each task.
+TASK_QUERIES = {
+    "Summary": "Summarize the following news.",
+    "Data2txt": "Write an objective overview about the following local business based only on the "
+    "provided structured data in the JSON format.",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    set: str  # the data set: ragtruth, fever, hotpotqa, unanswerable
+    group: str  # its per-group breakdown: RAGTruth task, unanswerable kind, ...
+    id: str
+    split: str  # dev | test | train (RAGTruth's train sample)
+    query: str
+    passages: tuple[Passage, ...]
+    response: str
+    unsupported: bool
+    answerable: bool = True  # the corpus holds an answer to the query
+    spans: tuple[tuple[int, int], ...] = ()  # labelled unsupported character spans (RAGTruth)
+
+    def as_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["passages"] = [p.model_dump() for p in self.passages]
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Case:
+        passages = tuple(Passage(**p) for p in d["passages"])
+        spans = tuple((int(a), int(b)) for a, b in d.get("spans", ()))
+        return Case(**{**d, "passages": passages, "spans": spans})
+
+
+def _passage(pid: str, title: str, text: str, rank: int = 0) -> Passage:
+    return Passage(id=pid, doc_id=pid, title=title, text=text, score=1.0 / (1 + rank), retriever="given")
+
+
+# -- RAGTruth --------------------------------------------------------------------------------------
+
+
+def ragtruth_cases(path: Path, split: str, limit: int | None = None) -> list[Case]:
+    """Every response of the file (QA, Summary, Data2txt), its passages as the model saw them."""
+    cases = []
+    for row in read_jsonl(path):
+        task = str(row["task_type"])
+        query = str(row.get("question") or "") or TASK_QUERIES.get(task, "")
+        docs = [d for text in row["passages"] if text for d in _source(str(text), task)]
+        passages = tuple(_passage(f"{row['source_id']}:{n}", "", d, n) for n, d in enumerate(docs))
+        cases.append(
+            Case(
+                "ragtruth",
+                task,
+                str(row["id"]),
+                split,
+                query,
+                passages,
+                str(row["response"]),
+                bool(row["hallucinated"]),
+                spans=tuple((int(s["start"]), int(s["end"])) for s in row.get("spans") or ()),
+            )
+        )
+    return _sample(cases, limit)
+
+
+def _source(passage: str, task: str) -> tuple[str, ...]:
+    """A Data2txt record (a Python dict literal in the file) as readable documents; text as is."""
+    if task == "Data2txt" and passage.lstrip().startswith("{"):
+        try:
+            return source_documents(ast.literal_eval(passage))
+        except (ValueError, SyntaxError):
+            pass
+    return (passage,)
+
+
+def source_documents(reference: str | Mapping[str, Any]) -> tuple[str, ...]:
+    """Text the diagnosis can read: an article as it is; a structured record as one document per
+    top-level field (scalars together), a list of records (the reviews) as one document each."""
+    if isinstance(reference, str):
+        return (reference.strip(),) if reference.strip() else ()
+    scalars, documents = [], []
+    for key, value in reference.items():
+        if isinstance(value, list):
+            documents += [_sentence(f"{_words(key)}: {_render(v)}") for v in value]
+        elif isinstance(value, dict):
+            documents.append(_sentence(f"{_words(key)}: {_render(value)}"))
+        else:
+            scalars.append(_sentence(f"{_words(key)}: {_render(value)}"))
+    return tuple(d for d in (" ".join(scalars), *documents) if d)
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
+def _words(key: str) -> str:
+    """'RestaurantsTakeOut' -> 'restaurants take out', 'review_stars' -> 'review stars'."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key).replace("_", " ").lower()
+
+
+def _render(value: Any) -> str:
+    # JSON's true / false / null read as words an NLI model was trained on.
+    if value is None:
+        return "not given"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return "; ".join(f"{_words(k)}: {_render(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_render(v) for v in value)
+    return str(value).strip()
+
+
+def locate_claims(response: str, claims: Sequence[str]) -> list[tuple[int, int] | None]:
+    """Character span of each claim in the response, in order (None when it cannot be found: the
+    splitter drops citation marks and joins abbreviation pieces with one space)."""
+    out: list[tuple[int, int] | None] = []
+    cursor = 0
+    for claim in claims:
+        start = response.find(claim[:40], cursor)
+        if start < 0:
+            out.append(None)
+            continue
+        end = start + len(claim)
+        out.append((start, end))
+        cursor = start + 1
+    return out
+
+
+def overlaps(span: tuple[int, int], labelled: Sequence[tuple[int, int]]) -> bool:
+    return any(s < span[1] and span[0] < e for s, e in labelled)
+
+
+def claim_labels(case: Case, claims: Sequence[str]) -> list[bool | None]:
+    """Each claim's ground truth where the data set has one: RAGTruth's labelled spans (a claim
+    overlapping one is unsupported; None when the claim is not found verbatim, e.g. an atomic
+    part of a compound sentence), FEVER's claim (the response is the claim); else None."""
+    if case.spans:
+        return [overlaps(s, case.spans) if s else None for s in locate_claims(case.response, claims)]
+    if case.set == "ragtruth":
+        return [False] * len(claims)  # no labelled span: every claim is supported
+    if case.set == "fever" and len(claims) == 1:
+        return [case.unsupported]
+    return [None] * len(claims)
+
+
+# -- FEVER -------------------------------------------------------------------------------------------
+
+
+def fever_cases(root: Path, split: Split, limit: int | None = None) -> list[Case]:
+    """A claim judged as a response to itself: its evidence, one passage per title, and one
+    distractor (the evidence of another claim), shuffled by a seed of the claim."""
+    claims = load_fever_claims(root / FEVER_FILE)
+    chosen = [c for c in claims if split_of(c.claim) == split]
+    cases = []
+    for n, c in enumerate(chosen):
+        rng = random.Random(c.claim)
+        other = claims[rng.randrange(len(claims))]
+        docs: dict[str, list[str]] = {}
+        for title, sentence in list(c.evidence) + (
+            [] if other.claim == c.claim else list(other.evidence[:1])
+        ):
+            docs.setdefault(title, []).append(sentence)
+        items = list(docs.items())
+        rng.shuffle(items)
+        passages = tuple(_passage(f"fever:{t}", t or "", " ".join(s), r) for r, (t, s) in enumerate(items))
+        cases.append(
+            Case("fever", c.label, f"fever-{n}", split, c.claim, passages, c.claim, c.label != "SUPPORTS")
+        )
+    return _sample(cases, limit)
+
+
+def _sample(cases: Sequence[Case], limit: int | None) -> list[Case]:
+    """The first `limit` cases in a fixed pseudo-random order (a sample, not the file's head)."""
+    if limit is None or limit >= len(cases):
+        return list(cases)
+    return sorted(cases, key=lambda c: random.Random(c.id).random())[:limit]
+
+
+def write_cases(cases: Iterable[Case], path: Path) -> None:
+    atomic_write_text(path, "".join(json.dumps(c.as_json(), ensure_ascii=False) + "\n" for c in cases))
+
+
+def read_cases(path: Path) -> list[Case]:
+    return [Case.from_json(r) for r in read_jsonl(path)]

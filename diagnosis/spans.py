@@ -1,0 +1,182 @@
+"""Surface checks the NLI model cannot be trusted with: which names and numbers a text asserts,
+whether the evidence states them, whether an answer is about what was asked, and compound claims
+split into the atomic claims they join.
+
+An NLI model scores a hypothesis against a premise; it does not notice that "Canberra" occurs
+nowhere in the evidence when the premise is long and on topic, nor that an answer about "Marsha
+Albert" does not answer a question about Marie Curie. These checks are exact, cheap (no model) and
+feed the verdict (diagnosis/verdict.py) beside the NLI scores.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+# A key span: a run of capitalised words (joined by a few lower-case connectors: "Gerald R. Ford
+# International Airport", "Bank of America"; never by "and", which joins two names), a number, or
+# a quoted title.
+_CAP_RUN = re.compile(
+    r"[A-Z][\w'\-.]*(?:\s+(?:(?:of|de|la|von|van|du|for)\s+)?[A-Z][\w'\-.]*)*|\d[\d,.]*\d|\d"
+)
+_NUMBER = re.compile(r"\b\d[\d,.]*\b")
+_QUOTED = re.compile(r"[\"\u201c]([^\"\u201d]{2,80})[\"\u201d]")
+# Capitalised words that start sentences or questions and name nothing.
+_STOP_CAPS = frozenset(
+    """a an the this that these those it its he she they his her their there here yes no not who whom
+    whose what which when where why how is are was were do does did has have had can could will
+    would should may might in on at of for from by with to as and or but if both either neither i we
+    you our my your also however according based""".split()  # noqa: SIM905 (a word list reads better as words)
+)
+_CONNECTORS = frozenset({"of", "the", "de", "la", "von", "van", "du", "for"})
+
+
+def normalise(text: str) -> str:
+    """Lower case, accents stripped, punctuation as spaces: how spans are compared."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
+    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
+
+
+_FUNCTION_WORDS = frozenset(
+    """a an the of in on at to for from by with and or but is are was were be been being has have had
+    do does did it its this that these those as which who whom what when where how not no than then
+    there their they he she his her him we you i""".split()  # noqa: SIM905 (a word list reads better as words)
+)
+
+
+def content_words(text: str) -> set[str]:
+    """The normalised words of a text that carry content (no function words)."""
+    return {w for w in normalise(text).split() if w not in _FUNCTION_WORDS}
+
+
+def key_spans(text: str) -> list[str]:
+    """Names and numbers a text asserts: capitalised runs (leading stop words dropped), numbers
+    and quoted titles, each once, in order."""
+    spans: list[str] = []
+    for m in _CAP_RUN.finditer(text):
+        words = m.group(0).rstrip(".,'").split()
+        while words and (words[0].lower() in _STOP_CAPS or words[0].lower() in _CONNECTORS):
+            words = words[1:]
+        while words and words[-1].lower() in _CONNECTORS:
+            words = words[:-1]
+        if words:
+            spans.append(" ".join(words))
+    spans += [m.group(1) for m in _QUOTED.finditer(text)]
+    seen: dict[str, str] = {}
+    for s in spans:
+        key = normalise(s)
+        if key and key not in seen and not (len(key) == 1 and not key.isdigit()):
+            seen[key] = s
+    return list(seen.values())
+
+
+def _found(span: str, haystack: str) -> bool:
+    """A span occurs in normalised text: whole, or (for a multi-word name) most of its words."""
+    key = normalise(span)
+    if not key:
+        return True
+    if f" {key} " in f" {haystack} ":
+        return True
+    words = [w for w in key.split() if w not in _CONNECTORS]
+    if len(words) < 2 or any(w.isdigit() for w in words):
+        return False
+    hits = sum(f" {w} " in f" {haystack} " for w in words)
+    return hits >= max(2, (len(words) * 2 + 2) // 3)  # "Gerald Ford Airport" for the full name
+
+
+def span_coverage(text: str, evidence: Sequence[str], exclude: str = "") -> float | None:
+    """The share of `text`'s key spans that occur in the evidence (spans also in `exclude`, the
+    question, are left out: restating the question asserts nothing new). None: no key span."""
+    excluded = normalise(exclude)
+    spans = [s for s in key_spans(text) if not (excluded and _found(s, excluded))]
+    if not spans:
+        return None
+    haystack = normalise(" ".join(evidence))
+    return sum(_found(s, haystack) for s in spans) / len(spans)
+
+
+def best_passage_coverage(question: str, evidence: Sequence[str]) -> float | None:
+    """Answerability from the surface: the largest share of the question's key spans that ONE
+    passage holds (a question about two entities is answerable from passages that name both)."""
+    spans = key_spans(question)
+    if not spans or not evidence:
+        return None if not spans else 0.0
+    texts = [normalise(e) for e in evidence]
+    return max(sum(_found(s, t) for s in spans) / len(spans) for t in texts)
+
+
+_EXPECTS_NUMBER = re.compile(
+    r"^\s*(how (many|much|old|long|tall|far|big)|in what year|what year|which year)\b", re.I
+)
+_EXPECTS_TIME = re.compile(r"^\s*(when|in what year|what year|which year|what date)\b", re.I)
+_HAS_TIME = re.compile(
+    r"\b(\d{3,4}s?|\d{1,2}(st|nd|rd|th)?\s+century|january|february|march|april|may|june|july|august|"
+    r"september|october|november|december|spring|summer|autumn|fall|winter)\b",
+    re.I,
+)
+
+
+def answer_relevance(question: str, response: str) -> tuple[float, float]:
+    """(entity overlap, type match) of a response to a question.
+
+    Entity overlap: the share of the question's key spans the response names (a sentence answer
+    restates its subject; one about another person, place or work does not). 1.0 when the
+    question names nothing or the response is a bare span (a bare "Canberra" answers "What is the
+    capital of Australia?" without naming Australia).
+    Type match: 1.0 when the response has the kind of answer asked for (a number for "how many",
+    a date or year for "when"), 0.0 when it lacks it, 1.0 when the question asks for no kind."""
+    spans = key_spans(question)
+    bare = len(response.split()) < 4
+    overlap = 1.0
+    if spans and not bare:
+        said = normalise(response)
+        overlap = sum(_found(s, said) for s in spans) / len(spans)
+    kind = 1.0
+    if _EXPECTS_TIME.search(question):
+        kind = float(bool(_HAS_TIME.search(response)))
+    elif _EXPECTS_NUMBER.search(question):
+        kind = float(
+            bool(_NUMBER.search(response))
+            or bool(
+                re.search(
+                    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|dozen|hundred|thousand|million)\b",
+                    response,
+                    re.I,
+                )
+            )
+        )
+    return overlap, kind
+
+
+# "Both A and B are ...", "A and B are both ...", "Neither A nor B ...": one claim per subject.
+_BOTH = re.compile(
+    r"^(?:yes,?\s+|no,?\s+)?both\s+(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+(?P<verb>are|were|have|had|do|did)\s+(?P<rest>.+)$",
+    re.I,
+)
+_AND_BOTH = re.compile(
+    r"^(?:yes,?\s+|no,?\s+)?(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+(?P<verb>are|were|have|had)\s+both\s+(?P<rest>.+)$",
+    re.I,
+)
+_SINGULAR = {"are": "is", "were": "was", "have": "has", "had": "had", "do": "does", "did": "did"}
+
+
+def decompose(claim: str) -> list[str]:
+    """A compound claim as the atomic claims it joins ("Both A and B are in Michigan." -> "A is in
+    Michigan.", "B is in Michigan."), so each is checked against single passages and none is
+    entailed by two passages read together; any other claim is returned as it is."""
+    text = claim.strip()
+    for pattern in (_BOTH, _AND_BOTH):
+        m = pattern.match(text)
+        if m and len(m.group("a").split()) <= 8 and len(m.group("b").split()) <= 8:
+            verb = _SINGULAR[m.group("verb").lower()]
+            rest = m.group("rest").rstrip(". ")
+            rest = re.sub(r"^(?:located\s+)?both\s+", "", rest)
+            return [f"{_cap(m.group(s))} {verb} {rest}." for s in ("a", "b")]
+    return [text]
+
+
+def _cap(s: str) -> str:
+    s = s.strip().strip(",")
+    return s[:1].upper() + s[1:]

@@ -1,0 +1,239 @@
+"""The calibrated verdict: one P(unsupported) per answer and per claim from all the signals.
+
+Algorithm 1 reads three discrete states; each hides a graded score and none alone separates right
+from wrong answers well (docs/diagnosis.md). The verdict is two logistic regressions over named
+features, fitted on DEV answers and RAGTruth's train sample (`ragmend train verdict`):
+
+- per claim: its best window P(entail) and P(contradict), and whether its names and numbers occur
+  in the evidence;
+- per answer: the claims' support (mean and weakest) and the highest claim P(unsupported), the
+  query statement's support, the answer's key-span coverage, its relevance to the question
+  (entity overlap, answer type), the question's coverage by one passage, the cross-encoder's
+  relevance of the best passage to the question (answerability), the query-evidence
+  similarity, EGC, and whether the response abstains.
+
+A feature the model was not fitted with is ignored; one it needs and the request lacks takes its
+neutral value from `NEUTRAL` (so a model file never breaks an older or newer diagnoser). The file
+(JSON) records its features, weights, standardisation, operating threshold and what it was fitted
+on; the failure type is derived from the verdict (`derive_failure`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragmend.diagnosis.spans import answer_relevance, best_passage_coverage, span_coverage
+from ragmend.diagnosis.types import FailureType, HypothesisVerdict, Kappa
+from ragmend.errors import ConfigError
+from ragmend.fileio import atomic_write_text
+from ragmend.logistic import Logistic, fit_logistic
+
+BUNDLED = Path(__file__).resolve().parent.parent / "assets" / "verdict" / "verdict.json"
+
+CLAIM_FEATURES = ("entail", "contradict", "span_coverage", "joint_entail")
+ANSWER_FEATURES = (
+    "support_mean",
+    "support_min",
+    "contradict_max",
+    "claim_p_max",
+    "statement_entail",
+    "span_coverage",
+    "entity_overlap",
+    "type_match",
+    "question_coverage",
+    "relevance",
+    "query_similarity",
+    "egc",
+    "abstained",
+    "log_claims",
+)
+# What a missing feature counts as: the value that says least (full coverage, no contradiction).
+NEUTRAL: dict[str, float] = {
+    "span_coverage": 1.0,
+    "entity_overlap": 1.0,
+    "type_match": 1.0,
+    "question_coverage": 1.0,
+    "relevance": 1.0,
+    "contradict": 0.0,
+    "contradict_max": 0.0,
+    "joint_entail": 0.0,
+    "abstained": 0.0,
+}
+
+
+@dataclass(frozen=True)
+class LinearScore:
+    """A fitted logistic regression with its feature names (the JSON form of ragmend.logistic)."""
+
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+
+    def probability(self, x: Mapping[str, float]) -> float:
+        z = self.intercept
+        for name, m, s, c in zip(self.features, self.mean, self.scale, self.coef, strict=True):
+            z += c * (x.get(name, NEUTRAL.get(name, m)) - m) / s
+        return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
+
+    @staticmethod
+    def of(features: Sequence[str], fitted: Logistic) -> LinearScore:
+        return LinearScore(
+            tuple(features),
+            tuple(round(float(v), 6) for v in fitted.mean),
+            # A feature constant on the fitting data has no spread (its weight is 0): scale 1.
+            tuple(round(float(v), 6) if v > 1e-6 else 1.0 for v in fitted.scale),
+            tuple(round(float(v), 6) for v in fitted.coef),
+            round(float(fitted.intercept), 6),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "features": list(self.features),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "coef": list(self.coef),
+            "intercept": self.intercept,
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> LinearScore:
+        n = len(d["features"])
+        if not all(len(d[k]) == n for k in ("mean", "scale", "coef")):
+            raise ConfigError("verdict model: features, mean, scale and coef differ in length")
+        return LinearScore(
+            tuple(d["features"]), tuple(d["mean"]), tuple(d["scale"]), tuple(d["coef"]), float(d["intercept"])
+        )
+
+
+@dataclass(frozen=True)
+class VerdictModel:
+    claim: LinearScore
+    answer: LinearScore
+    threshold: float  # P(unsupported) at or above which an answer fails (fitted on dev)
+    about: dict[str, Any] = field(default_factory=dict)  # what it was fitted on, and its dev figures
+
+    @staticmethod
+    def load(path: Path) -> VerdictModel:
+        try:
+            d = json.loads(Path(path).read_text())
+            return VerdictModel(
+                LinearScore.from_json(d["claim"]),
+                LinearScore.from_json(d["answer"]),
+                float(d["threshold"]),
+                dict(d.get("about", {})),
+            )
+        except FileNotFoundError:
+            raise ConfigError(f"verdict model {path} not found (diagnosis.verdict)") from None
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"verdict model {path} is not a verdict file: {e}") from None
+
+    def save(self, path: Path) -> None:
+        body = {
+            "claim": self.claim.as_json(),
+            "answer": self.answer.as_json(),
+            "threshold": self.threshold,
+            "about": self.about,
+        }
+        atomic_write_text(Path(path), json.dumps(body, indent=2) + "\n")
+
+
+def open_verdict(spec: str) -> VerdictModel | None:
+    """diagnosis.verdict: "off", "bundled" or a file path."""
+    if spec == "off":
+        return None
+    return VerdictModel.load(BUNDLED if spec == "bundled" else Path(spec).expanduser())
+
+
+def claim_features(v: HypothesisVerdict, evidence: Sequence[str], query: str) -> dict[str, float]:
+    """One response claim: its best window P(entail) and P(contradict), the joint premise's
+    P(entail) where it was allowed to bridge, and the share of its names found in the evidence."""
+    own = [s for s in v.scores if s.passage != "joint"]
+    x = {
+        "entail": max((s.entail for s in own), default=0.0),
+        "contradict": max((s.contradict for s in own), default=0.0),
+        "joint_entail": max((s.entail for s in v.scores if s.passage == "joint"), default=0.0),
+    }
+    if (cov := span_coverage(v.hypothesis, evidence, exclude=query)) is not None:
+        x["span_coverage"] = cov
+    return x
+
+
+def answer_features(
+    query: str,
+    response: str,
+    evidence: Sequence[str],
+    claims: Sequence[Mapping[str, float]],
+    p_claims: Sequence[float],
+    statement_support: float | None,
+    egc: float,
+    q_sims: np.ndarray,
+    relevance: np.ndarray | None = None,
+) -> dict[str, float]:
+    """Every answer-level signal by name (ANSWER_FEATURES), from the claims' features and
+    probabilities and the request's other signals (`relevance`: each passage's cross-encoder
+    probability of answering the question, where a reranker is loaded)."""
+    support = [max(x["entail"], x["joint_entail"]) for x in claims]
+    overlap, kind = answer_relevance(query, response)
+    covered = best_passage_coverage(query, evidence)
+    features: dict[str, float] = {
+        "support_mean": float(np.mean(support)) if support else 0.0,
+        "support_min": min(support, default=0.0),
+        "contradict_max": max((x["contradict"] for x in claims), default=0.0),
+        "claim_p_max": max(p_claims, default=1.0),
+        "statement_entail": statement_support or 0.0,
+        "entity_overlap": overlap,
+        "type_match": kind,
+        "question_coverage": 1.0 if covered is None else covered,
+        "query_similarity": float(q_sims.max()) if len(q_sims) else 0.0,
+        "egc": egc,
+        "abstained": float(not claims),
+        "log_claims": float(np.log1p(len(claims))),
+    }
+    if (cov := span_coverage(response, evidence, exclude=query)) is not None:
+        features["span_coverage"] = cov
+    if relevance is not None and len(relevance):
+        features["relevance"] = float(np.max(relevance))
+    return features
+
+
+def fit_score(
+    rows: Sequence[Mapping[str, float]],
+    labels: Sequence[bool] | np.ndarray,
+    features: Sequence[str],
+    balanced: bool = False,
+    weights: Sequence[float] | None = None,
+) -> LinearScore:
+    """Fit one score on feature rows (a missing feature takes its neutral value)."""
+    x = np.array([[r.get(f, NEUTRAL.get(f, 0.0)) for f in features] for r in rows], dtype=np.float64)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    fitted = fit_logistic(x, np.asarray(labels, dtype=bool), l2=1.0, balanced=balanced, weights=w)
+    return LinearScore.of(features, fitted)
+
+
+def derive_failure(
+    unsupported: bool,
+    rule: FailureType,
+    kappa: Kappa,
+    answerable: bool,
+) -> FailureType:
+    """Algorithm 1's types from the verdict: WP stays the knowledge graph's (a conflict with the
+    corpus graph is a failure whatever the text scores say); a supported verdict is NoFailure; an
+    unsupported one is IE when the evidence does not cover the question (no passage names what it
+    asks about, or the response abstains: answerability replaces the answer-built e_q here, as
+    Algorithm 1 puts IE before WR), else the rule's type where it found one, else WR."""
+    if kappa == "conflict":
+        return "WP"
+    if not unsupported:
+        return "NoFailure"
+    if not answerable:
+        return "IE"
+    return "WR" if rule == "NoFailure" else rule

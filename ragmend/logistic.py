@@ -1,0 +1,61 @@
+"""L2 logistic regression: fitted by the evaluation and the verdict trainer, applied by the
+diagnosis at request time (diagnosis/verdict.py), so it sits below both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Logistic:
+    """A fitted logistic regression over standardised features."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        return ((x - self.mean) / self.scale) @ self.coef + self.intercept
+
+    def proba(self, x: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-self.logits(x)))
+
+
+def fit_logistic(
+    x: np.ndarray,
+    y: np.ndarray,
+    l2: float = 1.0,
+    steps: int = 500,
+    balanced: bool = True,
+    weights: np.ndarray | None = None,
+) -> Logistic:
+    """L2 logistic regression by Newton's method on standardised features; the intercept is not
+    shrunk. `balanced`: each class weighs half, however many samples it has (a ranking score);
+    unbalanced, the probabilities are calibrated to the fitting data's base rate. `weights`: one
+    per sample, multiplied in (for example so that each data set of a mix weighs the same)."""
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0) + 1e-9
+    z = np.column_stack([(x - mean) / scale, np.ones(len(x))])
+    y = np.asarray(y, dtype=np.float64)
+    sw = (
+        np.where(y > 0, 0.5 / max(y.sum(), 1), 0.5 / max((1 - y).sum(), 1)) * len(y)
+        if balanced
+        else np.ones(len(y))
+    )
+    if weights is not None:
+        sw = sw * np.asarray(weights, dtype=np.float64)
+    w = np.zeros(z.shape[1])
+    reg = np.full(z.shape[1], l2)
+    reg[-1] = 0.0
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-(z @ w)))
+        grad = z.T @ (sw * (p - y)) + reg * w
+        hess = (z * (sw * p * (1 - p))[:, None]).T @ z + np.diag(reg + 1e-9)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return Logistic(mean, scale, w[:-1], float(w[-1]))

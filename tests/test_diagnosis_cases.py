@@ -1,0 +1,79 @@
+"""The answers a new user saw pass as NoFailure, judged again on the bundled corpus with the real
+models: the retrieval of the default index, the shipped NLI model, the shipped verdict. Each
+response is the one the user was given (fixed text, so the test does not depend on a generator).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragmend.engine import Engine
+from ragmend.settings import load_settings
+
+CASES = [
+    # Both passages are retrieved; the Elko passage says Nevada. Two passages read together used
+    # to entail the compound claim.
+    (
+        "Are both Elko Regional Airport and Gerald R. Ford International Airport located in Michigan?",
+        "Yes, both Elko Regional Airport and Gerald R. Ford International Airport are located in Michigan.",
+    ),
+    # No passage names Canberra.
+    ("What is the capital of Australia?", "The capital of Australia is Canberra."),
+    # An answer about someone else, which a passage does entail.
+    ("When was Marie Curie born?", "Marsha Albert was born 1948."),
+    # A follow-up, as its condensed question: the answer is about another man and another thing.
+    (
+        "When did Andrew Jaspan found The Conversation?",
+        "Richard Hornsby Elsham in Lincolnshire 4 June 1790.",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def bundled_engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    data_dir = tmp_path_factory.mktemp("bundled")
+    engine = Engine(
+        load_settings(data_dir=data_dir, cache_dir=Path(data_dir) / "cache", kg={"enabled": False})
+    )
+    engine.load(roles=("embeddings", "nli", "reranker"))
+    return engine
+
+
+@pytest.mark.parametrize(("question", "response"), CASES, ids=["elko", "australia", "curie", "jaspan"])
+def test_wrong_answers_fail_on_the_bundled_corpus(
+    bundled_engine: Engine, question: str, response: str
+) -> None:
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    d = bundled_engine.diagnoser.diagnose(question, passages, response)
+    assert d.verdict is not None, "the shipped configuration has a verdict"
+    assert d.failure != "NoFailure", (d.verdict.p_unsupported, d.verdict.features)
+
+
+def test_a_right_answer_passes_on_the_bundled_corpus(bundled_engine: Engine) -> None:
+    question = "Which airport is located in Elko, Nevada?"
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    d = bundled_engine.diagnoser.diagnose(
+        question, passages, "Elko Regional Airport is located in Elko, Nevada."
+    )
+    assert d.failure == "NoFailure", d.verdict
+
+
+def test_e_q_is_answerability_whatever_the_answer_says(bundled_engine: Engine) -> None:
+    """e_q asks whether the evidence answers the question: two answers to one question, one
+    right and one about someone else, get the same e_q; a question the corpus cannot answer
+    gets a neutral e_q (IE when its answer is unsupported)."""
+    question = "Who co-founded The Conversation?"
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    diagnose = bundled_engine.diagnoser.diagnose
+    right = diagnose(question, passages, "Andrew Jaspan co-founded The Conversation.")
+    other = diagnose(question, passages, "Marsha Albert was born 1948.")
+    assert right.e_q == other.e_q and right.e_q.construction == "rerank"
+    assert right.e_q.state == "entail"
+    assert right.failure == "NoFailure" and other.failure != "NoFailure"
+
+    question = "What is the capital of Australia?"
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    d = diagnose(question, passages, "The capital of Australia is Canberra.")
+    assert d.e_q.state == "neutral" and d.failure == "IE"

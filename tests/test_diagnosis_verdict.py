@@ -1,0 +1,146 @@
+"""The surface checks (names and numbers in the evidence, answer relevance, compound claims) and
+the verdict's arithmetic on hand-made inputs: pure functions, no model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragmend.diagnosis.spans import (
+    answer_relevance,
+    best_passage_coverage,
+    decompose,
+    key_spans,
+    span_coverage,
+)
+from ragmend.diagnosis.verdict import (
+    ANSWER_FEATURES,
+    CLAIM_FEATURES,
+    LinearScore,
+    VerdictModel,
+    derive_failure,
+    fit_score,
+    open_verdict,
+)
+from ragmend.errors import ConfigError
+
+
+def test_key_spans_are_names_and_numbers_not_sentence_openers() -> None:
+    spans = key_spans(
+        "Yes, both Elko Regional Airport and Gerald R. Ford International Airport are in Michigan."
+    )
+    assert spans == ["Elko Regional Airport", "Gerald R. Ford International Airport", "Michigan"]
+    assert key_spans("It cost 3.5 million in 1990 for the Bank of America.") == [
+        "3.5",
+        "1990",
+        "Bank of America",
+    ]
+    assert key_spans("the answer is not known") == []
+
+
+def test_span_coverage_finds_what_the_evidence_never_names() -> None:
+    evidence = ["Australia: Australia is a country. Sydney is its largest city."]
+    question = "What is the capital of Australia?"
+    # "Canberra" occurs nowhere: nothing in the evidence states the answer.
+    assert span_coverage("The capital of Australia is Canberra.", evidence, exclude=question) == 0.0
+    assert span_coverage("The largest city of Australia is Sydney.", evidence, exclude=question) == 1.0
+    # A claim naming nothing has nothing to check.
+    assert span_coverage("It is a large country.", evidence) is None
+    # Most words of a long name are enough ("Gerald Ford International Airport").
+    assert (
+        span_coverage("Gerald R. Ford International Airport", ["the Gerald Ford International Airport"])
+        == 1.0
+    )
+
+
+def test_answerability_is_coverage_of_the_question_by_one_passage() -> None:
+    q = "Are both Elko Regional Airport and Gerald R. Ford International Airport located in Michigan?"
+    both = ["Elko Regional Airport is in Nevada.", "Gerald R. Ford International Airport is in Michigan."]
+    assert best_passage_coverage(q, both) == pytest.approx(2 / 3)
+    assert best_passage_coverage(q, ["The weather in Paris is mild."]) == 0.0
+    assert best_passage_coverage("what is it?", ["x"]) is None
+
+
+def test_answer_relevance_catches_an_answer_about_someone_else() -> None:
+    assert answer_relevance("When was Marie Curie born?", "Marsha Albert was born 1948.") == (0.0, 1.0)
+    assert answer_relevance("When was Marie Curie born?", "Marie Curie was born in 1867.") == (1.0, 1.0)
+    # A bare span answers without restating the question.
+    assert answer_relevance("What is the capital of Australia?", "Canberra") == (1.0, 1.0)
+    # "When" asks for a time; "How many" for a number.
+    assert answer_relevance("When did he found it?", "Richard Hornsby Elsham in Lincolnshire.")[1] == 0.0
+    assert answer_relevance("How many moons does Mars have?", "Mars has two moons.")[1] == 1.0
+
+
+def test_compound_claims_are_checked_as_their_atomic_parts() -> None:
+    assert decompose(
+        "Yes, both Elko Regional Airport and Gerald R. Ford International Airport are located in Michigan."
+    ) == [
+        "Elko Regional Airport is located in Michigan.",
+        "Gerald R. Ford International Airport is located in Michigan.",
+    ]
+    assert decompose("Ed Wood and Scott Derrickson were both American.") == [
+        "Ed Wood was American.",
+        "Scott Derrickson was American.",
+    ]
+    assert decompose("Paris is the capital of France.") == ["Paris is the capital of France."]
+
+
+def test_linear_score_ignores_unknown_features_and_fills_neutral_ones() -> None:
+    score = LinearScore(("span_coverage", "entail"), (0.5, 0.5), (0.5, 0.5), (-2.0, -1.0), 0.0)
+    # Missing span_coverage counts as full coverage (1.0), not as its mean.
+    assert score.probability({"entail": 0.5, "unknown": 9.0}) == pytest.approx(1 / (1 + np.exp(2.0)))
+    assert score.probability({"span_coverage": 0.0, "entail": 0.0}) > 0.95
+
+
+def test_fit_learns_the_direction_of_a_signal_and_the_file_round_trips(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    rows = [{"entail": float(e), "contradict": float(rng.random() * 0.1)} for e in rng.random(200)]
+    labels = [r["entail"] < 0.5 for r in rows]  # unsupported when weakly entailed
+    claim = fit_score(rows, labels, CLAIM_FEATURES)
+    assert claim.probability({"entail": 0.05}) > 0.9 > 0.1 > claim.probability({"entail": 0.95})
+    answer = fit_score([{"support_min": r["entail"]} for r in rows], labels, ANSWER_FEATURES)
+    model = VerdictModel(claim, answer, 0.42, {"answers": 200})
+    model.save(tmp_path / "v.json")
+    again = open_verdict(str(tmp_path / "v.json"))
+    assert again == model
+    assert open_verdict("off") is None
+    with pytest.raises(ConfigError, match="not found"):
+        open_verdict(str(tmp_path / "missing.json"))
+    (tmp_path / "bad.json").write_text('{"claim": {}}')
+    with pytest.raises(ConfigError, match="not a verdict file"):
+        open_verdict(str(tmp_path / "bad.json"))
+
+
+@pytest.mark.parametrize(
+    ("unsupported", "rule", "kappa", "answerable", "expected"),
+    [
+        (False, "IE", "missing", True, "NoFailure"),  # the verdict clears what the rule flagged
+        (True, "NoFailure", "missing", True, "WR"),  # ... and flags what it passed
+        (True, "NoFailure", "missing", False, "IE"),  # nothing covers the question
+        (True, "IE", "missing", True, "IE"),  # the rule's type stays where it found one
+        (True, "WR", "missing", False, "IE"),  # ... unless nothing covers the question
+        (False, "NoFailure", "conflict", True, "WP"),  # a conflict with the graph always fails
+    ],
+)
+def test_failure_type_from_the_verdict(
+    unsupported: bool, rule: str, kappa: str, answerable: bool, expected: str
+) -> None:
+    assert derive_failure(unsupported, rule, kappa, answerable) == expected  # type: ignore[arg-type]
+
+
+def test_each_data_set_weighs_the_same_and_examples_round_trip() -> None:
+    from ragmend.train.verdict import Example, f1_best_threshold, set_weights
+
+    exs = [
+        Example("fever", "x", i % 2 == 0, {"support_min": 0.1}, ({"entail": 0.2},), (True,)) for i in range(6)
+    ]
+    exs += [Example("ragtruth", "QA", True, {"support_min": 0.9}, (), ()) for _ in range(2)]
+    w = set_weights(exs)
+    assert sum(w[:6]) == pytest.approx(sum(w[6:])) and np.mean(w) == pytest.approx(1.0)
+    assert [Example.from_json(e.as_json()) for e in exs] == exs
+    # Weighted F1: a heavy supported case at 0.55 moves the threshold above it.
+    p, y = np.array([0.3, 0.55, 0.9]), np.array([True, False, True])
+    assert f1_best_threshold(p, y)[0] <= 0.3
+    assert 0.55 < f1_best_threshold(p, y, np.array([1.0, 10.0, 1.0]))[0] <= 0.9

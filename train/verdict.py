@@ -1,0 +1,142 @@
+"""Fit the calibrated verdict (diagnosis/verdict.py) on DEV cases: `ragmend verdict fit`.
+
+1. Every case goes through the deployment's Diagnoser with a probe verdict (no weights), which
+   records each answer's features; each claim's features are read from its NLI scores.
+2. The claim model is fitted on the claims whose ground truth is known (RAGTruth's labelled spans,
+   FEVER's claims); the answers' `claim_p_max` is then that model's highest claim probability.
+3. The answer model is fitted on every case, each data set weighing the same in total (FEVER's
+   785 dev claims would otherwise teach it FEVER's mix of signals), classes as they come, so
+   P(unsupported) is a probability on that mix; the operating threshold is the F1-best point on
+   the same dev cases (labelled so in the file's `about`: the figures to quote come from
+   `ragmend bench detect` on test splits).
+
+The examples (features and labels, no text) are written beside the answers, so a refit with
+other choices takes seconds (`ragmend verdict fit --reuse`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ragmend.corpora.cases import Case, claim_labels
+from ragmend.diagnosis.diagnoser import Diagnoser
+from ragmend.diagnosis.verdict import (
+    ANSWER_FEATURES,
+    CLAIM_FEATURES,
+    LinearScore,
+    VerdictModel,
+    claim_features,
+    fit_score,
+)
+
+PROBE = VerdictModel(LinearScore((), (), (), (), 0.0), LinearScore((), (), (), (), 0.0), 0.5)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One case's features, as the verdict model reads them."""
+
+    set: str
+    group: str
+    unsupported: bool
+    answer: dict[str, float]
+    claims: tuple[dict[str, float], ...]
+    claim_labels: tuple[bool | None, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Example:
+        return Example(
+            d["set"],
+            d["group"],
+            bool(d["unsupported"]),
+            dict(d["answer"]),
+            tuple(dict(c) for c in d["claims"]),
+            tuple(d["claim_labels"]),
+        )
+
+
+def probe_diagnoser(diagnoser: Diagnoser) -> Diagnoser:
+    return Diagnoser(
+        diagnoser.nli,
+        diagnoser.embed,
+        replace(diagnoser.options, verdict=PROBE),
+        reranker=diagnoser.reranker,
+        align_kg=diagnoser.align_kg,
+    )
+
+
+def examples(
+    diagnoser: Diagnoser, cases: Sequence[Case], log: Callable[[str], None] = print
+) -> list[Example]:
+    probe = probe_diagnoser(diagnoser)
+    out = []
+    for n, c in enumerate(cases, start=1):
+        d = probe.diagnose(c.query, c.passages, c.response)
+        assert d.verdict is not None  # qa mode with a verdict model
+        evidence = [f"{p.title}: {p.text}" if p.title else p.text for p in c.passages]
+        claims = tuple(claim_features(v, evidence, c.query) for v in d.e_r.hypotheses)
+        labels = tuple(claim_labels(c, [v.hypothesis for v in d.e_r.hypotheses]))
+        out.append(Example(c.set, c.group, c.unsupported, dict(d.verdict.features), claims, labels))
+        if n % 100 == 0:
+            log(f"diagnosed {n}/{len(cases)}")
+    return out
+
+
+def with_claim_model(ex: Example, claim: LinearScore) -> dict[str, float]:
+    x = dict(ex.answer)
+    x["claim_p_max"] = max((claim.probability(c) for c in ex.claims), default=1.0)
+    return x
+
+
+def f1_best_threshold(p: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> tuple[float, float]:
+    """The threshold with the best F1 of "unsupported", counts weighted by `w` (one per case)."""
+    w = np.ones(len(y)) if w is None else w
+    best = (0.5, -1.0)
+    for t in np.round(np.arange(0.05, 0.951, 0.01), 2):  # the thresholds as they are stored
+        pred = p >= t
+        tp = float(w[pred & y].sum())
+        f1 = 2 * tp / max(1e-9, float(w[pred].sum() + w[y].sum()))
+        if f1 > best[1]:
+            best = (round(float(t), 2), f1)
+    return best
+
+
+def set_weights(exs: Sequence[Example]) -> list[float]:
+    """One weight per example so that every data set weighs the same in total (mean weight 1)."""
+    sizes = {s: sum(ex.set == s for ex in exs) for s in {ex.set for ex in exs}}
+    return [len(exs) / (len(sizes) * sizes[ex.set]) for ex in exs]
+
+
+def fit_verdict(exs: Sequence[Example], about: dict[str, Any] | None = None) -> VerdictModel:
+    claim_rows = [
+        (c, lab) for ex in exs for c, lab in zip(ex.claims, ex.claim_labels, strict=True) if lab is not None
+    ]
+    if len({lab for _, lab in claim_rows}) < 2 or len({ex.unsupported for ex in exs}) < 2:
+        raise ValueError("the fitting cases need both supported and unsupported answers and claims")
+    claim = fit_score(
+        [c for c, _ in claim_rows], [lab for _, lab in claim_rows], CLAIM_FEATURES, balanced=False
+    )
+    rows = [with_claim_model(ex, claim) for ex in exs]
+    y = np.array([ex.unsupported for ex in exs])
+    weights = set_weights(exs)
+    answer = fit_score(rows, y, ANSWER_FEATURES, balanced=False, weights=weights)
+    p = np.array([answer.probability(r) for r in rows])
+    threshold, f1 = f1_best_threshold(p, y, np.asarray(weights))
+    sets = sorted({ex.set for ex in exs})
+    info = {
+        "claims": len(claim_rows),
+        "answers": len(exs),
+        "per_set": {s: sum(ex.set == s for ex in exs) for s in sets},
+        "unsupported_share": round(float(y.mean()), 4),
+        "weights": "each data set weighs the same in the answer model",
+        "f1_at_threshold_on_the_fitting_cases": round(f1, 4),
+        **(about or {}),
+    }
+    return VerdictModel(claim, answer, threshold, info)
