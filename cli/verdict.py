@@ -60,7 +60,12 @@ def verdict_fit(
         else:
             ws = unanswerable_workspace(workdir, data_root)
             ws.prepare()
-            engine = Engine(ws.settings(base, kg={"enabled": False}, policy={"repair": False}))
+            # The probe verdict replaces whatever model is configured (which need not exist yet).
+            engine = Engine(
+                ws.settings(
+                    base, kg={"enabled": False}, policy={"repair": False}, diagnosis={"verdict": "off"}
+                )
+            )
             sets = case_sets(engine, ws, data_root, "dev", limit=limit, log=lambda m: err.print(m))
             cases = [c for cs in sets.values() for c in cs]
             err.print(

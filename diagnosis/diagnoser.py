@@ -24,7 +24,13 @@ from ragmend.diagnosis.hypotheses import (
     split_claims,
     split_sentences,
 )
-from ragmend.diagnosis.spans import best_passage_coverage, content_words, decompose, span_coverage
+from ragmend.diagnosis.spans import (
+    best_passage_coverage,
+    content_words,
+    decompose,
+    off_topic,
+    span_coverage,
+)
 from ragmend.diagnosis.types import (
     Diagnosis,
     HypothesisVerdict,
@@ -209,7 +215,8 @@ class Diagnoser:
         # Each hypothesis meets every premise, or with window_top only the windows that share most
         # words with it (and the joint premise): a long source is not scored window by window
         # for every claim.
-        chosen = [select_premises(h, premises, o.window_top) for h in hypotheses]
+        top = o.window_top if o.window_sentences > 0 else 0  # whole passages: every one
+        chosen = [select_premises(h, premises, top) for h in hypotheses]
         pairs = [(premises[i][1], h) for h, idx in zip(hypotheses, chosen, strict=True) for i in idx]
         evidence = [premise_text(p) for p in passages]
         joint_text = " ".join(evidence[: o.joint_passages])
@@ -269,6 +276,10 @@ class Diagnoser:
 
         # -- failure (the verdict's where there is one), label gate, stage ------------------
         failure = failure_type(kg.kappa, e_q.state, e_r.state, label)
+        if mode == "qa" and failure == "NoFailure" and off_topic(query, response):
+            # An answer about another person, place or work fails even where a passage entails
+            # it: it does not address what was asked.
+            failure = "WR"
         verdict: Verdict | None = None
         if o.verdict is not None and mode == "qa":
             t0 = time.perf_counter()

@@ -150,6 +150,25 @@ def answer_relevance(question: str, response: str) -> tuple[float, float]:
     return overlap, kind
 
 
+_PRONOUNS = frozenset(["he", "she", "it", "they", "his", "her", "its", "their", "this", "these", "those"])
+
+
+def off_topic(question: str, response: str) -> bool:
+    """The response is about something else: the question names things, the response (a sentence,
+    not a bare span) names none of them and names other things instead ("When was Marie Curie
+    born?" -> "Marsha Albert was born 1948."). A response naming nothing ("He was born in 1867.")
+    or one opening with a pronoun ("She was born in Warsaw.") is not judged here: the pronoun
+    may stand for the question's subject."""
+    asked = key_spans(question)
+    words = response.split()
+    if not asked or len(words) < 4 or words[0].lower().strip(",") in _PRONOUNS:
+        return False
+    said = normalise(response)
+    if any(_found(s, said) for s in asked):
+        return False
+    return any(not _NUMBER.fullmatch(s) for s in key_spans(response))
+
+
 # "Both A and B are ...", "A and B are both ...", "Neither A nor B ...": one claim per subject.
 _BOTH = re.compile(
     r"^(?:yes,?\s+|no,?\s+)?both\s+(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+(?P<verb>are|were|have|had|do|did)\s+(?P<rest>.+)$",

@@ -2,7 +2,7 @@
 
 Algorithm 1 reads three discrete states; each hides a graded score and none alone separates right
 from wrong answers well (docs/diagnosis.md). The verdict is two logistic regressions over named
-features, fitted on DEV answers and RAGTruth's train sample (`ragmend train verdict`):
+features, fitted on DEV answers and RAGTruth's train sample (`ragmend verdict fit`):
 
 - per claim: its best window P(entail) and P(contradict), and whether its names and numbers occur
   in the evidence;
@@ -29,13 +29,16 @@ from typing import Any
 
 import numpy as np
 
+import ragmend
 from ragmend.diagnosis.spans import answer_relevance, best_passage_coverage, span_coverage
 from ragmend.diagnosis.types import FailureType, HypothesisVerdict, Kappa
 from ragmend.errors import ConfigError
 from ragmend.fileio import atomic_write_text
 from ragmend.logistic import Logistic, fit_logistic
 
-BUNDLED = Path(__file__).resolve().parent.parent / "assets" / "verdict" / "verdict.json"
+# ragmend's package directory, not this file's parent: in a checkout diagnosis/ is a link target
+# outside ragmend/, where the assets are.
+BUNDLED = Path(ragmend.__file__).parent / "assets" / "verdict" / "verdict.json"
 
 CLAIM_FEATURES = ("entail", "contradict", "span_coverage", "joint_entail")
 ANSWER_FEATURES = (

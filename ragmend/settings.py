@@ -158,14 +158,15 @@ class DiagnosisSettings(_Section):
     joint_premise: bool = True
     # > 0: judge each passage by windows of this many sentences (its most decisive window), not
     # as a whole paragraph; 0: whole passages. docs/diagnosis.md has the measured effect.
-    window_sentences: int = Field(2, ge=0, le=20)
+    window_sentences: int = Field(0, ge=0, le=20)
     # > 0: each claim is scored against only this many windows, those sharing most words with it
     # (a Summary source has 20+ windows; the rest name nothing of the claim). 0: every window.
     window_top: int = Field(4, ge=0, le=64)
     max_claims: int = Field(8, ge=1, le=64)
     # The calibrated verdict (P(unsupported) over every signal; docs/diagnosis.md): "bundled" (the
     # model fitted on dev data, shipped in ragmend/assets/verdict), a path to a file written by
-    # `ragmend train verdict`, or "off" (Algorithm 1's rule over the discrete states alone).
+    # `ragmend verdict fit`, or "off" (Algorithm 1's rule over the discrete states alone). Off by
+    # default until it separates right from wrong answers better than the rule (docs/diagnosis.md).
     verdict: str = "off"
     # The operating point: an answer fails at P(unsupported) >= this. None: the model's own
     # (fitted on dev). Lower catches more unsupported answers and flags more right ones.

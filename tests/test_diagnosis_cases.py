@@ -1,14 +1,17 @@
 """The answers a new user saw pass as NoFailure, judged again on the bundled corpus with the real
-models: the retrieval of the default index, the shipped NLI model, the shipped verdict. Each
+models: the retrieval of the default index, the shipped NLI model and configuration. Each
 response is the one the user was given (fixed text, so the test does not depend on a generator).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from ragmend.diagnosis.diagnoser import Diagnoser
+from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine import Engine
 from ragmend.settings import load_settings
 
@@ -47,8 +50,7 @@ def test_wrong_answers_fail_on_the_bundled_corpus(
 ) -> None:
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     d = bundled_engine.diagnoser.diagnose(question, passages, response)
-    assert d.verdict is not None, "the shipped configuration has a verdict"
-    assert d.failure != "NoFailure", (d.verdict.p_unsupported, d.verdict.features)
+    assert d.failure != "NoFailure", (d.e_q, d.e_r, d.verdict)
 
 
 def test_a_right_answer_passes_on_the_bundled_corpus(bundled_engine: Engine) -> None:
@@ -61,17 +63,20 @@ def test_a_right_answer_passes_on_the_bundled_corpus(bundled_engine: Engine) -> 
 
 
 def test_e_q_is_answerability_whatever_the_answer_says(bundled_engine: Engine) -> None:
-    """e_q asks whether the evidence answers the question: two answers to one question, one
-    right and one about someone else, get the same e_q; a question the corpus cannot answer
-    gets a neutral e_q (IE when its answer is unsupported)."""
+    """With the verdict on, e_q asks whether the evidence answers the question: two answers to
+    one question, one right and one about someone else, get the same e_q; a question the corpus
+    cannot answer gets a neutral e_q (IE when its answer is unsupported)."""
+    base = bundled_engine.diagnoser
+    options = replace(base.options, verdict=open_verdict("bundled"))
+    diagnose = Diagnoser(base.nli, base.embed, options, reranker=base.reranker).diagnose
     question = "Who co-founded The Conversation?"
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
-    diagnose = bundled_engine.diagnoser.diagnose
     right = diagnose(question, passages, "Andrew Jaspan co-founded The Conversation.")
     other = diagnose(question, passages, "Marsha Albert was born 1948.")
     assert right.e_q == other.e_q and right.e_q.construction == "rerank"
-    assert right.e_q.state == "entail"
-    assert right.failure == "NoFailure" and other.failure != "NoFailure"
+    assert right.e_q.state == "entail" and other.failure != "NoFailure"
+    assert right.verdict is not None and other.verdict is not None
+    assert other.verdict.p_unsupported > right.verdict.p_unsupported
 
     question = "What is the capital of Australia?"
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())

@@ -1,4 +1,4 @@
-"""The local generator's answers that `ragmend bench detect` and `ragmend train verdict` judge:
+"""The local generator's answers that `ragmend bench detect` and `ragmend verdict fit` judge:
 HotpotQA questions (answerable, or with their gold paragraphs removed) and TruthfulQA questions,
 over the unanswerable task's corpus (corpora/unanswerable.py), made once per split and kept."""
 
