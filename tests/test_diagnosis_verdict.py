@@ -144,3 +144,17 @@ def test_each_data_set_weighs_the_same_and_examples_round_trip() -> None:
     p, y = np.array([0.3, 0.55, 0.9]), np.array([True, False, True])
     assert f1_best_threshold(p, y)[0] <= 0.3
     assert 0.55 < f1_best_threshold(p, y, np.array([1.0, 10.0, 1.0]))[0] <= 0.9
+
+
+def test_an_answer_about_something_else_is_off_topic() -> None:
+    from ragmend.diagnosis.spans import off_topic
+
+    assert off_topic("When was Marie Curie born?", "Marsha Albert was born 1948.")
+    follow_up = "When did Andrew Jaspan found The Conversation?"
+    assert off_topic(follow_up, "Richard Hornsby Elsham in Lincolnshire 4 June 1790.")
+    # Restating the subject, a pronoun standing for it, a bare span, or naming nothing: not judged.
+    assert not off_topic("When was Marie Curie born?", "Marie Curie was born in 1867.")
+    assert not off_topic("When was Marie Curie born?", "She was born in 1867 in Warsaw.")
+    assert not off_topic("What is the capital of Australia?", "Canberra")
+    assert not off_topic("When was Marie Curie born?", "The year was 1867 or so.")
+    assert not off_topic("what is it?", "Marsha Albert was born 1948.")
