@@ -458,8 +458,12 @@ def assert_prometheus_naming(text: str) -> None:
         if fam.type == "counter":
             assert names <= {fam.name + "_total", fam.name + "_created"}, fam.name
         if fam.type == "histogram":
-            # Base units in the name; the reward is a dimensionless score.
-            dimensionless = ("ragmend_repair_reward", "ragmend_answer_support")  # scores in [0, 1]
+            # Base units in the name; the reward, the support and P(unsupported) are scores in [0, 1].
+            dimensionless = (
+                "ragmend_repair_reward",
+                "ragmend_answer_support",
+                "ragmend_answer_p_unsupported",
+            )
             assert fam.name.endswith(("_seconds", "_bytes")) or fam.name in dimensionless, fam.name
         if fam.type == "gauge" and "budget" in fam.name and not fam.name.endswith(("_created", "_scale")):
             assert fam.name.endswith(("_seconds", "_bytes")), fam.name
