@@ -201,7 +201,7 @@ def bench_detect(
     recall of its verdict, beside EGC only, coverage only and an LLM judge (the local generator
     asked per claim) on the same cases, with each one's time per answer; the unanswerable
     questions' IE rate. Answers of the local generator are made once into the workdir, and every
-    case's scores are written there (detect-<split>-rows.jsonl).
+    case's scores are written there (detect-<split>-<sets>-rows.jsonl).
 
     Example: ragmend bench detect --limit 50 --judge-limit 10 --json
     """
@@ -224,7 +224,7 @@ def bench_detect(
         engine = Engine(ws.settings(base, kg={"enabled": False}, policy={"repair": False}))
         cases = case_sets(engine, ws, data_root, split, chosen, limit, log=lambda m: err.print(m))  # type: ignore[arg-type]
         judge = LLMJudge(engine.models.generator) if judge_limit else None
-        rows = workdir / f"detect-{split}-rows.jsonl"
+        rows = workdir / f"detect-{split}-{'+'.join(chosen)}-rows.jsonl"
         result = run_detect(
             engine.diagnoser, cases, judge, judge_limit, log=lambda m: err.print(m), rows_path=rows
         )

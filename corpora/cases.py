@@ -51,6 +51,8 @@ class Case:
     unsupported: bool
     answerable: bool = True  # the corpus holds an answer to the query
     spans: tuple[tuple[int, int], ...] = ()  # labelled unsupported character spans (RAGTruth)
+    # The generator's log-probability of each answer token (generated answers; None for given ones)
+    token_logprobs: tuple[float, ...] | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -61,7 +63,15 @@ class Case:
     def from_json(d: dict[str, Any]) -> Case:
         passages = tuple(Passage(**p) for p in d["passages"])
         spans = tuple((int(a), int(b)) for a, b in d.get("spans", ()))
-        return Case(**{**d, "passages": passages, "spans": spans})
+        logprobs = d.get("token_logprobs")
+        return Case(
+            **{
+                **d,
+                "passages": passages,
+                "spans": spans,
+                "token_logprobs": None if logprobs is None else tuple(logprobs),
+            }
+        )
 
 
 def _passage(pid: str, title: str, text: str, rank: int = 0) -> Passage:

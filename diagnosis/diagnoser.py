@@ -180,7 +180,10 @@ class Diagnoser:
         response: str,
         mode: Mode = "qa",
         reranked: bool = False,
+        token_logprobs: Sequence[float] | None = None,
     ) -> Diagnosis:
+        """`token_logprobs`: the generator's log-probability of each answer token, where its
+        engine reports them (a verdict feature: how sure the generator was)."""
         o, t = self.options, self.options.thresholds
         timings: dict[str, float] = {}
         t_start = time.perf_counter()
@@ -285,7 +288,7 @@ class Diagnoser:
             t0 = time.perf_counter()
             relevance = self._relevance(query, passages, reranked)
             e_r, verdict = self._verdict(
-                o.verdict, query, response, evidence, e_q, e_r, egc.score, q_sims, relevance
+                o.verdict, query, response, evidence, e_q, e_r, egc.score, q_sims, relevance, token_logprobs
             )
             verdict = replace(verdict, rule_failure=failure)
             # e_q becomes answerability: does the evidence answer the QUESTION, whatever the
@@ -340,13 +343,14 @@ class Diagnoser:
         egc: float,
         q_sims: np.ndarray,
         relevance: np.ndarray | None,
+        token_logprobs: Sequence[float] | None = None,
     ) -> tuple[NLISignal, Verdict]:
         """Each claim's P(unsupported), then the answer's, from every signal (diagnosis/verdict.py).
         Returns e_r with the claims' probabilities filled in, and the verdict."""
         claims = [claim_features(v, evidence, query) for v in e_r.hypotheses]
         p_claims = [model.claim.probability(x) for x in claims]
         features = answer_features(
-            query, response, evidence, claims, p_claims, e_q.support, egc, q_sims, relevance
+            query, response, evidence, claims, p_claims, e_q.support, egc, q_sims, relevance, token_logprobs
         )
         p = model.answer.probability(features)
         threshold = self.options.unsupported_threshold or model.threshold

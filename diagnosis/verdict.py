@@ -10,10 +10,12 @@ features, fitted on DEV answers and RAGTruth's train sample (`ragmend verdict fi
   query statement's support, the answer's key-span coverage, its relevance to the question
   (entity overlap, answer type), the question's coverage by one passage, the cross-encoder's
   relevance of the best passage to the question (answerability), the query-evidence
-  similarity, EGC, and whether the response abstains.
+  similarity, EGC, whether the response abstains, and the generator's confidence (its mean and
+  lowest token log-probability) where its engine reports it.
 
 A feature the model was not fitted with is ignored; one it needs and the request lacks takes its
-neutral value from `NEUTRAL` (so a model file never breaks an older or newer diagnoser). The file
+neutral value from `NEUTRAL`, or, without one, the mean it was fitted with (so a model file never
+breaks an older or newer diagnoser, and a response with no log-probabilities is scored on the rest). The file
 (JSON) records its features, weights, standardisation, operating threshold and what it was fitted
 on; the failure type is derived from the verdict (`derive_failure`).
 """
@@ -56,7 +58,34 @@ ANSWER_FEATURES = (
     "egc",
     "abstained",
     "log_claims",
+    "logprob_mean",
+    "logprob_min",
 )
+# Each signal's direction by what it means (+1: raises P(unsupported), -1: lowers it, 0: either):
+# fitted on a few hundred dev answers of a mix of data sets, a weight may otherwise take the sign
+# of a quirk of that mix (in the first unconstrained fit the question's coverage by a passage
+# RAISED the risk), which then misleads on data it never saw.
+SIGNS: dict[str, int] = {
+    "entail": -1,
+    "contradict": 1,
+    "joint_entail": -1,
+    "support_mean": -1,
+    "support_min": -1,
+    "contradict_max": 1,
+    "claim_p_max": 1,
+    "statement_entail": -1,
+    "span_coverage": -1,
+    "entity_overlap": -1,
+    "type_match": -1,
+    "question_coverage": -1,
+    "relevance": -1,
+    "query_similarity": -1,
+    "egc": -1,
+    "abstained": 1,
+    "log_claims": 0,
+    "logprob_mean": -1,
+    "logprob_min": -1,
+}
 # What a missing feature counts as: the value that says least (full coverage, no contradiction).
 NEUTRAL: dict[str, float] = {
     "span_coverage": 1.0,
@@ -180,10 +209,12 @@ def answer_features(
     egc: float,
     q_sims: np.ndarray,
     relevance: np.ndarray | None = None,
+    token_logprobs: Sequence[float] | None = None,
 ) -> dict[str, float]:
     """Every answer-level signal by name (ANSWER_FEATURES), from the claims' features and
     probabilities and the request's other signals (`relevance`: each passage's cross-encoder
-    probability of answering the question, where a reranker is loaded)."""
+    probability of answering the question, where a reranker is loaded; `token_logprobs`: the
+    generator's log-probability of each answer token, where its engine reports them)."""
     support = [max(x["entail"], x["joint_entail"]) for x in claims]
     overlap, kind = answer_relevance(query, response)
     covered = best_passage_coverage(query, evidence)
@@ -205,6 +236,11 @@ def answer_features(
         features["span_coverage"] = cov
     if relevance is not None and len(relevance):
         features["relevance"] = float(np.max(relevance))
+    if token_logprobs:
+        # The generator's confidence: its mean per-token log-probability, and its least sure
+        # token (a guessed name is often one uncertain token in an otherwise fluent sentence).
+        features["logprob_mean"] = float(np.mean(token_logprobs))
+        features["logprob_min"] = float(min(token_logprobs))
     return features
 
 
@@ -215,10 +251,18 @@ def fit_score(
     balanced: bool = False,
     weights: Sequence[float] | None = None,
 ) -> LinearScore:
-    """Fit one score on feature rows (a missing feature takes its neutral value)."""
-    x = np.array([[r.get(f, NEUTRAL.get(f, 0.0)) for f in features] for r in rows], dtype=np.float64)
+    """Fit one score on feature rows. A missing feature takes its neutral value, or where it has
+    none (the generator's log-probabilities, absent from given responses) the mean of the rows
+    that have it: as `LinearScore.probability` reads a missing one, it then moves nothing."""
+    x = np.array([[r.get(f, NEUTRAL.get(f, np.nan)) for f in features] for r in rows], dtype=np.float64)
+    for j in range(x.shape[1]):
+        seen = ~np.isnan(x[:, j])
+        x[~seen, j] = x[seen, j].mean() if seen.any() else 0.0
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
-    fitted = fit_logistic(x, np.asarray(labels, dtype=bool), l2=1.0, balanced=balanced, weights=w)
+    signs = np.array([SIGNS.get(f, 0) for f in features], dtype=np.float64)
+    fitted = fit_logistic(
+        x, np.asarray(labels, dtype=bool), l2=1.0, balanced=balanced, weights=w, signs=signs
+    )
     return LinearScore.of(features, fitted)
 
 

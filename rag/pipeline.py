@@ -121,4 +121,5 @@ class Pipeline:
             completion_tokens=out.completion_tokens,
             index_generation=retriever.snapshot.generation,
             finish_reason=out.finish_reason,
+            token_logprobs=out.token_logprobs,
         )

@@ -77,3 +77,5 @@ class Answer(BaseModel):
     completion_tokens: int = 0
     index_generation: str = ""
     finish_reason: str | None = None  # the generator's: "stop", "length"...
+    # The answer tokens' log-probabilities where the engine reports them (a verdict feature).
+    token_logprobs: tuple[float, ...] | None = None

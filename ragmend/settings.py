@@ -86,6 +86,10 @@ class GeneratorSettings(_Section):
     # An SQLite file caching every call by model, messages and sampling parameters (evaluation
     # reruns and resumes). Off by default: a live server wants fresh generations.
     cache: Path | None = None
+    # Ask a remote engine (models.generator.model) for the answer tokens' log-probabilities, a
+    # verdict feature (the generator's own confidence). Off for an engine that refuses the field.
+    # The in-process GGUF records them itself, whatever this says.
+    logprobs: bool = True
 
 
 class SpacySettings(_Section):

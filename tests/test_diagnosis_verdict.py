@@ -20,6 +20,7 @@ from ragmend.diagnosis.verdict import (
     CLAIM_FEATURES,
     LinearScore,
     VerdictModel,
+    answer_features,
     derive_failure,
     fit_score,
     open_verdict,
@@ -158,3 +159,41 @@ def test_an_answer_about_something_else_is_off_topic() -> None:
     assert not off_topic("What is the capital of Australia?", "Canberra")
     assert not off_topic("When was Marie Curie born?", "The year was 1867 or so.")
     assert not off_topic("what is it?", "Marsha Albert was born 1948.")
+
+
+def test_generator_confidence_is_a_feature_only_where_the_engine_reports_it() -> None:
+    def features(token_logprobs: list[float] | None) -> dict[str, float]:
+        return answer_features(
+            "Who wrote Hamlet?",
+            "Shakespeare wrote Hamlet.",
+            ["Hamlet is a play by Shakespeare."],
+            [{"entail": 0.9, "contradict": 0.0, "joint_entail": 0.0}],
+            [0.1],
+            0.9,
+            0.8,
+            np.array([0.7]),
+            token_logprobs=token_logprobs,
+        )
+
+    given = features(None)
+    assert "logprob_mean" not in given and "logprob_min" not in given
+    generated = features([-0.1, -2.5, -0.3])
+    assert generated["logprob_mean"] == pytest.approx(-0.9667, abs=1e-4)
+    assert generated["logprob_min"] == -2.5
+
+
+def test_a_feature_some_rows_lack_is_fitted_on_the_rows_that_have_it() -> None:
+    # Generated answers carry log-probabilities, given responses none: the fit fills the missing
+    # ones with the observed mean, so a row without them is scored on its other features alone.
+    rng = np.random.default_rng(1)
+    rows, labels = [], []
+    for _ in range(300):
+        lp = float(-rng.random() * 3)
+        rows.append({"logprob_mean": lp, "support_min": float(rng.random())})
+        labels.append(lp < -1.5)  # unsure answers are wrong
+    rows += [{"support_min": float(rng.random())} for _ in range(300)]
+    labels += [bool(rng.random() < 0.5) for _ in range(300)]
+    score = fit_score(rows, labels, ("logprob_mean", "support_min"))
+    assert score.probability({"logprob_mean": -2.9}) > 0.8 > 0.2 > score.probability({"logprob_mean": -0.1})
+    missing = score.probability({"support_min": 0.5})
+    assert 0.3 < missing < 0.7  # neither sure nor unsure: the observed mean moves nothing

@@ -83,3 +83,40 @@ def test_split_gguf_assembles_once_and_verifies(tmp_path: Path) -> None:
         wrong.path(tmp_path)
     assert not (tmp_path / "models" / "wrong.gguf").exists()
     assert not list((tmp_path / "models").glob(".assemble-*"))
+
+
+def test_token_logprobs_are_the_chosen_tokens_log_softmax() -> None:
+    import numpy as np
+
+    from ragmend.models.generator import TokenLogprobs, _token_logprobs
+
+    rec = TokenLogprobs()
+    first, second = np.array([2.0, 1.0, 0.0]), np.array([0.0, 0.0, 3.0])
+    rec(np.array([7, 8]), first.copy())  # the prompt: nothing chosen yet
+    rec(np.array([7, 8, 0]), second.copy())  # token 0 was chosen from `first`
+    rec(np.array([7, 8, 0, 2]), first.copy())  # token 2 from `second`
+    expect = [first[0] - np.log(np.exp(first).sum()), second[2] - np.log(np.exp(second).sum())]
+    assert rec.values == pytest.approx(expect, abs=1e-4)
+    # The OpenAI shape, as a dict (the in-process engine) or as objects (litellm's types).
+    as_dict = {"logprobs": {"content": [{"logprob": -0.5}, {"logprob": -1.0}]}}
+
+    class Choice:
+        logprobs = type("L", (), {"content": [type("T", (), {"logprob": -0.25})()]})()
+
+    assert _token_logprobs(type("C", (), as_dict)()) == (-0.5, -1.0)
+    assert _token_logprobs(Choice()) == (-0.25,)
+    assert _token_logprobs(type("C", (), {"logprobs": None})()) is None
+
+
+def test_cached_generations_keep_their_logprobs(tmp_path: Path) -> None:
+    from ragmend.models.generation import Generation
+    from ragmend.models.generation_cache import GenerationCache
+
+    cache = GenerationCache(tmp_path / "g.sqlite")
+    cache.put("k", Generation("Paris", "m", 10, 2, 0.5, "stop", token_logprobs=(-0.1, -0.2)))
+    cache.put("old", Generation("Rome", "m", 10, 2, 0.5, "stop"))
+    hit = cache.get("k")
+    assert hit is not None and hit.cached and hit.token_logprobs == (-0.1, -0.2)
+    old = cache.get("old")
+    assert old is not None and old.token_logprobs is None
+    cache.close()

@@ -46,6 +46,10 @@ def test_answer_end_to_end_through_litellm(engine: Engine) -> None:
     assert answer.timings.retrieve_s > 0 and answer.timings.generate_s > 0 and answer.timings.rerank_s == 0
     assert answer.completion_tokens > 0 and answer.prompt_tokens > 0
     assert answer.index_generation == engine.store.current_generation()
+    # The in-process engine reports each answer token's log-probability (all but the final one).
+    lps = answer.token_logprobs
+    assert lps is not None and 0 < len(lps) <= answer.completion_tokens
+    assert all(lp <= 0 for lp in lps) and any(lp < 0 for lp in lps)
 
 
 def test_rerank_reorders_a_deeper_list(engine: Engine) -> None:

@@ -136,6 +136,20 @@ def test_auroc_counts_ties_half() -> None:
     assert np.isnan(auroc(np.array([0.1, 0.2]), np.array([True, True])))
 
 
+def test_a_sign_constraint_holds_a_weight_at_zero_and_frees_the_rest() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 3))
+    y = x[:, 0] - 0.5 * x[:, 1] + 0.3 * rng.normal(size=400) > 0
+    free = fit_logistic(x, y).coef
+    assert free[0] > 1.0 and free[1] < -0.5
+    # Feature 1's weight may not be negative: held at 0, the others still fitted as before.
+    held = fit_logistic(x, y, signs=np.array([1, 1, 0])).coef
+    assert held[1] == 0.0 and held[0] > 1.0
+    # A constraint the data agrees with changes nothing.
+    agree = fit_logistic(x, y, signs=np.array([1, -1, 0])).coef
+    assert np.allclose(agree, free, atol=1e-6)
+
+
 def test_logistic_regression_is_cross_validated_by_source() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 2))

@@ -78,7 +78,7 @@ def examples(
     probe = probe_diagnoser(diagnoser)
     out = []
     for n, c in enumerate(cases, start=1):
-        d = probe.diagnose(c.query, c.passages, c.response)
+        d = probe.diagnose(c.query, c.passages, c.response, token_logprobs=c.token_logprobs)
         assert d.verdict is not None  # qa mode with a verdict model
         evidence = [f"{p.title}: {p.text}" if p.title else p.text for p in c.passages]
         claims = tuple(claim_features(v, evidence, c.query) for v in d.e_r.hypotheses)

@@ -47,6 +47,7 @@ def generated_cases(
                 a.response,
                 unsupported=not correct_answer(item.kind, a.response, item.gold),
                 answerable=answerable,
+                token_logprobs=a.token_logprobs,
             )
             out.write(json.dumps(case.as_json(), ensure_ascii=False) + "\n")
             out.flush()

@@ -61,6 +61,10 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "coverage": 1.0 - d.egc.coverage,
         "ms": d.timings.get("total_s", 0.0) * 1000,
         "claims": [h.hypothesis for h in d.e_r.hypotheses],
+        # With a verdict: Algorithm 1's own decision beside it and every feature it read, so the
+        # rule's figures come from the same run and another verdict can be scored on these rows.
+        "rule_failure": d.verdict.rule_failure if d.verdict else d.failure,
+        "features": d.verdict.features if d.verdict else {},
     }
 
 
@@ -103,23 +107,30 @@ def _p50(values: Sequence[float]) -> float | None:
     return round(float(np.median(values)), 1) if len(values) else None
 
 
-def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The figures of one data set (or one group of it)."""
-    y = np.array([r["unsupported"] for r in rows], dtype=bool)
-    flagged = np.array([r["failure"] != "NoFailure" for r in rows], dtype=bool)
+def decision_figures(flagged: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
+    """F1, precision and recall of one yes/no detector, and the share of supported answers it flags."""
     tp = float((flagged & y).sum())
     precision = tp / flagged.sum() if flagged.sum() else None
     recall = tp / y.sum() if y.sum() else None
     f1 = 2 * tp / (flagged.sum() + y.sum()) if (flagged.sum() + y.sum()) else None
+    return {
+        "f1": None if f1 is None else round(f1, 4),
+        "precision": None if precision is None else round(float(precision), 4),
+        "recall": None if recall is None else round(float(recall), 4),
+        "flagged_supported": round(float(flagged[~y].mean()), 4) if (~y).any() else None,
+    }
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The figures of one data set (or one group of it)."""
+    y = np.array([r["unsupported"] for r in rows], dtype=bool)
+    flagged = np.array([r["failure"] != "NoFailure" for r in rows], dtype=bool)
     judged = [r for r in rows if "judge" in r]
     out: dict[str, Any] = {
         "n": len(rows),
         "unsupported": int(y.sum()),
         "auroc": _auroc([r["score"] for r in rows], y),
-        "f1": None if f1 is None else round(f1, 4),
-        "precision": None if precision is None else round(float(precision), 4),
-        "recall": None if recall is None else round(float(recall), 4),
-        "flagged_supported": round(float(flagged[~y].mean()), 4) if (~y).any() else None,
+        **decision_figures(flagged, y),
         "egc_auroc": _auroc([r["egc"] for r in rows], y),
         "coverage_auroc": _auroc([r["coverage"] for r in rows], y),
         "diagnosis_ms_p50": _p50([r["ms"] for r in rows]),
@@ -128,6 +139,13 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "diagnosis_auroc_on_judged": _auroc([r["score"] for r in judged], [r["unsupported"] for r in judged]),
         "llm_judge_ms_p50": _p50([r["judge_ms"] for r in judged]),
     }
+    if any(r.get("features") for r in rows):  # a verdict decided: Algorithm 1's rule beside it
+        rule = np.array([r.get("rule_failure", r["failure"]) != "NoFailure" for r in rows], dtype=bool)
+        out["rule"] = decision_figures(rule, y)
+        if not all(r["answerable"] for r in rows):
+            out["rule"]["ie_rate"] = round(
+                float(np.mean([r["rule_failure"] == "IE" for r in rows if not r["answerable"]])), 4
+            )
     if not all(r["answerable"] for r in rows):
         out["ie_rate"] = round(float(np.mean([r["failure"] == "IE" for r in rows if not r["answerable"]])), 4)
     return out
@@ -150,7 +168,9 @@ def run_detect(
         rows = []
         t0 = time.perf_counter()
         for n, case in enumerate(cases):
-            d = diagnoser.diagnose(case.query, case.passages, case.response)
+            d = diagnoser.diagnose(
+                case.query, case.passages, case.response, token_logprobs=case.token_logprobs
+            )
             r = record(case, d)
             if judge is not None and n < judge_limit:
                 share, seconds = judge.judge(case, r["claims"])

@@ -40,7 +40,10 @@ class GenerationCache:
             row = self._con.execute("SELECT value FROM generations WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        return replace(Generation(**json.loads(row[0])), cached=True)
+        fields = json.loads(row[0])
+        if fields.get("token_logprobs") is not None:
+            fields["token_logprobs"] = tuple(fields["token_logprobs"])
+        return replace(Generation(**fields), cached=True)
 
     def put(self, key: str, gen: Generation) -> None:
         value = json.dumps(asdict(replace(gen, cached=False)))

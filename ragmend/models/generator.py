@@ -39,11 +39,15 @@ class LocalGGUF:
             raise ModelUnavailable("llama-cpp-python is not installed: pip install llama-cpp-python") from e
         self.name = name
         self.path = path
+        threads = params.n_threads or max(1, (os.cpu_count() or 2) - 1)
         try:
             self._llm = Llama(
                 model_path=str(path),
                 n_ctx=params.n_ctx,
-                n_threads=params.n_threads or max(1, (os.cpu_count() or 2) - 1),
+                n_threads=threads,
+                # The prompt's evaluation too: llama-cpp's default is every core, whose spinning
+                # workers stall beside any other busy thread (the n_threads note in settings.py).
+                n_threads_batch=threads,
                 seed=params.seed,
                 verbose=False,
             )
@@ -68,30 +72,33 @@ class LocalGGUF:
             "stop": params.get("stop"),
             "seed": params.get("seed"),
         }
-        # llama-cpp types messages as its own TypedDicts; ours are the same role/content dicts.
-        if timeout_s is None:
-            with self._lock:
-                # Not streamed: llama-cpp returns one completion dict (its stubs type the union).
-                return cast(
-                    dict[str, Any], self._llm.create_chat_completion(messages=cast(Any, messages), **kwargs)
-                )
-        deadline = time.monotonic() + timeout_s
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         # Other requests' generations hold the lock: waiting for it is part of this call's time.
-        if not self._lock.acquire(timeout=timeout_s):
+        if not self._lock.acquire(timeout=-1 if timeout_s is None else timeout_s):
             raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)")
         try:
             expired: list[bool] = []
-            stop = self._deadline_processor(deadline, expired)
+            recorder = TokenLogprobs()
+            processors = [recorder]
+            if deadline is not None:
+                processors.append(self._deadline_processor(deadline, expired))
+            # llama-cpp types messages as its own TypedDicts; ours are the same role/content
+            # dicts. Not streamed: it returns one completion dict (its stubs type the union).
             out = cast(
                 dict[str, Any],
                 self._llm.create_chat_completion(
-                    messages=cast(Any, messages), logits_processor=LogitsProcessorList([stop]), **kwargs
+                    messages=cast(Any, messages), logits_processor=LogitsProcessorList(processors), **kwargs
                 ),
             )
         finally:
             self._lock.release()
         if expired:
             raise LocalTimeout(f"generation ran past {timeout_s:g} s")
+        # In the OpenAI shape, which litellm carries through and Generator reads for any engine.
+        tokens: list[dict[str, Any]] = [
+            {"token": "", "logprob": lp, "bytes": None, "top_logprobs": []} for lp in recorder.values
+        ]
+        out["choices"][0]["logprobs"] = {"content": tokens}
         return out
 
     def _deadline_processor(self, deadline: float, expired: list[bool]) -> Any:
@@ -114,6 +121,31 @@ class LocalGGUF:
             return scores
 
         return stop_at_deadline
+
+
+class TokenLogprobs:
+    """A logits processor recording each generated token's log-probability, so the in-process
+    model reports what a remote engine does with `logprobs: true` without llama.cpp's
+    `logits_all` (logits kept for every prompt token: n_ctx x vocabulary floats).
+
+    It sees the next token's logits and, one call later, which token was chosen (the last input
+    id), whatever the sampler: the chosen token's log-softmax under the logits before it. The
+    final token (end of sequence, or the last one at max_tokens) is not scored."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self._previous: Any = None  # the last call's logits (a copy: the array is reused)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+
+        if self._previous is not None and len(input_ids):
+            logits = self._previous
+            top = float(logits.max())
+            log_norm = top + float(np.log(np.exp(logits - top).sum()))
+            self.values.append(round(float(logits[int(input_ids[-1])]) - log_norm, 4))
+        self._previous = np.array(scores, dtype=np.float64, copy=True)
+        return scores
 
 
 class LocalTimeout(Exception):
@@ -264,6 +296,8 @@ class Generator:
         }
         if stop:
             kwargs["stop"] = stop
+        if p.logprobs and self.model.split("/", 1)[0] != PROVIDER:
+            kwargs["logprobs"] = True  # the in-process model records them without being asked
         key = None
         if self.cache is not None:
             sampling = {k: kwargs[k] for k in ("max_tokens", "temperature", "seed")} | {"stop": stop}
@@ -297,10 +331,23 @@ class Generator:
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             seconds=seconds,
             finish_reason=getattr(choice, "finish_reason", None),
+            token_logprobs=_token_logprobs(choice),
         )
         if self.cache is not None and key is not None:
             self.cache.put(key, gen)
         return gen
+
+
+def _token_logprobs(choice: Any) -> tuple[float, ...] | None:
+    """The answer tokens' log-probabilities from an OpenAI-shaped choice (None when absent)."""
+    logprobs = getattr(choice, "logprobs", None)
+    content = getattr(logprobs, "content", None)
+    if content is None and isinstance(logprobs, dict):
+        content = logprobs.get("content")
+    if not content:
+        return None
+    values = [t.get("logprob") if isinstance(t, dict) else getattr(t, "logprob", None) for t in content]
+    return tuple(float(v) for v in values if v is not None) or None
 
 
 def load_generator(settings: Settings) -> Generator:
