@@ -109,6 +109,8 @@ class Pipeline:
             template.messages(context=context, question=query),
             max_tokens=config.max_tokens,
             temperature=config.temperature,
+            stop=list(config.stop) if config.stop else None,
+            seed=config.seed,
         )
         return Answer(
             query=query,

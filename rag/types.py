@@ -26,6 +26,8 @@ class RAGConfig(BaseModel):
     # Repair actions patch other fields, so a repaired pass samples like the first one.
     temperature: float | None = Field(None, ge=0.0, le=2.0, description="generator temperature")
     max_tokens: int | None = Field(None, ge=1, le=4096, description="most tokens generated")
+    stop: tuple[str, ...] | None = Field(None, max_length=4, description="sequences that end the answer")
+    seed: int | None = Field(None, description="sampling seed (null: the generator settings')")
 
     @classmethod
     def from_settings(cls, rag: RAGSettings) -> RAGConfig:

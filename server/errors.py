@@ -43,15 +43,28 @@ def status_type(status: int) -> ApiErrorType:
 PUBLIC_MODULES = frozenset({RagmendError.__module__, __name__})
 
 
-class ModelNotFound(InputError):
+class ParameterError(InputError):
+    """A request field at fault, named in the body's `param` with OpenAI's `code`."""
+
+    api_code = "invalid_value"
+
+    def __init__(self, message: str, param: str | None):
+        super().__init__(message)
+        self.param = param
+
+
+class ModelNotFound(ParameterError):
     """A request named a model this server does not serve (OpenAI's 404 model_not_found)."""
 
     http_status = 404
     api_code = "model_not_found"
 
-    def __init__(self, message: str, param: str | None):
-        super().__init__(message)
-        self.param = param
+
+class UnsupportedParameter(ParameterError):
+    """A request asked for something ragmend does not serve (tools, JSON output...): refused, not
+    silently ignored (OpenAI's 400 unsupported_parameter)."""
+
+    api_code = "unsupported_parameter"
 
 
 def error_response(
@@ -80,7 +93,7 @@ def exception_response(exc: RagmendError) -> JSONResponse:
     """The response for one of ragmend's errors: its status, type and class, and Retry-After
     when it has one."""
     headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
-    code, param = (ModelNotFound.api_code, exc.param) if isinstance(exc, ModelNotFound) else (None, None)
+    code, param = (exc.api_code, exc.param) if isinstance(exc, ParameterError) else (None, None)
     return error_response(
         exc.http_status,
         str(exc),

@@ -43,6 +43,8 @@ def rag_config(c: rag.RAGConfig) -> api.RAGConfig:
         query=c.query,
         temperature=c.temperature,
         max_tokens=c.max_tokens,
+        stop=list(c.stop) if c.stop else None,
+        seed=c.seed,
     )
 
 

@@ -27,7 +27,7 @@ from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.errors import InputError
 from ragmend.server.admission import Admission, admission_of
-from ragmend.server.errors import ModelNotFound
+from ragmend.server.errors import ModelNotFound, UnsupportedParameter
 from ragmend.server.mapping import answer_response
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_schemas import (
@@ -42,6 +42,7 @@ from ragmend.server.openai_schemas import (
     ModelCard,
     ModelList,
     Usage,
+    unserved,
 )
 from ragmend.server.schemas import ErrorResponse
 
@@ -78,6 +79,10 @@ def sampling(body: ChatCompletionRequest) -> dict[str, Any] | None:
         overrides["temperature"] = body.temperature
     if body.token_limit is not None:
         overrides["max_tokens"] = body.token_limit
+    if body.stop_sequences is not None:
+        overrides["stop"] = body.stop_sequences
+    if body.seed is not None:
+        overrides["seed"] = body.seed
     return overrides or None
 
 
@@ -191,6 +196,8 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
     ) -> ChatCompletion | StreamingResponse:
         if body.model is not None and body.model not in known_models():
             raise model_not_found(body.model, "model")
+        if (refused := unserved(body)) is not None:
+            raise UnsupportedParameter(refused[1], refused[0])
         query = question(body)
         # Bounded concurrency, queue and deadline like /v1/answer (503 when full, 504 late).
         outcome = await admission.run(respond, query, sampling(body))

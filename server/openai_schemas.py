@@ -1,17 +1,19 @@
 """Bodies of the OpenAI-compatible API (/v1/chat/completions, /v1/models).
 
-The request models ignore fields they do not name: standard clients send top_p, user, seed,
-presence_penalty and others with every request, and refusing them would break those clients.
-What ragmend honours is named here; docs/api.md lists what is accepted and ignored. The
-request models are strict (no "0.5" for a number, no "true" for a boolean), so a wrong type
-is a 400 naming the field instead of a silent coercion.
+What ragmend honours is named in the request model. OpenAI's fields for what it does not serve
+(tools, log-probabilities, JSON output, penalties...) are in `UNSERVED`: each is refused with a 400
+naming it, unless it carries the value that asks for nothing, which standard clients send by
+default. Fields that change nothing in an answer (user, metadata, store...) are accepted. docs/api.md
+has the table. The request models are strict (no "0.5" for a number, no "true" for a boolean), so
+a wrong type is a 400 naming the field instead of a silent coercion.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragmend.server.schemas import AnswerResponse
 
@@ -53,8 +55,15 @@ class StreamOptions(BaseModel):
     include_usage: bool = Field(False, description="Send a last chunk with the usage.")
 
 
-class ChatCompletionRequest(BaseModel):
+class ResponseFormat(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
+
+    type: Literal["text", "json_object", "json_schema"]
+
+
+class ChatCompletionRequest(BaseModel):
+    # extra="allow": the fields it does not name are checked against UNSERVED (`unserved`).
+    model_config = ConfigDict(extra="allow", strict=True)
 
     messages: list[ChatMessage] = Field(
         min_length=1,
@@ -74,13 +83,73 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: int | None = Field(
         default=None, ge=1, le=MAX_TOKENS_LIMIT, description="Most tokens generated; wins over max_tokens."
     )
+    stop: str | list[str] | None = Field(
+        default=None, description="Up to 4 sequences that end the answer (not included in it)."
+    )
+    seed: int | None = Field(default=None, description="Sampling seed (default: the configured one).")
+    response_format: ResponseFormat | None = Field(
+        default=None, description="Only {type: text}: answers are grounded prose, which the diagnosis reads."
+    )
     n: int | None = Field(default=None, ge=1, le=1, description="Only 1 choice per request.")
     stream: bool | None = Field(default=False, description="Server-sent events (chat.completion.chunk).")
     stream_options: StreamOptions | None = None
 
+    @field_validator("stop")
+    @classmethod
+    def _stop_sequences(cls, v: str | list[str] | None) -> str | list[str] | None:
+        items = [v] if isinstance(v, str) else v or []
+        if v is not None and not 1 <= len(items) <= 4:
+            raise ValueError("stop takes a string or 1 to 4 strings")
+        if any(not s for s in items):
+            raise ValueError("stop sequences must not be empty")
+        return v
+
     @property
     def token_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
+
+    @property
+    def stop_sequences(self) -> tuple[str, ...] | None:
+        if self.stop is None:
+            return None
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+
+def _nothing(value: Any) -> bool:
+    return value is None or value is False or value == 0 or value in ("none", [], {})
+
+
+# OpenAI chat fields ragmend does not serve: (the values that ask for nothing, why it is refused).
+UNSERVED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "top_p": (lambda v: v is None or v == 1, "nucleus sampling is not served (only 1); use temperature"),
+    "tools": (_nothing, "ragmend does not call tools"),
+    "tool_choice": (_nothing, "ragmend does not call tools"),
+    "parallel_tool_calls": (lambda v: v is None or isinstance(v, bool), "ragmend does not call tools"),
+    "functions": (_nothing, "ragmend does not call functions"),
+    "function_call": (_nothing, "ragmend does not call functions"),
+    "logprobs": (_nothing, "token log-probabilities are not returned"),
+    "top_logprobs": (_nothing, "token log-probabilities are not returned"),
+    "logit_bias": (_nothing, "logit biases are not applied"),
+    "presence_penalty": (_nothing, "penalties are not applied (only 0)"),
+    "frequency_penalty": (_nothing, "penalties are not applied (only 0)"),
+    "audio": (_nothing, "answers are text only"),
+    "modalities": (lambda v: v is None or v == ["text"], "answers are text only"),
+    "prediction": (_nothing, "predicted outputs are not served"),
+    "web_search_options": (_nothing, "ragmend answers from its own index, not the web"),
+}
+
+
+def unserved(body: ChatCompletionRequest) -> tuple[str, str] | None:
+    """The first field the request asks for that ragmend does not serve: (field, message)."""
+    if body.response_format is not None and body.response_format.type != "text":
+        return "response_format", (
+            f"response_format {body.response_format.type} is not served: ragmend's answers are "
+            "grounded prose that the diagnosis reads sentence by sentence; omit it or use {type: text}"
+        )
+    for name, value in (body.model_extra or {}).items():
+        if name in UNSERVED and not UNSERVED[name][0](value):
+            return name, f"{name} is not served: {UNSERVED[name][1]}; omit it"
+    return None
 
 
 class AssistantMessage(BaseModel):

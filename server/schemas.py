@@ -69,6 +69,8 @@ class RAGConfig(BaseModel):
     query: str | None = Field(description="the text used for retrieval, when a rewrite replaced the question")
     temperature: float | None = Field(description="generator temperature (null: the configured one)")
     max_tokens: int | None = Field(description="most tokens generated (null: the configured number)")
+    stop: list[str] | None = Field(None, description="sequences that end the answer (null: none)")
+    seed: int | None = Field(None, description="sampling seed (null: the configured one)")
 
 
 class StageTimings(BaseModel):

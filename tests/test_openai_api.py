@@ -55,7 +55,7 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
         ],
         temperature=0,
         max_tokens=40,
-        top_p=1,  # accepted and ignored, like the other OpenAI fields ragmend has no use for
+        top_p=1,  # the neutral value of a field ragmend does not serve: accepted
         user="test-suite",
     )
     resp = raw.parse()
@@ -188,6 +188,10 @@ USER = [{"role": "user", "content": "Who founded Marvel?"}]
         ),
         ({"messages": [{"role": "user", "content": "x" * 5000}]}, 400, "over the maximum"),
         ({"messages": USER, "n": 2}, 400, "n"),
+        ({"messages": USER, "stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
+        ({"messages": USER, "stop": [""]}, 400, "stop"),
+        ({"messages": USER, "seed": "7"}, 400, "seed"),
+        ({"messages": USER, "response_format": {"type": "yaml"}}, 400, "response_format"),
         ({"messages": USER, "temperature": "0.5"}, 400, "temperature"),
         ({"messages": USER, "temperature": 3}, 400, "temperature"),
         ({"messages": USER, "max_tokens": 0}, 400, "max_tokens"),
@@ -245,3 +249,80 @@ def test_wrong_method_and_not_ready(engine: Engine) -> None:
         assert r.status_code == 503 and r.headers["retry-after"] == "5"
         r = httpx.post(server.url + CHAT, json={"messages": USER, "stream": True})
         assert r.status_code == 503 and r.headers["content-type"] == "application/json"
+
+
+UNSERVED_ASKS = [
+    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),
+    ("tool_choice", "required"),
+    ("logprobs", True),
+    ("top_logprobs", 3),
+    ("logit_bias", {"50256": -100}),
+    ("presence_penalty", 0.5),
+    ("frequency_penalty", 1.0),
+    ("top_p", 0.9),
+    ("modalities", ["text", "audio"]),
+    ("response_format", {"type": "json_object"}),
+    ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), UNSERVED_ASKS)
+def test_what_ragmend_does_not_serve_is_refused_naming_the_field(
+    live_server: LiveServer, field: str, value: Any
+) -> None:
+    create: Any = client_for(live_server).chat.completions.create  # the fields as raw JSON values
+    with pytest.raises(openai.BadRequestError) as e:
+        create(model="ragmend", messages=USER, **{field: value})
+    assert e.value.code == "unsupported_parameter" and e.value.param == field
+    assert field in e.value.message and "not served" in e.value.message
+    body = e.value.body
+    assert isinstance(body, dict) and body.get("error_class") == "UnsupportedParameter"
+
+
+def test_neutral_values_of_unserved_fields_are_accepted(no_repair_server: LiveServer) -> None:
+    # What clients send by default: asks for nothing, so it is served (no 400).
+    create: Any = client_for(no_repair_server).chat.completions.create
+    resp = create(
+        model="ragmend",
+        messages=USER,
+        max_tokens=4,
+        tools=[],
+        logprobs=False,
+        presence_penalty=0,
+        frequency_penalty=0,
+        top_p=1,
+        response_format={"type": "text"},
+        user="u",
+        metadata={"k": "v"},
+        store=False,
+    )
+    assert resp.choices[0].message.content
+
+
+def test_stop_and_seed_reach_the_generator(no_repair_server: LiveServer) -> None:
+    client = client_for(no_repair_server)
+    q = sample_questions()[1]["question"]
+    free = client.chat.completions.create(model="ragmend", messages=[{"role": "user", "content": q}])
+    text = free.choices[0].message.content or ""
+    assert " " in text.strip()
+    # Stopped at its first space: one word, and the stop sequence is not in it.
+    stopped = client.chat.completions.create(
+        model="ragmend", messages=[{"role": "user", "content": q}], stop=" "
+    )
+    first = stopped.choices[0].message.content or ""
+    assert first and " " not in first.strip() and text.startswith(first.strip())
+    assert stopped.model_extra and stopped.model_extra["ragmend"]["config"]["stop"] == [" "]
+
+    def sampled(seed: int) -> str:
+        r = client.chat.completions.create(
+            model="ragmend",
+            messages=[{"role": "user", "content": q}],
+            temperature=1.5,
+            max_tokens=24,
+            seed=seed,
+        )
+        return r.choices[0].message.content or ""
+
+    # The same seed samples the same answer; across seeds the samples differ.
+    assert sampled(1) == sampled(1)
+    assert len({sampled(s) for s in (2, 3, 4)}) > 1

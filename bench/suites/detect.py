@@ -33,6 +33,7 @@ from ragmend.bench.stats import auroc
 from ragmend.corpora.cases import Case
 from ragmend.diagnosis.diagnoser import Diagnoser, premise_text
 from ragmend.diagnosis.types import Diagnosis
+from ragmend.diagnosis.verdict import claim_features
 from ragmend.fileio import atomic_write_text
 
 JUDGE_SYSTEM = (
@@ -49,6 +50,7 @@ def diagnosis_score(d: Diagnosis) -> float:
 
 
 def record(case: Case, d: Diagnosis) -> dict[str, Any]:
+    evidence = [premise_text(p) for p in case.passages]
     return {
         "set": case.set,
         "group": case.group,
@@ -60,11 +62,13 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "egc": 1.0 - d.egc.score,
         "coverage": 1.0 - d.egc.coverage,
         "ms": d.timings.get("total_s", 0.0) * 1000,
+        "timings_ms": {k.removesuffix("_s"): round(v * 1000, 1) for k, v in d.timings.items()},
         "claims": [h.hypothesis for h in d.e_r.hypotheses],
         # With a verdict: Algorithm 1's own decision beside it and every feature it read, so the
         # rule's figures come from the same run and another verdict can be scored on these rows.
         "rule_failure": d.verdict.rule_failure if d.verdict else d.failure,
         "features": d.verdict.features if d.verdict else {},
+        "claim_features": [claim_features(h, evidence, case.query) for h in d.e_r.hypotheses],
     }
 
 
