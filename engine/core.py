@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -227,7 +228,7 @@ class Engine:
                 self._repairer = Repairer(
                     self.policy,
                     EngineServices(self),
-                    self.pipeline.answer,
+                    functools.partial(self.pipeline.answer, purpose="repair"),
                     self.diagnose,
                     self._embed,
                     CostMeter(),
@@ -241,7 +242,7 @@ class Engine:
             raise NotReady("ragmend is still loading its models and index")
         with self.models.generator.tally() as generated:
             outcome = self._respond(query, overrides)
-        return dataclasses.replace(outcome, generator_s=generated.seconds)
+        return dataclasses.replace(outcome, generator_s=generated.seconds, usage=dict(generated.usage))
 
     def _respond(self, query: str, overrides: dict[str, Any] | None) -> Outcome:
         started = clock.now()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.models.generation import Purpose, TokenCount
 from ragmend.rag.types import Answer
 
 
@@ -20,3 +22,16 @@ class Outcome:
     # Of `seconds`, the time in generator calls (first pass, rewrites, repair pass), the wait for
     # the in-process model's lock included: what is left is ragmend's own work.
     generator_s: float = 0.0
+    # Every generator call of the request that answered (first pass, rewrites, repair pass), by
+    # purpose: the request's usage, not only the returned answer's call.
+    usage: Mapping[Purpose, TokenCount] = field(default_factory=dict)
+
+    def total_usage(self) -> TokenCount:
+        """The whole request's tokens; without a tally (an Outcome built by hand), the returned
+        answer's own call."""
+        if not self.usage:
+            return TokenCount(self.answer.prompt_tokens, self.answer.completion_tokens, 1)
+        total = TokenCount()
+        for tokens in self.usage.values():
+            total = total.plus(tokens)
+        return total

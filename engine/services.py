@@ -21,7 +21,9 @@ class EngineServices:
     def rewrite_query(self, query: str, variant: str) -> str:
         """One short generator call; the original query when the rewrite is unusable."""
         template = get_prompt(f"rewrite_{variant}")
-        out = self._engine.models.generator.chat(template.messages(question=query), max_tokens=64)
+        out = self._engine.models.generator.chat(
+            template.messages(question=query), max_tokens=64, purpose="rewrite"
+        )
         return clean_rewrite(out.text, query)
 
     def refresh_index(self) -> str:

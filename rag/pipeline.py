@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+from ragmend.models.generation import Purpose
 from ragmend.models.registry import ModelRegistry
 from ragmend.rag.prompts import get_prompt
 from ragmend.rag.retrieval import SnapshotRetriever, rerank
@@ -96,7 +97,9 @@ class Pipeline:
         t2 = time.perf_counter()
         return passages, StageTimings(retrieve_s=t1 - t0, rerank_s=t2 - t1 if config.rerank else 0.0)
 
-    def answer(self, query: str, config: RAGConfig | None = None) -> Answer:
+    def answer(self, query: str, config: RAGConfig | None = None, purpose: Purpose = "answer") -> Answer:
+        """One pass: retrieve, generate. `purpose`: what its generator call is counted as (the
+        first pass's answer, or a repair pass's)."""
         query = validate_query(query, self.settings.rag.max_query_chars)
         config = config or self.default_config()
         template = get_prompt(config.prompt)
@@ -111,6 +114,7 @@ class Pipeline:
             temperature=config.temperature,
             stop=list(config.stop) if config.stop else None,
             seed=config.seed,
+            purpose=purpose,
         )
         return Answer(
             query=query,

@@ -237,6 +237,20 @@ def repair_result(
 # --- /v1/answer (and the `ragmend` extension of a chat completion) ---------------------------
 
 
+def token_usage(outcome: Outcome) -> api.TokenUsage:
+    total = outcome.total_usage()
+    return api.TokenUsage(
+        prompt_tokens=total.prompt_tokens,
+        completion_tokens=total.completion_tokens,
+        by_purpose={
+            purpose: api.PurposeUsage(
+                prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, calls=t.calls
+            )
+            for purpose, t in outcome.usage.items()
+        },
+    )
+
+
 def answer_response(outcome: Outcome) -> api.AnswerResponse:
     """The body for an engine outcome."""
     result = outcome.answer
@@ -247,7 +261,7 @@ def answer_response(outcome: Outcome) -> api.AnswerResponse:
         config=rag_config(result.config),
         timings=timings(result.timings),
         model=result.model,
-        usage=api.TokenUsage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens),
+        usage=token_usage(outcome),
         index_generation=result.index_generation,
         diagnosis=optional_diagnosis(outcome.diagnosis),
         first_diagnosis=optional_diagnosis(outcome.first_diagnosis),

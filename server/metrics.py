@@ -35,6 +35,7 @@ from ragmend.diagnosis.types import FAILURE_TYPES, STAGES, Diagnosis
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import SKIP_CODES, RepairSkip, RepairTrace
 from ragmend.errors import METRIC_KINDS, RagmendError
+from ragmend.models.generation import PURPOSES
 from ragmend.models.registry import ROLES
 from ragmend.settings import Settings
 
@@ -86,6 +87,9 @@ ACTION_MEMORY_BUCKETS = tuple(float(mib * MB) for mib in (0, 0.25, 1, 2, 4, 6, 8
 # prometheus_client leaves out _sum (which the mean reward needs) when one is.
 # Dimensionless scores in [0, 1]: the repair reward and the answers' support.
 REWARD_BUCKETS = (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1)
+
+
+TOKEN_KINDS = ("prompt", "completion")
 
 
 def bounded(value: str, allowed: Iterable[str]) -> str:
@@ -175,6 +179,13 @@ class Metrics:
             ["pass"],
             buckets=REWARD_BUCKETS,
             registry=r,
+        )
+        self.generator_tokens = counter(
+            "ragmend_generator_tokens_total",
+            "Tokens of every generator call of the answered requests, by purpose (answer: first "
+            "pass, repair: the repair pass, rewrite: query rewrites, condense: follow-ups made "
+            "standalone, other) and kind (prompt, completion).",
+            ("purpose", "kind"),
         )
         self.failure_stages = counter(
             "ragmend_failure_stages_total",
@@ -362,6 +373,10 @@ class Metrics:
             self.request_seconds.labels("rerank").observe(t.rerank_s)
         self.request_seconds.labels("generate").observe(t.generate_s)
         self.request_seconds.labels("total").observe(outcome.seconds)
+        for purpose, tokens in outcome.usage.items():
+            label = bounded(purpose, PURPOSES)
+            self.generator_tokens.labels(label, TOKEN_KINDS[0]).inc(tokens.prompt_tokens)
+            self.generator_tokens.labels(label, TOKEN_KINDS[1]).inc(tokens.completion_tokens)
 
         first_diagnosis = outcome.first_diagnosis or outcome.diagnosis
         self._count_answer("first", first_diagnosis)

@@ -89,15 +89,16 @@ def sampling(body: ChatCompletionRequest) -> dict[str, Any] | None:
 def completion(outcome: Outcome, model: str) -> ChatCompletion:
     answer = outcome.answer
     reason = cast(FinishReason, answer.finish_reason if answer.finish_reason in FINISH_REASONS else "stop")
+    tokens = outcome.total_usage()  # every generator call of the request, not only the answer's
     return ChatCompletion(
         id=f"chatcmpl-{uuid.uuid4().hex}",
         created=int(time.time()),
         model=model,
         choices=[Choice(message=AssistantMessage(content=answer.response), finish_reason=reason)],
         usage=Usage(
-            prompt_tokens=answer.prompt_tokens,
-            completion_tokens=answer.completion_tokens,
-            total_tokens=answer.prompt_tokens + answer.completion_tokens,
+            prompt_tokens=tokens.prompt_tokens,
+            completion_tokens=tokens.completion_tokens,
+            total_tokens=tokens.prompt_tokens + tokens.completion_tokens,
         ),
         ragmend=answer_response(outcome),
     )

@@ -96,9 +96,22 @@ class Answer(BaseModel):
     finish_reason: str | None = Field(description="the generator's: stop, length...")
 
 
-class TokenUsage(BaseModel):
+class PurposeUsage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
+    calls: int = Field(description="generator calls of this purpose")
+
+
+class TokenUsage(BaseModel):
+    """Every generator call of the request: the first pass, query rewrites, the repair pass."""
+
+    prompt_tokens: int = Field(description="all the request's generator calls together")
+    completion_tokens: int = Field(description="all the request's generator calls together")
+    by_purpose: dict[str, PurposeUsage] = Field(
+        default_factory=dict,
+        description="the same split by purpose: answer (first pass), repair (the repair pass), "
+        "rewrite (a query rewrite), condense (a follow-up made standalone), other",
+    )
 
 
 # --- the diagnosis (docs/diagnosis.md) ---------------------------------------------------------

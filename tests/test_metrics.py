@@ -4,6 +4,7 @@ compose stack, Helm chart) checked against what the server really exports."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -28,6 +29,7 @@ from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
 from ragmend.errors import GeneratorError, ModelUnavailable, NotReady, PayloadTooLarge
+from ragmend.models.generation import TokenCount
 from ragmend.policy import Policy
 from ragmend.policy.reward import compute_reward
 from ragmend.policy.types import Decision
@@ -53,6 +55,8 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_failure_stages", "pass"): m.PASSES,
     ("ragmend_answer_support", "pass"): m.PASSES,
     ("ragmend_answer_p_unsupported", "pass"): m.PASSES,
+    ("ragmend_generator_tokens", "purpose"): m.PURPOSES,
+    ("ragmend_generator_tokens", "kind"): m.TOKEN_KINDS,
     ("ragmend_failure_stages", "stage"): m.STAGE_LABELS,
     ("ragmend_repair_actions", "failure"): (*FAILURE_TYPES, m.OTHER),
     ("ragmend_budget_violations", "budget"): (*m.BUDGETS, m.OTHER),
@@ -365,6 +369,20 @@ def test_errors_by_kind_status_class_and_model_role(metrics: Metrics) -> None:
     assert value(text, "ragmend_errors_total", kind="auth", code_class="4xx") == 1
 
 
+def test_generator_tokens_by_purpose(metrics: Metrics) -> None:
+    usage: Any = {
+        "answer": TokenCount(600, 20, 1),
+        "repair": TokenCount(650, 18, 1),
+        "made_up": TokenCount(5, 1, 1),  # not a purpose: counted as other
+    }
+    metrics.observe(dataclasses.replace(repaired_outcome(), usage=usage))
+    text = scrape(metrics)
+    assert value(text, "ragmend_generator_tokens_total", purpose="answer", kind="prompt") == 600
+    assert value(text, "ragmend_generator_tokens_total", purpose="repair", kind="completion") == 18
+    assert value(text, "ragmend_generator_tokens_total", purpose="other", kind="prompt") == 5
+    assert_closed_label_sets(text)
+
+
 def test_label_values_stay_in_their_closed_sets(metrics: Metrics) -> None:
     query = 'Who wrote "x"} 1\nragmend_injected_total 99 #'
     odd = repaired_outcome(action="made_up_action", failure="XX", over_budget=("gpu_budget",))
@@ -511,6 +529,11 @@ def test_metrics_over_http_after_a_real_answer(live_server: LiveServer) -> None:
     elif repair is not None:
         # The reply shows the sentence; the metric counts the skip's code: exactly one of them.
         assert sum(delta("ragmend_repairs_skipped_total", reason=r) for r in m.SKIP_REASONS) == 1
+    # Every generator call's tokens, by purpose: the reply's usage, counted once.
+    for purpose, used in body["usage"]["by_purpose"].items():
+        for kind in ("prompt", "completion"):
+            counted = delta("ragmend_generator_tokens_total", purpose=purpose, kind=kind)
+            assert counted == used[f"{kind}_tokens"] > 0, (purpose, kind)
     assert delta("ragmend_errors_total", kind="input", code_class="4xx") == 1
     assert delta("ragmend_errors_total", kind="validation", code_class="4xx") == 1
     assert delta("ragmend_errors_total", kind="http", code_class="4xx") == 1

@@ -69,6 +69,11 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
     ext = raw.http_response.json()["ragmend"]  # the extension, in the raw body
     assert resp.model_extra is not None and ext == resp.model_extra["ragmend"]  # ... and kept by the client
     assert ext["query"] == q["question"] and ext["answer"] == choice.message.content
+    # usage is every generator call of the request, split by purpose in the extension.
+    by = ext["usage"]["by_purpose"]
+    assert by["answer"]["calls"] == 1
+    assert resp.usage.prompt_tokens == sum(u["prompt_tokens"] for u in by.values())
+    assert resp.usage.completion_tokens == sum(u["completion_tokens"] for u in by.values())
     assert ext["diagnosis"]["failure"] in ("NoFailure", "WP", "IE", "WR", "LEM")
     assert any(p["title"] in q["supporting_titles"] for p in ext["evidence"])
     assert set(ext["timings"]) >= {"retrieve_s", "rerank_s", "generate_s"}

@@ -11,6 +11,7 @@ import pytest
 
 from ragmend.engine import Engine
 from ragmend.engine.core import open_policy
+from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace, support_rank
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings, settings_with
@@ -78,12 +79,25 @@ def test_a_failed_answer_is_repaired_once_and_the_policy_learns(repair_engine: E
     best = max((first, trace.diagnosis), key=support_rank)
     assert support_rank(outcome.diagnosis) == support_rank(best)
     assert trace.kept == ("repaired" if outcome.answer is trace.answer else "original")
+    # The usage is the whole request's: both passes (and a rewrite's call), whichever answer won.
+    assert outcome.usage["answer"].calls == 1 and outcome.usage["repair"].calls == 1
+    assert outcome.usage["answer"].completion_tokens == first_answer_tokens(outcome)
+    assert outcome.usage["repair"].completion_tokens == trace.answer.completion_tokens
+    assert ("rewrite" in outcome.usage) == trace.action.startswith("rewrite")
+    total = outcome.total_usage()
+    assert total.prompt_tokens == sum(t.prompt_tokens for t in outcome.usage.values())
+    assert total.prompt_tokens > outcome.answer.prompt_tokens
     # The update is persisted: a fresh policy over the same state file sees the pull.
     fresh = open_policy(repair_engine.settings)
     try:
         assert fresh.stats()[trace.action].pulls == 1
     finally:
         fresh.close()
+
+
+def first_answer_tokens(outcome: Outcome) -> int:
+    assert outcome.first is not None
+    return outcome.first.completion_tokens
 
 
 def test_request_budget_spent_means_no_repair(tmp_path: Path, engine: Engine) -> None:

@@ -14,14 +14,14 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from ragmend import clock
 from ragmend.errors import GeneratorError, GeneratorTimeout, ModelUnavailable
 from ragmend.models import bundled
-from ragmend.models.generation import Generation
+from ragmend.models.generation import Generation, Purpose, TokenCount
 from ragmend.models.generation_cache import GenerationCache, cache_key
 from ragmend.models.runtime import prepare_libraries
 from ragmend.settings import GeneratorSettings, Settings
@@ -229,6 +229,10 @@ class GeneratorTally:
 
     seconds: float = 0.0
     calls: int = 0
+    usage: dict[Purpose, TokenCount] = field(default_factory=dict)  # tokens of the calls that answered
+
+    def add(self, purpose: Purpose, tokens: TokenCount) -> None:
+        self.usage[purpose] = self.usage.get(purpose, TokenCount()).plus(tokens)
 
 
 class Generator:
@@ -255,6 +259,8 @@ class Generator:
             if outer is not None:
                 outer.seconds += tally.seconds
                 outer.calls += tally.calls
+                for purpose, tokens in tally.usage.items():
+                    outer.add(purpose, tokens)
 
     def chat(
         self,
@@ -263,11 +269,17 @@ class Generator:
         temperature: float | None = None,
         stop: list[str] | None = None,
         seed: int | None = None,
+        purpose: Purpose = "other",
     ) -> Generation:
-        """One chat completion; `seed` overrides models.generator.seed (distinct samples)."""
+        """One chat completion; `seed` overrides models.generator.seed (distinct samples).
+        `purpose` files its tokens in the open tally's usage (the request's usage by purpose)."""
         t0, replayed0 = time.perf_counter(), clock.replayed()
         try:
-            return self._chat(messages, max_tokens, temperature, stop, seed)
+            out = self._chat(messages, max_tokens, temperature, stop, seed)
+            tally = getattr(self._local, "tally", None)
+            if tally is not None:
+                tally.add(purpose, TokenCount.of(out))
+            return out
         finally:
             tally = getattr(self._local, "tally", None)
             if tally is not None:  # failed and timed-out calls took their time too
