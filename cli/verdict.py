@@ -87,3 +87,49 @@ def verdict_fit(
         show(json.loads(out_file.read_text()), as_json)
 
     run(work)
+
+
+@verdict_app.command("score")
+def verdict_score(
+    rows: Annotated[
+        list[Path],
+        typer.Option(
+            "--rows",
+            help="Rows of `ragmend bench detect` run with a verdict (detect-<split>-<sets>-rows.jsonl).",
+        ),
+    ],
+    verdict: Annotated[str, typer.Option(help='A verdict file, or "bundled".')] = "bundled",
+    doc: Annotated[Path | None, typer.Option(help="Write the result to this JSON file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """The figures of `ragmend bench detect` under another verdict model, from the features its
+    rows recorded: no diagnosis runs again, so a refitted verdict is scored on the same test cases
+    in seconds (its claim model, answer model and threshold; the failure as the diagnoser derives
+    it, with the configured diagnosis.relevance_threshold).
+
+    Example: ragmend verdict score --rows var/detect/detect-test-hotpotqa+unanswerable-rows.jsonl --verdict F
+    """
+    from ragmend.bench.suites.detect import rescore, summaries
+    from ragmend.corpora.readers import read_jsonl
+    from ragmend.diagnosis.verdict import open_verdict
+    from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_json
+
+    def work() -> None:
+        model = open_verdict(verdict)
+        if model is None:
+            raise InputError('--verdict: a verdict file or "bundled", not "off"')
+        by_set: dict[str, list[dict]] = {}
+        for path in rows:
+            if not path.exists():
+                raise InputError(f"--rows: {path} not found (run ragmend bench detect first)")
+            for r in read_jsonl(path):
+                by_set.setdefault(r["set"], []).append(r)
+        threshold = settings().diagnosis.relevance_threshold
+        result = summaries({k: rescore(v, model, threshold) for k, v in by_set.items()})
+        result["setup"] = {"verdict": verdict, "rows": [str(p) for p in rows], "threshold": model.threshold}
+        if doc:
+            atomic_write_json(doc, result)
+        show(result, as_json)
+
+    run(work)

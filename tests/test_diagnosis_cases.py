@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ragmend.bench.suites.detect import record, rescore
+from ragmend.corpora.cases import Case
 from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine import Engine
@@ -82,3 +84,26 @@ def test_e_q_is_answerability_whatever_the_answer_says(bundled_engine: Engine) -
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     d = diagnose(question, passages, "The capital of Australia is Canberra.")
     assert d.e_q.state == "neutral" and d.failure == "IE"
+
+
+def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: Engine) -> None:
+    """`ragmend verdict score` decides from the features bench detect recorded what the live
+    diagnoser decided (the same model): the offline scoring of a refitted verdict is the online one."""
+    base = bundled_engine.diagnoser
+    model = open_verdict("bundled")
+    assert model is not None
+    diagnoser = Diagnoser(base.nli, base.embed, replace(base.options, verdict=model), reranker=base.reranker)
+    rows, verdicts = [], []
+    for n, (question, response) in enumerate(
+        [*CASES, ("Which airport is located in Elko, Nevada?", "Elko Regional Airport is in Elko, Nevada.")]
+    ):
+        passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+        case = Case("cases", "all", str(n), "test", question, tuple(passages), response, unsupported=n < 4)
+        d = diagnoser.diagnose(question, passages, response)
+        rows.append(record(case, d))
+        verdicts.append(d)
+    threshold = bundled_engine.settings.diagnosis.relevance_threshold
+    for again, d in zip(rescore(rows, model, threshold), verdicts, strict=True):
+        assert d.verdict is not None
+        assert again["score"] == pytest.approx(d.verdict.p_unsupported, abs=2e-3)
+        assert again["failure"] == d.failure

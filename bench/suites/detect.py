@@ -33,7 +33,8 @@ from ragmend.bench.stats import auroc
 from ragmend.corpora.cases import Case
 from ragmend.diagnosis.diagnoser import Diagnoser, premise_text
 from ragmend.diagnosis.types import Diagnosis
-from ragmend.diagnosis.verdict import claim_features
+from ragmend.diagnosis.verdict import VerdictModel, claim_features, derive_failure
+from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 
 JUDGE_SYSTEM = (
@@ -166,8 +167,8 @@ def run_detect(
     """Every case of every set diagnosed (and judged), summarised per set and per group; with
     `rows_path`, each case's row is also written there (JSONL), so figures at other operating
     points can be read off later without diagnosing again."""
-    result: dict[str, Any] = {}
     all_rows: dict[str, list[dict[str, Any]]] = {}
+    seconds: dict[str, float] = {}
     for name, cases in sets.items():
         rows = []
         t0 = time.perf_counter()
@@ -177,26 +178,63 @@ def run_detect(
             )
             r = record(case, d)
             if judge is not None and n < judge_limit:
-                share, seconds = judge.judge(case, r["claims"])
-                r["judge"], r["judge_ms"] = share, seconds * 1000
+                share, judge_s = judge.judge(case, r["claims"])
+                r["judge"], r["judge_ms"] = share, judge_s * 1000
             rows.append(r)
             if (n + 1) % 200 == 0:
                 log(f"{name}: {n + 1}/{len(cases)}")
         all_rows[name] = rows
-        summary = summarize(rows)
-        groups = sorted({r["group"] for r in rows})
-        if len(groups) > 1:
-            summary["groups"] = {g: summarize([r for r in rows if r["group"] == g]) for g in groups}
-        summary["seconds"] = round(time.perf_counter() - t0, 1)
-        result[name] = summary
-        log(f"{name}: {summary}")
+        seconds[name] = round(time.perf_counter() - t0, 1)
+        log(f"{name}: {len(rows)} cases in {seconds[name]} s")
     if rows_path is not None:
         atomic_write_text(
             rows_path, "".join(json.dumps(r) + "\n" for rows in all_rows.values() for r in rows)
         )
+    result = summaries(all_rows)
+    for name, s in seconds.items():
+        result[name]["seconds"] = s
+    return result
+
+
+def summaries(all_rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Each data set's figures, with its groups' where it has several; the IE rate of answerable
+    questions beside the unanswerable ones'."""
+    result: dict[str, Any] = {}
+    for name, rows in all_rows.items():
+        summary = summarize(rows)
+        groups = sorted({r["group"] for r in rows})
+        if len(groups) > 1:
+            summary["groups"] = {g: summarize([r for r in rows if r["group"] == g]) for g in groups}
+        result[name] = summary
     if "unanswerable" in all_rows and "hotpotqa" in all_rows:
         answerable = all_rows["hotpotqa"]
         result["unanswerable"]["ie_rate_answerable"] = round(
             float(np.mean([r["failure"] == "IE" for r in answerable])), 4
         )
+        if all(r.get("features") for r in answerable):
+            result["unanswerable"]["rule"]["ie_rate_answerable"] = round(
+                float(np.mean([r["rule_failure"] == "IE" for r in answerable])), 4
+            )
     return result
+
+
+def rescore(
+    rows: Sequence[Mapping[str, Any]], model: VerdictModel, relevance_threshold: float
+) -> list[dict[str, Any]]:
+    """The rows as another verdict model decides them, from the features they recorded (no
+    diagnosis runs again): its claim model gives claim_p_max, its answer model P(unsupported),
+    and the failure follows as the diagnoser derives it (`derive_failure`; answerable when the
+    best passage's cross-encoder relevance reaches `relevance_threshold` and the response does
+    not abstain, as Diagnoser._answerability decides with a reranker loaded)."""
+    out = []
+    for r in rows:
+        if not r.get("features"):
+            why = "diagnosed without a verdict: run bench detect with diagnosis.verdict set"
+            raise InputError(f"row {r['set']}/{r['id']} has no verdict features ({why})")
+        x = dict(r["features"])
+        x["claim_p_max"] = max((model.claim.probability(c) for c in r["claim_features"]), default=1.0)
+        p = model.answer.probability(x)
+        answerable = x.get("relevance", 1.0) >= relevance_threshold and not x.get("abstained")
+        failure = derive_failure(p >= model.threshold, r["rule_failure"], "missing", answerable)
+        out.append({**r, "score": p, "failure": failure})
+    return out
