@@ -33,8 +33,9 @@ from ragmend.rag.documents import BUNDLED_CORPUS
 from ragmend.rag.ingest import Ingestor, IngestReport, Progress
 from ragmend.rag.pipeline import IndexHandle, Pipeline
 from ragmend.rag.store import IndexStore
-from ragmend.rag.types import Answer, RAGConfig
+from ragmend.rag.types import Answer, RAGConfig, Turn
 from ragmend.settings import Settings, settings_with
+from ragmend.text import validate_query
 
 log = logging.getLogger("ragmend.engine")
 
@@ -236,13 +237,26 @@ class Engine:
                 )
             return self._repairer
 
-    def respond(self, query: str, overrides: dict[str, Any] | None = None) -> Outcome:
-        """One request: answer, diagnose, and when it failed, one budgeted repair (engine/repair.py)."""
+    def respond(
+        self, query: str, overrides: dict[str, Any] | None = None, history: Sequence[Turn] = ()
+    ) -> Outcome:
+        """One request: answer, diagnose, and when it failed, one budgeted repair (engine/repair.py).
+        With a conversation's earlier turns in `history`, a follow-up is first made standalone
+        (one short generator call, none for a first turn): the condensed question is what is
+        retrieved, answered and diagnosed."""
         if not self.ready:  # before the generator is touched: that would load it on this thread
             raise NotReady("ragmend is still loading its models and index")
+        asked = validate_query(query, self.settings.rag.max_query_chars)
         with self.models.generator.tally() as generated:
+            if any(turn.role == "user" for turn in history):
+                query = EngineServices(self).condense_query(asked, history)
             outcome = self._respond(query, overrides)
-        return dataclasses.replace(outcome, generator_s=generated.seconds, usage=dict(generated.usage))
+        return dataclasses.replace(
+            outcome,
+            generator_s=generated.seconds,
+            usage=dict(generated.usage),
+            condensed_from=asked if query != asked else None,
+        )
 
     def _respond(self, query: str, overrides: dict[str, Any] | None) -> Outcome:
         started = clock.now()

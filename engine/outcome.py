@@ -25,6 +25,9 @@ class Outcome:
     # Every generator call of the request that answered (first pass, rewrites, repair pass), by
     # purpose: the request's usage, not only the returned answer's call.
     usage: Mapping[Purpose, TokenCount] = field(default_factory=dict)
+    # A chat follow-up as the user asked it, when condensing it with the conversation changed it
+    # (the answer's query is then the condensed, standalone question).
+    condensed_from: str | None = None
 
     def total_usage(self) -> TokenCount:
         """The whole request's tokens; without a tally (an Outcome built by hand), the returned

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ragmend.rag.prompts import get_prompt
+from ragmend.rag.types import Turn
 
 if TYPE_CHECKING:
     from ragmend.engine.core import Engine
 
 # A rewrite longer than this many times the query is the model rambling, not a query.
 _MAX_GROWTH = 3
+# What of a conversation the condensing call sees: its last turns, each cut to a length; a
+# follow-up refers to what was just said, and the small generator's context is short.
+HISTORY_TURNS = 6
+HISTORY_TURN_CHARS = 600
+
+
+def render_history(history: Sequence[Turn]) -> str:
+    lines = []
+    for turn in history[-HISTORY_TURNS:]:
+        text = " ".join(turn.content.split())
+        if len(text) > HISTORY_TURN_CHARS:
+            text = text[:HISTORY_TURN_CHARS] + " ..."
+        lines.append(f"{turn.role.capitalize()}: {text}")
+    return "\n".join(lines)
 
 
 class EngineServices:
@@ -23,6 +39,18 @@ class EngineServices:
         template = get_prompt(f"rewrite_{variant}")
         out = self._engine.models.generator.chat(
             template.messages(question=query), max_tokens=64, purpose="rewrite"
+        )
+        return clean_rewrite(out.text, query)
+
+    def condense_query(self, query: str, history: Sequence[Turn]) -> str:
+        """A chat's follow-up made standalone from the conversation (one short generator call), so
+        that "he" and "it" name what they refer to before retrieval; the follow-up itself when the
+        rewrite is unusable."""
+        template = get_prompt("condense")
+        out = self._engine.models.generator.chat(
+            template.messages(history=render_history(history), question=query),
+            max_tokens=64,
+            purpose="condense",
         )
         return clean_rewrite(out.text, query)
 

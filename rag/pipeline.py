@@ -7,7 +7,7 @@ import time
 
 from ragmend.models.generation import Purpose
 from ragmend.models.registry import ModelRegistry
-from ragmend.rag.prompts import get_prompt
+from ragmend.rag.prompts import answer_messages, get_prompt
 from ragmend.rag.retrieval import SnapshotRetriever, rerank
 from ragmend.rag.store import IndexSnapshot, IndexStore
 from ragmend.rag.types import Answer, Passage, RAGConfig, StageTimings
@@ -109,7 +109,7 @@ class Pipeline:
         if not used:
             context = "(no passages found)"
         out = self.models.generator.chat(
-            template.messages(context=context, question=query),
+            answer_messages(template, config.instructions, context=context, question=query),
             max_tokens=config.max_tokens,
             temperature=config.temperature,
             stop=list(config.stop) if config.stop else None,

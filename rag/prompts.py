@@ -36,6 +36,18 @@ def load_prompts(path: Path = PROMPTS_FILE) -> dict[str, PromptTemplate]:
     }
 
 
+def answer_messages(
+    template: PromptTemplate, instructions: str | None, **values: str
+) -> list[dict[str, str]]:
+    """An answer prompt's messages; a chat's style instructions (its system or developer
+    messages) go after the template's own system message, whose grounding rule stays first."""
+    messages = template.messages(**values)
+    if instructions and instructions.strip():
+        note = get_prompt("instructions").system.format(instructions=instructions.strip())
+        messages[0]["content"] = f"{messages[0]['content']}\n\n{note}"
+    return messages
+
+
 def get_prompt(name: str) -> PromptTemplate:
     prompts = load_prompts()
     if name not in prompts:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,6 +28,9 @@ class RAGConfig(BaseModel):
     max_tokens: int | None = Field(None, ge=1, le=4096, description="most tokens generated")
     stop: tuple[str, ...] | None = Field(None, max_length=4, description="sequences that end the answer")
     seed: int | None = Field(None, description="sampling seed (null: the generator settings')")
+    # A chat's system or developer messages: how to answer (style, language, length). Added to
+    # the prompt's system message after its grounding rule, which they cannot switch off.
+    instructions: str | None = Field(None, max_length=4000, description="the user's style instructions")
 
     @classmethod
     def from_settings(cls, rag: RAGSettings) -> RAGConfig:
@@ -41,6 +44,15 @@ class RAGConfig(BaseModel):
             return type(self).model_validate({**self.model_dump(), **changes})
         except ValidationError as e:
             raise InputError(describe_validation(e, prefix="config")) from e
+
+
+class Turn(BaseModel):
+    """One earlier turn of a conversation (what a follow-up may refer to)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Literal["user", "assistant"]
+    content: str
 
 
 class Passage(BaseModel):

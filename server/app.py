@@ -26,13 +26,14 @@ from ragmend import __version__
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.errors import RagmendError, describe_validation
+from ragmend.rag.types import Turn
 from ragmend.server.admin import admin_router
 from ragmend.server.admission import Admission
 from ragmend.server.auth import BearerAuth
 from ragmend.server.body_limit import StreamedBodyLimit
 from ragmend.server.errors import error_response, exception_response
 from ragmend.server.lifecycle import shut_down
-from ragmend.server.mapping import answer_response, ready_status
+from ragmend.server.mapping import answer_response, conversation, ready_status
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_api import openai_router
 from ragmend.server.reload import ConfigReloader, watching
@@ -179,14 +180,19 @@ def create_app(
         body = await to_thread.run_sync(metrics.exposition)
         return Response(body, media_type=metrics.content_type)
 
-    def respond(query: str, overrides: dict[str, Any] | None) -> Outcome:
-        outcome = engine.respond(query, overrides)
+    def respond(query: str, overrides: dict[str, Any] | None, history: tuple[Turn, ...]) -> Outcome:
+        outcome = engine.respond(query, overrides, history)
         metrics.observe(outcome)  # in the worker thread too: it may read the policy's budgets
         return outcome
 
     @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
     async def answer(body: AnswerRequest) -> AnswerResponse:
-        outcome = await admission.run(respond, body.query, body.config)  # 503 when full, 504 late
+        history, instructions = conversation([(m.role, m.content) for m in body.history or ()])
+        overrides = body.config
+        if instructions:
+            overrides = {**(overrides or {}), "instructions": instructions}
+        # 503 when full, 504 late
+        outcome = await admission.run(respond, body.query, overrides, history)
         return answer_response(outcome)
 
     app.include_router(openai_router(engine, metrics))  # /v1/chat/completions, /v1/models

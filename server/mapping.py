@@ -24,6 +24,20 @@ if TYPE_CHECKING:
     from ragmend.engine.outcome import Outcome
     from ragmend.rag.ingest import IngestReport
 
+# --- requests ------------------------------------------------------------------------------------
+
+
+def conversation(messages: Sequence[tuple[str, str]]) -> tuple[tuple[rag.Turn, ...], str | None]:
+    """A chat's earlier messages (role, text) as the engine reads them: the user and assistant
+    turns (what a follow-up may refer to), and the system and developer messages joined as the
+    answer's style instructions (None when there are none). Tool messages carry nothing here."""
+    history = tuple(
+        rag.Turn(role=role, content=text) for role, text in messages if role in ("user", "assistant")
+    )
+    notes = [text.strip() for role, text in messages if role in ("system", "developer") and text.strip()]
+    return history, "\n".join(notes) or None
+
+
 # --- one pipeline pass -------------------------------------------------------------------------
 
 
@@ -45,6 +59,7 @@ def rag_config(c: rag.RAGConfig) -> api.RAGConfig:
         max_tokens=c.max_tokens,
         stop=list(c.stop) if c.stop else None,
         seed=c.seed,
+        instructions=c.instructions,
     )
 
 
@@ -263,6 +278,7 @@ def answer_response(outcome: Outcome) -> api.AnswerResponse:
         model=result.model,
         usage=token_usage(outcome),
         index_generation=result.index_generation,
+        condensed_from=outcome.condensed_from,
         diagnosis=optional_diagnosis(outcome.diagnosis),
         first_diagnosis=optional_diagnosis(outcome.first_diagnosis),
         repair=repair_result(outcome.repair),

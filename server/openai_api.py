@@ -1,9 +1,11 @@
 """The OpenAI-compatible API: POST /v1/chat/completions, GET /v1/models[/{model}].
 
 Standard OpenAI clients talk to ragmend unchanged (base_url=http://host:port/v1). The last user
-message is the question; the reply is the answer the engine returns after its diagnosis and, for
-a failed answer, its repair. The diagnosis and the repair trace travel in an extension field
-`ragmend` that clients ignore.
+message is the question; the user and assistant messages before it are the conversation it may
+follow up on (the engine makes a follow-up standalone before retrieval), and system or developer
+messages shape the answer's style and language. The reply is the answer the engine returns after
+its diagnosis and, for a failed answer, its repair. The diagnosis and the repair trace travel in
+an extension field `ragmend` that clients ignore.
 
 Streaming: ragmend diagnoses the whole answer (and may repair it, replacing it) before it knows
 which answer it returns, so a streamed request is run to completion first and the final answer is
@@ -26,9 +28,10 @@ from fastapi.responses import StreamingResponse
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.errors import InputError
+from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission, admission_of
 from ragmend.server.errors import ModelNotFound, UnsupportedParameter
-from ragmend.server.mapping import answer_response
+from ragmend.server.mapping import answer_response, conversation
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_schemas import (
     AssistantMessage,
@@ -60,21 +63,35 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def question(body: ChatCompletionRequest) -> str:
-    """The last user message's text (the RAG prompt has its own system message)."""
+def question(body: ChatCompletionRequest) -> tuple[str, int]:
+    """The last user message's text and its index: the question of the turn."""
     for i in range(len(body.messages) - 1, -1, -1):
         message = body.messages[i]
         if message.role == "user":
             text = message.text()
             if not text.strip():
                 raise InputError(f"messages.{i}.content: the last user message has no text")
-            return text
+            return text, i
     raise InputError("messages: no message with role 'user'; the last user message is the question")
 
 
-def sampling(body: ChatCompletionRequest) -> dict[str, Any] | None:
+def turn(body: ChatCompletionRequest) -> tuple[str, tuple[Turn, ...], str | None]:
+    """The question, the conversation before it (a follow-up is made standalone with it), and
+    the style instructions of every system or developer message."""
+    query, last = question(body)
+    earlier: list[tuple[str, str]] = [(m.role, m.text()) for m in body.messages[:last]]
+    later: list[tuple[str, str]] = [
+        (m.role, m.text()) for m in body.messages[last:] if m.role in ("system", "developer")
+    ]
+    history, notes = conversation(earlier + later)
+    return query, history, notes
+
+
+def sampling(body: ChatCompletionRequest, instructions: str | None = None) -> dict[str, Any] | None:
     """Per-request overrides of the pipeline's configuration (RAGConfig) from the request."""
     overrides: dict[str, Any] = {}
+    if instructions:
+        overrides["instructions"] = instructions
     if body.temperature is not None:
         overrides["temperature"] = body.temperature
     if body.token_limit is not None:
@@ -158,8 +175,8 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
         message = f"The model '{model}' does not exist; this server serves '{served()}' (GET /v1/models)."
         return ModelNotFound(message, param)  # the app's handler answers and counts it (kind input)
 
-    def respond(query: str, overrides: dict[str, Any] | None) -> Outcome:
-        outcome = engine.respond(query, overrides)
+    def respond(query: str, overrides: dict[str, Any] | None, history: tuple[Turn, ...]) -> Outcome:
+        outcome = engine.respond(query, overrides, history)
         metrics.observe(outcome)  # in the worker thread, as /v1/answer: it may read the policy
         return outcome
 
@@ -199,9 +216,9 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
             raise model_not_found(body.model, "model")
         if (refused := unserved(body)) is not None:
             raise UnsupportedParameter(refused[1], refused[0])
-        query = question(body)
+        query, history, instructions = turn(body)
         # Bounded concurrency, queue and deadline like /v1/answer (503 when full, 504 late).
-        outcome = await admission.run(respond, query, sampling(body))
+        outcome = await admission.run(respond, query, sampling(body, instructions), history)
         result = completion(outcome, body.model or served())
         if not body.stream:
             return result

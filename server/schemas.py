@@ -30,6 +30,13 @@ from ragmend.settings import RetrievalMode
 # --- /v1/answer: the request ------------------------------------------------------------------
 
 
+class HistoryMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str = Field(max_length=20000)
+
+
 class AnswerRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -41,6 +48,13 @@ class AnswerRequest(BaseModel):
         description="Overrides of the RAG configuration for this request: mode (dense|bm25|hybrid), k, "
         "rerank, rerank_top_n, prompt, query.",
         examples=[{"mode": "hybrid", "k": 8, "rerank": True}],
+    )
+    history: list[HistoryMessage] | None = Field(
+        default=None,
+        description="Earlier messages of a conversation, oldest first: user and assistant turns make "
+        "a follow-up `query` standalone before retrieval; system and developer messages shape the "
+        "answer's style and language (never its grounding).",
+        examples=[[{"role": "user", "content": "Who founded The Conversation?"}]],
     )
 
 
@@ -71,6 +85,9 @@ class RAGConfig(BaseModel):
     max_tokens: int | None = Field(description="most tokens generated (null: the configured number)")
     stop: list[str] | None = Field(None, description="sequences that end the answer (null: none)")
     seed: int | None = Field(None, description="sampling seed (null: the configured one)")
+    instructions: str | None = Field(
+        None, description="a chat's system/developer messages: the answer's style and language"
+    )
 
 
 class StageTimings(BaseModel):
@@ -306,6 +323,11 @@ class AnswerResponse(BaseModel):
     model: str
     usage: TokenUsage
     index_generation: str
+    condensed_from: str | None = Field(
+        None,
+        description="A follow-up as asked, when the conversation made it standalone: `query` is "
+        "then the condensed question that was retrieved, answered and diagnosed.",
+    )
     diagnosis: Diagnosis | None = Field(
         description="The diagnosis of this answer: e_q, e_r (passage-level scores), kappa with the "
         "matched KG triples, failure type, EGC features, evidence conflict, stage, seconds per step.",

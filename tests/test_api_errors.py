@@ -93,7 +93,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with LiveServer(app) as live:
         srv = Server(live, app)
 
-        def respond(query: str, overrides: dict[str, Any] | None = None) -> Any:
+        def respond(query: str, overrides: dict[str, Any] | None = None, history: Any = ()) -> Any:
             srv.respond()
             raise AssertionError("every case raises")
 

@@ -1,0 +1,105 @@
+"""Conversations over real HTTP with the real engine (tiny generator): a follow-up is made
+standalone with the earlier turns before retrieval (one counted generator call, none for a first
+turn); system and developer messages reach the answer prompt as style instructions after its
+grounding rule."""
+
+from __future__ import annotations
+
+import httpx
+from openai import OpenAI
+
+from ragmend.engine.services import HISTORY_TURN_CHARS, HISTORY_TURNS, render_history
+from ragmend.rag.prompts import answer_messages, get_prompt
+from ragmend.rag.types import Turn
+from ragmend.server.mapping import conversation
+from tests.conftest import LiveServer, sample_questions
+
+
+def test_the_conversation_splits_into_turns_and_instructions() -> None:
+    history, notes = conversation(
+        [
+            ("system", "Answer in French."),
+            ("user", "Who founded Marvel?"),
+            ("assistant", "Martin Goodman."),
+            ("tool", "{}"),
+            ("developer", " Be brief. "),
+        ]
+    )
+    assert [t.role for t in history] == ["user", "assistant"]
+    assert notes == "Answer in French.\nBe brief."
+    assert conversation([("user", "hi")]) == ((Turn(role="user", content="hi"),), None)
+
+
+def test_the_condensing_prompt_sees_the_last_turns_cut_to_size() -> None:
+    turns = [
+        Turn(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " + "x" * 900) for i in range(9)
+    ]
+    text = render_history(turns)
+    lines = text.splitlines()
+    assert len(lines) == HISTORY_TURNS and lines[0].startswith("Assistant: turn 3")
+    assert all(len(line) <= HISTORY_TURN_CHARS + len("Assistant: ") + 4 for line in lines)
+
+
+def test_instructions_follow_the_grounding_rule() -> None:
+    messages = answer_messages(get_prompt("default"), "Answer in French.", context="[1] x", question="q")
+    system = messages[0]["content"]
+    assert system.startswith(get_prompt("default").system)  # the grounding rule comes first
+    assert system.endswith("Instructions: Answer in French.")
+    assert answer_messages(get_prompt("default"), None, context="c", question="q") == get_prompt(
+        "default"
+    ).messages(context="c", question="q")
+
+
+def test_a_follow_up_is_condensed_with_the_conversation(live_server: LiveServer) -> None:
+    q = sample_questions()[0]
+    client = OpenAI(base_url=live_server.url + "/v1", api_key="unused", timeout=300, max_retries=0)
+    first = client.chat.completions.create(
+        model="ragmend", messages=[{"role": "user", "content": q["question"]}]
+    )
+    assert first.model_extra is not None
+    ext = first.model_extra["ragmend"]
+    assert "condense" not in ext["usage"]["by_purpose"] and ext["condensed_from"] is None  # a first turn
+
+    follow_up = "When was it made?"
+    reply = client.chat.completions.create(
+        model="ragmend",
+        messages=[
+            {"role": "system", "content": "Answer in one short sentence."},
+            {"role": "user", "content": q["question"]},
+            {"role": "assistant", "content": first.choices[0].message.content or ""},
+            {"role": "user", "content": follow_up},
+        ],
+    )
+    assert reply.model_extra is not None
+    ext = reply.model_extra["ragmend"]
+    assert ext["usage"]["by_purpose"]["condense"]["calls"] == 1  # one short call, counted
+    assert ext["config"]["instructions"] == "Answer in one short sentence."
+    # The query retrieved, answered and diagnosed is the condensed one; the follow-up as asked
+    # is kept beside it when condensing changed it.
+    assert ext["query"].strip()
+    if ext["query"] != follow_up:
+        assert ext["condensed_from"] == follow_up
+    else:
+        assert ext["condensed_from"] is None
+    assert ext["diagnosis"]["e_q"]["hypotheses"]  # diagnosed against the condensed question
+
+
+def test_answer_endpoint_takes_a_history(live_server: LiveServer) -> None:
+    q = sample_questions()[0]
+    body = {
+        "query": "When was it made?",
+        "history": [
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": q["question"]},
+            {"role": "assistant", "content": "I don't know."},
+        ],
+    }
+    r = httpx.post(live_server.url + "/v1/answer", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["usage"]["by_purpose"]["condense"]["calls"] == 1
+    assert out["config"]["instructions"] == "Be brief."
+    bad = httpx.post(
+        live_server.url + "/v1/answer", json={"query": "x", "history": [{"role": "wizard", "content": "x"}]}
+    )
+    assert bad.status_code == 400 and "history" in bad.json()["error"]["message"]
