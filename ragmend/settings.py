@@ -43,6 +43,7 @@ class Live:
 
 
 LIVE = Live()
+AnswerPolicy = Literal["annotate", "abstain", "off"]  # server.answer_policy (engine/presentation.py)
 
 
 class _Section(BaseModel):
@@ -335,6 +336,12 @@ class ServerSettings(_Section):
     reload_poll_s: Annotated[float, LIVE] = Field(2.0, gt=0, allow_inf_nan=False)
     # The model id the OpenAI-compatible API serves (/v1/models) and accepts in requests.
     model_name: str = Field("ragmend", min_length=1)
+    # What the user reads when the final answer is still unsupported (engine/presentation.py):
+    # annotate (the answer, its unsupported sentences marked, and a note saying so), abstain (a
+    # short statement that the sources do not answer this, with what was found), off (as generated).
+    answer_policy: Annotated[AnswerPolicy, LIVE] = "annotate"
+    # Each supported sentence ends with [n], the evidence passage that supports it.
+    citations: Annotated[bool, LIVE] = True
 
     @field_validator("api_keys", "admin_keys")
     @classmethod

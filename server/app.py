@@ -193,7 +193,8 @@ def create_app(
             overrides = {**(overrides or {}), "instructions": instructions}
         # 503 when full, 504 late
         outcome = await admission.run(respond, body.query, overrides, history)
-        return answer_response(outcome)
+        s = engine.settings.server  # the settings in force (a hot reload replaces them)
+        return answer_response(outcome, s.answer_policy, s.citations)
 
     app.include_router(openai_router(engine, metrics))  # /v1/chat/completions, /v1/models
     app.include_router(admin_router(engine, metrics, Path(config_path) if config_path else None))

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 from ragmend.actions import catalogue, meter
 from ragmend.diagnosis import types as diag
 from ragmend.engine import repair
+from ragmend.engine.presentation import present
 from ragmend.policy import reward as policy_reward
 from ragmend.policy import types as policy_types
 from ragmend.policy.core import action_budgets
 from ragmend.rag import types as rag
 from ragmend.server import schemas as api
+from ragmend.settings import AnswerPolicy
 
 if TYPE_CHECKING:
     from ragmend.engine import Engine
@@ -266,12 +268,22 @@ def token_usage(outcome: Outcome) -> api.TokenUsage:
     )
 
 
-def answer_response(outcome: Outcome) -> api.AnswerResponse:
-    """The body for an engine outcome."""
+def answer_response(
+    outcome: Outcome, policy: AnswerPolicy = "annotate", citations: bool = True
+) -> api.AnswerResponse:
+    """The body for an engine outcome; its `answer` is what the user reads (engine/presentation.py)."""
     result = outcome.answer
+    evidence = [(p.id, p.title) for p in result.evidence]
+    shown = present(result.response, outcome.diagnosis, evidence, policy, citations)
     return api.AnswerResponse(
         query=result.query,
-        answer=result.response,
+        answer=shown.text,
+        generated=result.response,
+        citations=[
+            api.CitedSentence(text=s.text, passages=list(s.passages), supported=s.supported)
+            for s in shown.sentences
+        ],
+        answer_policy=shown.policy_applied,
         evidence=[passage(p) for p in result.evidence],
         config=rag_config(result.config),
         timings=timings(result.timings),

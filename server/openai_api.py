@@ -48,6 +48,7 @@ from ragmend.server.openai_schemas import (
     unserved,
 )
 from ragmend.server.schemas import ErrorResponse
+from ragmend.settings import AnswerPolicy
 
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
 # Word-sized pieces, whitespace kept: the deltas concatenate back to the exact answer.
@@ -103,21 +104,23 @@ def sampling(body: ChatCompletionRequest, instructions: str | None = None) -> di
     return overrides or None
 
 
-def completion(outcome: Outcome, model: str) -> ChatCompletion:
+def completion(outcome: Outcome, model: str, policy: AnswerPolicy, citations: bool) -> ChatCompletion:
     answer = outcome.answer
     reason = cast(FinishReason, answer.finish_reason if answer.finish_reason in FINISH_REASONS else "stop")
     tokens = outcome.total_usage()  # every generator call of the request, not only the answer's
+    extension = answer_response(outcome, policy, citations)
     return ChatCompletion(
         id=f"chatcmpl-{uuid.uuid4().hex}",
         created=int(time.time()),
         model=model,
-        choices=[Choice(message=AssistantMessage(content=answer.response), finish_reason=reason)],
+        # What the user reads: citations, and the answer policy's note where it is unsupported.
+        choices=[Choice(message=AssistantMessage(content=extension.answer), finish_reason=reason)],
         usage=Usage(
             prompt_tokens=tokens.prompt_tokens,
             completion_tokens=tokens.completion_tokens,
             total_tokens=tokens.prompt_tokens + tokens.completion_tokens,
         ),
-        ragmend=answer_response(outcome),
+        ragmend=extension,
     )
 
 
@@ -219,7 +222,8 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
         query, history, instructions = turn(body)
         # Bounded concurrency, queue and deadline like /v1/answer (503 when full, 504 late).
         outcome = await admission.run(respond, query, sampling(body, instructions), history)
-        result = completion(outcome, body.model or served())
+        s = engine.settings.server
+        result = completion(outcome, body.model or served(), s.answer_policy, s.citations)
         if not body.stream:
             return result
         include_usage = bool(body.stream_options and body.stream_options.include_usage)

@@ -314,9 +314,28 @@ class RepairSkip(BaseModel):
 # --- /v1/answer: the response ------------------------------------------------------------------
 
 
+class CitedSentence(BaseModel):
+    text: str
+    passages: list[int] = Field(description="1-based numbers in `evidence` of the passages supporting it")
+    supported: bool | None = Field(description="null: the diagnosis did not judge this sentence")
+
+
 class AnswerResponse(BaseModel):
     query: str
-    answer: str
+    answer: str = Field(
+        description="What the user reads: the generated answer with [n] citation markers on the "
+        "sentences the diagnosis supports and, when it is still unsupported, what server.answer_policy "
+        "says (docs/api.md)."
+    )
+    generated: str = Field("", description="The generator's text as it came (no markers, no note).")
+    citations: list[CitedSentence] = Field(
+        default_factory=list, description="Each sentence of the answer with the passages supporting it."
+    )
+    answer_policy: str | None = Field(
+        None,
+        description="annotate or abstain when the final answer failed and the policy changed what is "
+        "read; gated in claim mode when the label was gated; else null.",
+    )
     evidence: list[Passage]
     config: RAGConfig
     timings: StageTimings

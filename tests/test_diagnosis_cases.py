@@ -15,6 +15,7 @@ from ragmend.corpora.cases import Case
 from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine import Engine
+from ragmend.engine.presentation import ABSTAINED, NOT_ANSWERED, NOT_SUPPORTED, present
 from ragmend.settings import load_settings
 
 CASES = [
@@ -107,3 +108,34 @@ def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: En
         assert d.verdict is not None
         assert again["score"] == pytest.approx(d.verdict.p_unsupported, abs=2e-3)
         assert again["failure"] == d.failure
+
+
+def test_the_user_reads_citations_and_what_the_policy_says(bundled_engine: Engine) -> None:
+    """engine/presentation.py on real diagnoses: a supported sentence cites the passage that
+    entails it; an unsupported answer is annotated, or replaced by an abstention naming what was
+    found; `off` leaves the unsupported text as generated."""
+    question = "Which airport is located in Elko, Nevada?"
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    right = "Elko Regional Airport is located in Elko, Nevada."
+    d = bundled_engine.diagnoser.diagnose(question, passages, right)
+    evidence = [(p.id, p.title) for p in passages]
+    shown = present(right, d, evidence)
+    (sentence,) = shown.sentences
+    assert sentence.supported and sentence.passages
+    cited = passages[sentence.passages[0] - 1]
+    assert "Elko" in cited.title + cited.text
+    assert shown.text == right + "".join(f"[{n}]" for n in sentence.passages) and shown.policy_applied is None
+    assert present(right, d, evidence, citations=False).text == right
+
+    question, wrong = CASES[1]  # Canberra, which no passage names
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    evidence = [(p.id, p.title) for p in passages]
+    d = bundled_engine.diagnoser.diagnose(question, passages, wrong)
+    assert d.failed
+    annotated = present(wrong, d, evidence, "annotate")
+    assert annotated.policy_applied == "annotate" and "[unsupported]" in annotated.text
+    assert annotated.text.endswith(NOT_ANSWERED if d.failure == "IE" else NOT_SUPPORTED)
+    abstained = present(wrong, d, evidence, "abstain")
+    assert abstained.text.startswith(ABSTAINED) and "Canberra" not in abstained.text
+    assert f"[1] {passages[0].title}" in abstained.text
+    assert present(wrong, d, evidence, "off").text == wrong

@@ -13,6 +13,7 @@ import pytest
 from openai import OpenAI
 
 from ragmend.engine import Engine
+from ragmend.engine.presentation import NOT_ANSWERED, NOT_SUPPORTED
 from ragmend.server.app import create_app
 from ragmend.settings import settings_with
 from tests.conftest import LiveServer, sample_questions
@@ -69,6 +70,11 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
     ext = raw.http_response.json()["ragmend"]  # the extension, in the raw body
     assert resp.model_extra is not None and ext == resp.model_extra["ragmend"]  # ... and kept by the client
     assert ext["query"] == q["question"] and ext["answer"] == choice.message.content
+    # What the user reads is the presented answer: citations, and the policy's note if it failed.
+    assert ext["generated"].strip() and isinstance(ext["citations"], list)
+    if ext["diagnosis"]["failure"] != "NoFailure":
+        assert ext["answer_policy"] == "annotate"
+        assert ext["answer"].endswith((NOT_SUPPORTED, NOT_ANSWERED))
     # usage is every generator call of the request, split by purpose in the extension.
     by = ext["usage"]["by_purpose"]
     assert by["answer"]["calls"] == 1

@@ -1,0 +1,144 @@
+"""What the user reads: the answer with a citation marker on each sentence the diagnosis supports,
+and, when the final answer is still unsupported, what `answer_policy` says to do about it.
+
+- `annotate` (the default): the answer, its unsupported sentences marked, and one plain sentence
+  saying the sources do not support it (or do not answer the question, for IE);
+- `abstain`: a short statement that the sources do not answer this, with what was found;
+- `off`: the generated text as it is (citations still marked where supported, unless citations
+  are off).
+
+In claim mode the label is the gated one (diagnosis.final_label: "Unverified" where the evidence
+is insufficient) in place of the generator's.
+
+Citations are numbered as the evidence list of the reply ([1] is its first passage). A sentence is
+supported when every atomic claim the diagnosis checked for it is entailed; it cites the passages
+that entailed them (the joint premise cites the passages it joined).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragmend.diagnosis.hypotheses import is_abstention, split_claims
+from ragmend.diagnosis.spans import decompose
+from ragmend.diagnosis.types import Diagnosis, HypothesisVerdict
+from ragmend.settings import AnswerPolicy
+
+UNSUPPORTED_MARK = "[unsupported]"
+NOT_SUPPORTED = "Note: the sources found do not support this answer."
+NOT_ANSWERED = "Note: the sources found do not answer this question."
+NOT_VERIFIED = "the sources found do not verify this claim."
+ABSTAINED = "The sources do not answer this question."
+MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
+
+
+@dataclass(frozen=True)
+class CitedSentence:
+    text: str
+    passages: tuple[int, ...]  # 1-based numbers in the reply's evidence list
+    supported: bool | None  # None: the diagnosis did not judge it (past max_claims, an abstention)
+
+
+@dataclass(frozen=True)
+class Presented:
+    text: str  # what the user reads
+    sentences: tuple[CitedSentence, ...]
+    policy_applied: str | None  # "annotate" / "abstain" when the final answer failed; else None
+
+
+def cite(
+    response: str, diagnosis: Diagnosis, evidence_ids: Sequence[str], joint_passages: int = 2
+) -> tuple[CitedSentence, ...]:
+    """Each sentence of the response with the passages supporting it, by the diagnosis' claims."""
+    if diagnosis.mode != "qa" or is_abstention(response):
+        return ()
+    claims = {v.hypothesis: v for v in diagnosis.e_r.hypotheses}
+    number = {pid: n for n, pid in enumerate(evidence_ids, start=1)}
+    sentences = split_claims(response, MAX_SENTENCES)
+    if len(sentences) == 1 and len(diagnosis.e_r.hypotheses) == 1:
+        # A bare answer is judged as the question's statement: that verdict is the sentence's.
+        only = diagnosis.e_r.hypotheses[0]
+        return (_cited(sentences[0], [only], number, joint_passages),)
+    out = []
+    for sentence in sentences:
+        atoms = [claims.get(atom) for atom in decompose(sentence)]
+        found = [v for v in atoms if v is not None]
+        if len(found) < len(atoms) or not found:
+            out.append(CitedSentence(sentence, (), None))
+        else:
+            out.append(_cited(sentence, found, number, joint_passages))
+    return tuple(out)
+
+
+def _cited(
+    sentence: str, verdicts: Sequence[HypothesisVerdict], number: dict[str, int], joint_passages: int
+) -> CitedSentence:
+    supported = all(v.state == "entail" for v in verdicts)
+    cited: list[int] = []
+    if supported:
+        for v in verdicts:
+            if v.best_passage == "joint":
+                cited += list(range(1, min(joint_passages, len(number)) + 1))
+            elif v.best_passage in number:
+                cited.append(number[v.best_passage])
+    return CitedSentence(sentence, tuple(sorted(set(cited))), supported)
+
+
+def present(
+    response: str,
+    diagnosis: Diagnosis | None,
+    evidence: Sequence[tuple[str, str]],
+    policy: AnswerPolicy = "annotate",
+    citations: bool = True,
+) -> Presented:
+    """The text the user reads for a final answer and its diagnosis (`evidence`: each passage's
+    id and title, in the reply's order)."""
+    if diagnosis is None:
+        return Presented(response, (), None)
+    if diagnosis.mode == "claim":
+        # The gated label leads; the generator's reason follows its own label.
+        label = diagnosis.final_label
+        if label and diagnosis.label and label != diagnosis.label:
+            return Presented(f"{label}: {NOT_VERIFIED}", (), "gated")
+        return Presented(response, (), None)
+    sentences = cite(response, diagnosis, [pid for pid, _ in evidence])
+    failed = diagnosis.failed
+    if failed and policy == "abstain":
+        titles = list(dict.fromkeys(title for _, title in evidence if title))
+        found = (
+            f" What was found: {', '.join(f'[{n}] {t}' for n, t in enumerate(titles[:5], start=1))}."
+            if titles
+            else ""
+        )
+        return Presented(ABSTAINED + found, sentences, "abstain")
+    if not citations and not (failed and policy == "annotate"):
+        return Presented(response, sentences, None)
+    if not sentences:
+        text = response
+    else:
+        text = " ".join(_marked(s, citations, failed and policy == "annotate") for s in sentences)
+    if failed and policy == "annotate":
+        note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
+        return Presented(f"{text} {note}".strip(), sentences, "annotate")
+    return Presented(text, sentences, None)
+
+
+def _found(evidence: Sequence[tuple[str, str]], most: int = 5) -> str:
+    """' What was found: [1] Title, [3] Other title.' (each title once, numbered as in evidence)."""
+    first: dict[str, int] = {}
+    for n, (_, title) in enumerate(evidence, start=1):
+        if title and title not in first:
+            first[title] = n
+    if not first:
+        return ""
+    listed = ", ".join(f"[{n}] {title}" for title, n in list(first.items())[:most])
+    return f" What was found: {listed}."
+
+
+def _marked(s: CitedSentence, citations: bool, mark_unsupported: bool) -> str:
+    if s.supported and citations and s.passages:
+        return s.text + "".join(f"[{n}]" for n in s.passages)
+    if s.supported is False and mark_unsupported:
+        return f"{s.text} {UNSUPPORTED_MARK}"
+    return s.text
