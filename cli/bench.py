@@ -194,6 +194,13 @@ def bench_detect(
         Path, typer.Option(help="The unanswerable corpus, its index and the generated answers (reused).")
     ] = Path("var/detect"),
     data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Keep the rows a previous run (same split, sets and settings) wrote and run only the rest.",
+        ),
+    ] = False,
     doc: Annotated[Path | None, typer.Option(help="Write the result to this JSON file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
@@ -226,7 +233,13 @@ def bench_detect(
         judge = LLMJudge(engine.models.generator) if judge_limit else None
         rows = workdir / f"detect-{split}-{'+'.join(chosen)}-rows.jsonl"
         result = run_detect(
-            engine.diagnoser, cases, judge, judge_limit, log=lambda m: err.print(m), rows_path=rows
+            engine.diagnoser,
+            cases,
+            judge,
+            judge_limit,
+            log=lambda m: err.print(m),
+            rows_path=rows,
+            resume=resume,
         )
         d = base.diagnosis
         result["setup"] = {

@@ -213,10 +213,11 @@ def fever_cases(root: Path, split: Split, limit: int | None = None) -> list[Case
 
 
 def _sample(cases: Sequence[Case], limit: int | None) -> list[Case]:
-    """The first `limit` cases in a fixed pseudo-random order (a sample, not the file's head)."""
-    if limit is None or limit >= len(cases):
-        return list(cases)
-    return sorted(cases, key=lambda c: random.Random(c.id).random())[:limit]
+    """The cases in a fixed pseudo-random order, the first `limit` of them: any prefix is a sample
+    of the whole (every task, every label), not the file's head, so a run cut short still
+    measures the set."""
+    shuffled = sorted(cases, key=lambda c: random.Random(c.id).random())
+    return shuffled if limit is None else shuffled[:limit]
 
 
 def write_cases(cases: Iterable[Case], path: Path) -> None:

@@ -197,11 +197,16 @@ class Engine:
         base = RAGConfig.from_settings(self.settings.rag)
         return base.patch(**overrides) if overrides else base
 
-    def answer(self, query: str, overrides: dict[str, Any] | None = None) -> Answer:
+    def answer(
+        self,
+        query: str,
+        overrides: dict[str, Any] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Answer:
         if not self.ready:
             raise NotReady("ragmend is still loading its models and index")
         self.index.reload_if_changed()
-        return self.pipeline.answer(query, self.config(overrides))
+        return self.pipeline.answer(query, self.config(overrides), on_text=on_text)
 
     def diagnose(self, answer: Answer) -> Diagnosis:
         mode: Mode = "claim" if answer.config.prompt == "claim" else "qa"
@@ -238,19 +243,24 @@ class Engine:
             return self._repairer
 
     def respond(
-        self, query: str, overrides: dict[str, Any] | None = None, history: Sequence[Turn] = ()
+        self,
+        query: str,
+        overrides: dict[str, Any] | None = None,
+        history: Sequence[Turn] = (),
+        on_text: Callable[[str], None] | None = None,
     ) -> Outcome:
         """One request: answer, diagnose, and when it failed, one budgeted repair (engine/repair.py).
         With a conversation's earlier turns in `history`, a follow-up is first made standalone
         (one short generator call, none for a first turn): the condensed question is what is
-        retrieved, answered and diagnosed."""
+        retrieved, answered and diagnosed. `on_text` receives the first pass's answer as it is
+        generated (a streamed request; a repair pass is not streamed)."""
         if not self.ready:  # before the generator is touched: that would load it on this thread
             raise NotReady("ragmend is still loading its models and index")
         asked = validate_query(query, self.settings.rag.max_query_chars)
         with self.models.generator.tally() as generated:
             if any(turn.role == "user" for turn in history):
                 query = EngineServices(self).condense_query(asked, history)
-            outcome = self._respond(query, overrides)
+            outcome = self._respond(query, overrides, on_text)
         return dataclasses.replace(
             outcome,
             generator_s=generated.seconds,
@@ -258,9 +268,11 @@ class Engine:
             condensed_from=asked if query != asked else None,
         )
 
-    def _respond(self, query: str, overrides: dict[str, Any] | None) -> Outcome:
+    def _respond(
+        self, query: str, overrides: dict[str, Any] | None, on_text: Callable[[str], None] | None = None
+    ) -> Outcome:
         started = clock.now()
-        answer = self.answer(query, overrides)
+        answer = self.answer(query, overrides, on_text)
         if not self.settings.diagnosis.enabled:
             return Outcome(answer, None, seconds=clock.now() - started)
         diagnosis = self.diagnose(answer)

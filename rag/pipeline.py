@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from ragmend.models.generation import Purpose
 from ragmend.models.registry import ModelRegistry
@@ -97,9 +98,16 @@ class Pipeline:
         t2 = time.perf_counter()
         return passages, StageTimings(retrieve_s=t1 - t0, rerank_s=t2 - t1 if config.rerank else 0.0)
 
-    def answer(self, query: str, config: RAGConfig | None = None, purpose: Purpose = "answer") -> Answer:
+    def answer(
+        self,
+        query: str,
+        config: RAGConfig | None = None,
+        purpose: Purpose = "answer",
+        on_text: Callable[[str], None] | None = None,
+    ) -> Answer:
         """One pass: retrieve, generate. `purpose`: what its generator call is counted as (the
-        first pass's answer, or a repair pass's)."""
+        first pass's answer, or a repair pass's); `on_text`: each piece of the answer as the
+        generator makes it (a streamed request)."""
         query = validate_query(query, self.settings.rag.max_query_chars)
         config = config or self.default_config()
         template = get_prompt(config.prompt)
@@ -115,6 +123,7 @@ class Pipeline:
             stop=list(config.stop) if config.stop else None,
             seed=config.seed,
             purpose=purpose,
+            on_text=on_text,
         )
         return Answer(
             query=query,

@@ -93,7 +93,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with LiveServer(app) as live:
         srv = Server(live, app)
 
-        def respond(query: str, overrides: dict[str, Any] | None = None, history: Any = ()) -> Any:
+        def respond(query: str, overrides: Any = None, history: Any = (), on_text: Any = None) -> Any:
             srv.respond()
             raise AssertionError("every case raises")
 

@@ -163,37 +163,59 @@ def run_detect(
     judge_limit: int = 0,
     log: Callable[[str], None] = print,
     rows_path: Path | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """Every case of every set diagnosed (and judged), summarised per set and per group; with
-    `rows_path`, each case's row is also written there (JSONL), so figures at other operating
-    points can be read off later without diagnosing again."""
+    """Every case of every set diagnosed (and judged), summarised per set and per group. With
+    `rows_path`, each case's row is appended there (JSONL) as it is made, so figures at other
+    operating points can be read off later without diagnosing again, and a run cut short keeps
+    what it did: with `resume`, the cases that already have a row there are not run again."""
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if rows_path is not None and resume and rows_path.exists():
+        done = {(r["set"], r["id"]): r for r in _read_rows(rows_path)}
+        log(f"resuming: {len(done)} rows in {rows_path}")
+    elif rows_path is not None:
+        atomic_write_text(rows_path, "")
     all_rows: dict[str, list[dict[str, Any]]] = {}
     seconds: dict[str, float] = {}
     for name, cases in sets.items():
         rows = []
         t0 = time.perf_counter()
         for n, case in enumerate(cases):
-            d = diagnoser.diagnose(
-                case.query, case.passages, case.response, token_logprobs=case.token_logprobs
-            )
-            r = record(case, d)
-            if judge is not None and n < judge_limit:
-                share, judge_s = judge.judge(case, r["claims"])
-                r["judge"], r["judge_ms"] = share, judge_s * 1000
+            if (r := done.get((case.set, case.id))) is None:
+                r = _run_case(diagnoser, case, judge if n < judge_limit else None)
+                if rows_path is not None:
+                    with open(rows_path, "a", encoding="utf-8") as out:
+                        out.write(json.dumps(r) + "\n")
             rows.append(r)
-            if (n + 1) % 200 == 0:
+            if (n + 1) % 100 == 0:
                 log(f"{name}: {n + 1}/{len(cases)}")
         all_rows[name] = rows
         seconds[name] = round(time.perf_counter() - t0, 1)
         log(f"{name}: {len(rows)} cases in {seconds[name]} s")
-    if rows_path is not None:
-        atomic_write_text(
-            rows_path, "".join(json.dumps(r) + "\n" for rows in all_rows.values() for r in rows)
-        )
     result = summaries(all_rows)
     for name, s in seconds.items():
         result[name]["seconds"] = s
     return result
+
+
+def _run_case(diagnoser: Diagnoser, case: Case, judge: LLMJudge | None) -> dict[str, Any]:
+    d = diagnoser.diagnose(case.query, case.passages, case.response, token_logprobs=case.token_logprobs)
+    r = record(case, d)
+    if judge is not None:
+        share, judge_s = judge.judge(case, r["claims"])
+        r["judge"], r["judge_ms"] = share, judge_s * 1000
+    return r
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a rows file; a last line cut short by a kill is left out."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
 
 
 def summaries(all_rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:

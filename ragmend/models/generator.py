@@ -12,7 +12,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,9 +63,58 @@ class LocalGGUF:
     ) -> dict[str, Any]:
         """One chat completion. With `timeout_s`, raises LocalTimeout once it has passed, counted
         from the call (the wait for the lock included); see `_deadline_processor` for how."""
+        with self._generating(params, timeout_s) as (kwargs, recorder):
+            # llama-cpp types messages as its own TypedDicts; ours are the same role/content
+            # dicts. Not streamed: it returns one completion dict (its stubs type the union).
+            out = cast(
+                dict[str, Any], self._llm.create_chat_completion(messages=cast(Any, messages), **kwargs)
+            )
+        # In the OpenAI shape, which litellm carries through and Generator reads for any engine.
+        tokens: list[dict[str, Any]] = [
+            {"token": "", "logprob": lp, "bytes": None, "top_logprobs": []} for lp in recorder.values
+        ]
+        out["choices"][0]["logprobs"] = {"content": tokens}
+        return out
+
+    def stream(
+        self, messages: list[dict[str, str]], params: dict[str, Any], timeout_s: float | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """One chat completion as it is generated: a GenericStreamingChunk (litellm's custom
+        provider shape) per piece of text, the last one finished with the usage and the tokens'
+        log-probabilities. The model stays locked until the stream is drained or closed."""
+        with self._generating(params, timeout_s) as (kwargs, recorder):
+            finish = "stop"
+            pieces = self._llm.create_chat_completion(messages=cast(Any, messages), stream=True, **kwargs)
+            for chunk in cast(Iterator[dict[str, Any]], pieces):
+                choice = chunk["choices"][0]
+                finish = choice.get("finish_reason") or finish
+                text = choice.get("delta", {}).get("content") or ""
+                if text:
+                    yield {"text": text, "is_finished": False, "finish_reason": "", "usage": None, "index": 0}
+        completion = max(0, recorder.steps - (finish == "stop"))  # the end-of-sequence step is no token
+        yield {
+            "text": "",
+            "is_finished": True,
+            "finish_reason": finish,
+            "index": 0,
+            "usage": {
+                "prompt_tokens": recorder.prompt_tokens,
+                "completion_tokens": completion,
+                "total_tokens": recorder.prompt_tokens + completion,
+            },
+            "provider_specific_fields": {"token_logprobs": list(recorder.values)},
+        }
+
+    @contextmanager
+    def _generating(
+        self, params: dict[str, Any], timeout_s: float | None
+    ) -> Iterator[tuple[dict[str, Any], TokenLogprobs]]:
+        """The model locked for one generation, with its sampling arguments, the log-probability
+        recorder and, with `timeout_s`, the deadline (LocalTimeout once it passed, counted from
+        the call: the wait for the lock included)."""
         from llama_cpp import LogitsProcessorList
 
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "max_tokens": params.get("max_tokens") or 128,
             "temperature": params.get("temperature", 0.0),
             "top_p": params.get("top_p", 1.0),
@@ -76,30 +125,18 @@ class LocalGGUF:
         # Other requests' generations hold the lock: waiting for it is part of this call's time.
         if not self._lock.acquire(timeout=-1 if timeout_s is None else timeout_s):
             raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)")
+        expired: list[bool] = []
+        recorder = TokenLogprobs()
+        processors: list[Any] = [recorder]
+        if deadline is not None:
+            processors.append(self._deadline_processor(deadline, expired))
+        kwargs["logits_processor"] = LogitsProcessorList(processors)
         try:
-            expired: list[bool] = []
-            recorder = TokenLogprobs()
-            processors = [recorder]
-            if deadline is not None:
-                processors.append(self._deadline_processor(deadline, expired))
-            # llama-cpp types messages as its own TypedDicts; ours are the same role/content
-            # dicts. Not streamed: it returns one completion dict (its stubs type the union).
-            out = cast(
-                dict[str, Any],
-                self._llm.create_chat_completion(
-                    messages=cast(Any, messages), logits_processor=LogitsProcessorList(processors), **kwargs
-                ),
-            )
+            yield kwargs, recorder
         finally:
             self._lock.release()
         if expired:
             raise LocalTimeout(f"generation ran past {timeout_s:g} s")
-        # In the OpenAI shape, which litellm carries through and Generator reads for any engine.
-        tokens: list[dict[str, Any]] = [
-            {"token": "", "logprob": lp, "bytes": None, "top_logprobs": []} for lp in recorder.values
-        ]
-        out["choices"][0]["logprobs"] = {"content": tokens}
-        return out
 
     def _deadline_processor(self, deadline: float, expired: list[bool]) -> Any:
         """A logits processor that forces end-of-sequence once `deadline` has passed.
@@ -134,11 +171,16 @@ class TokenLogprobs:
 
     def __init__(self) -> None:
         self.values: list[float] = []
+        self.steps = 0  # tokens sampled (the end of sequence included)
+        self.prompt_tokens = 0  # the input at the first step
         self._previous: Any = None  # the last call's logits (a copy: the array is reused)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import numpy as np
 
+        if self.steps == 0:
+            self.prompt_tokens = len(input_ids)
+        self.steps += 1
         if self._previous is not None and len(input_ids):
             logits = self._previous
             top = float(logits.max())
@@ -187,6 +229,16 @@ def _local_provider() -> Any:
             import asyncio
 
             return await asyncio.to_thread(self.completion, *args, **kwargs)
+
+        def streaming(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            local = self._model(kwargs["model"])
+            pieces = local.stream(
+                kwargs["messages"], kwargs.get("optional_params") or {}, _seconds(kwargs.get("timeout"))
+            )
+            try:
+                yield from pieces
+            except LocalTimeout as e:
+                raise litellm.Timeout(str(e), model=kwargs["model"], llm_provider=PROVIDER) from e
 
     handler = LocalProvider()
     litellm.custom_provider_map = [
@@ -270,12 +322,15 @@ class Generator:
         stop: list[str] | None = None,
         seed: int | None = None,
         purpose: Purpose = "other",
+        on_text: Callable[[str], None] | None = None,
     ) -> Generation:
         """One chat completion; `seed` overrides models.generator.seed (distinct samples).
-        `purpose` files its tokens in the open tally's usage (the request's usage by purpose)."""
+        `purpose` files its tokens in the open tally's usage (the request's usage by purpose).
+        `on_text`: the completion is streamed from the engine and each piece of text handed to
+        it as it is generated (the whole Generation is still returned at the end)."""
         t0, replayed0 = time.perf_counter(), clock.replayed()
         try:
-            out = self._chat(messages, max_tokens, temperature, stop, seed)
+            out = self._chat(messages, max_tokens, temperature, stop, seed, on_text)
             tally = getattr(self._local, "tally", None)
             if tally is not None:
                 tally.add(purpose, TokenCount.of(out))
@@ -293,6 +348,7 @@ class Generator:
         temperature: float | None,
         stop: list[str] | None,
         seed: int | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Generation:
         import litellm
         from openai import APITimeoutError
@@ -316,6 +372,8 @@ class Generator:
             key = cache_key(self.model, messages, sampling)
             if (hit := self.cache.get(key)) is not None:
                 clock.replay(hit.seconds)  # the call counts at its recorded duration
+                if on_text is not None:
+                    on_text(hit.text)
                 return hit
         if p.api_base:
             kwargs["api_base"] = p.api_base
@@ -323,6 +381,15 @@ class Generator:
             kwargs["api_key"] = p.api_key.get_secret_value()
         t0 = time.perf_counter()
         try:
+            if on_text is not None:
+                gen = self._streamed(
+                    litellm.completion(**kwargs, stream=True, stream_options={"include_usage": True}),
+                    on_text,
+                    t0,
+                )
+                if self.cache is not None and key is not None:
+                    self.cache.put(key, gen)
+                return gen
             resp = litellm.completion(**kwargs)
         except GeneratorError:
             raise
@@ -348,6 +415,34 @@ class Generator:
         if self.cache is not None and key is not None:
             self.cache.put(key, gen)
         return gen
+
+    def _streamed(self, chunks: Any, on_text: Callable[[str], None], t0: float) -> Generation:
+        """Drain a litellm stream, handing each text delta on; the Generation it adds up to."""
+        text: list[str] = []
+        logprobs: list[float] = []
+        finish: str | None = None
+        usage: Any = None
+        for chunk in chunks:
+            usage = getattr(chunk, "usage", None) or usage
+            for choice in chunk.choices or ():
+                finish = choice.finish_reason or finish
+                piece = choice.delta.content if choice.delta is not None else None
+                if piece:
+                    text.append(piece)
+                    on_text(piece)
+                # A remote engine's per-chunk logprobs; the in-process model's come at the end.
+                logprobs += _token_logprobs(choice) or ()
+                extra = getattr(choice.delta, "provider_specific_fields", None) or {}
+                logprobs += extra.get("token_logprobs") or ()
+        return Generation(
+            text="".join(text).strip(),
+            model=self.model,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            seconds=time.perf_counter() - t0,
+            finish_reason=finish,
+            token_logprobs=tuple(logprobs) or None,
+        )
 
 
 def _token_logprobs(choice: Any) -> tuple[float, ...] | None:
