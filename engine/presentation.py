@@ -45,6 +45,7 @@ class Presented:
     text: str  # what the user reads
     sentences: tuple[CitedSentence, ...]
     policy_applied: str | None  # "annotate" / "abstain" when the final answer failed; else None
+    note: str | None = None  # annotate: the plain sentence saying the sources do not support it
 
 
 def cite(
@@ -120,7 +121,7 @@ def present(
         text = " ".join(_marked(s, citations, failed and policy == "annotate") for s in sentences)
     if failed and policy == "annotate":
         note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
-        return Presented(f"{text} {note}".strip(), sentences, "annotate")
+        return Presented(f"{text} {note}".strip(), sentences, "annotate", note)
     return Presented(text, sentences, None)
 
 

@@ -342,6 +342,10 @@ class ServerSettings(_Section):
     answer_policy: Annotated[AnswerPolicy, LIVE] = "annotate"
     # Each supported sentence ends with [n], the evidence passage that supports it.
     citations: Annotated[bool, LIVE] = True
+    # Streamed chat completions: false streams the first answer as it is generated (a marked
+    # correction follows if a repair replaces it); true holds the stream until the diagnosis and
+    # any repair are done (server/streaming.py). Per request: stream_options.verify_first.
+    stream_verify_first: Annotated[bool, LIVE] = False
 
     @field_validator("api_keys", "admin_keys")
     @classmethod

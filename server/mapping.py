@@ -284,6 +284,7 @@ def answer_response(
             for s in shown.sentences
         ],
         answer_policy=shown.policy_applied,
+        answer_note=shown.note,
         evidence=[passage(p) for p in result.evidence],
         config=rag_config(result.config),
         timings=timings(result.timings),

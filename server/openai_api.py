@@ -15,19 +15,20 @@ with their status, never a stream cut short. The `ragmend` extension is in the l
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Annotated, Any, cast, get_args
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, NamedTuple, cast, get_args
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
-from ragmend.errors import InputError
+from ragmend.errors import InputError, RagmendError
 from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission, admission_of
 from ragmend.server.errors import ModelNotFound, UnsupportedParameter
@@ -48,6 +49,7 @@ from ragmend.server.openai_schemas import (
     unserved,
 )
 from ragmend.server.schemas import ErrorResponse
+from ragmend.server.streaming import TextPipe, tail
 from ragmend.settings import AnswerPolicy
 
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
@@ -124,17 +126,33 @@ def completion(outcome: Outcome, model: str, policy: AnswerPolicy, citations: bo
     )
 
 
+class Head(NamedTuple):
+    """What every chunk of one stream repeats."""
+
+    id: str
+    created: int
+    model: str
+
+
+def chunk(
+    head: ChatCompletion | Head, delta: Delta, finish: FinishReason | None = None
+) -> ChatCompletionChunk:
+    """One chunk of a stream (the id, created time and model of `head`)."""
+    choice = ChunkChoice(delta=delta, finish_reason=finish)
+    return ChatCompletionChunk(id=head.id, created=head.created, model=head.model, choices=[choice])
+
+
 def chunks(full: ChatCompletion, include_usage: bool) -> list[ChatCompletionChunk]:
     """The chunks of a finished completion: role, content pieces, finish reason, [usage]."""
+    pieces = [chunk(full, Delta(content=piece)) for piece in PIECE.findall(full.choices[0].message.content)]
+    return [chunk(full, Delta(role="assistant", content="")), *pieces, *closing(full, include_usage)]
 
-    def chunk(delta: Delta, finish: FinishReason | None = None) -> ChatCompletionChunk:
-        choice = ChunkChoice(delta=delta, finish_reason=finish)
-        return ChatCompletionChunk(id=full.id, created=full.created, model=full.model, choices=[choice])
 
-    choice = full.choices[0]
-    out = [chunk(Delta(role="assistant", content=""))]
-    out += [chunk(Delta(content=piece)) for piece in PIECE.findall(choice.message.content)]
-    out.append(chunk(Delta(), choice.finish_reason))
+def closing(full: ChatCompletion, include_usage: bool, tail: str = "") -> list[ChatCompletionChunk]:
+    """The end of a stream: what follows the text (`tail`), the finish reason, [usage], and the
+    `ragmend` extension on the last chunk."""
+    out = [chunk(full, Delta(content=tail))] if tail else []
+    out.append(chunk(full, Delta(), full.choices[0].finish_reason))
     if include_usage:
         out.append(
             ChatCompletionChunk(
@@ -144,6 +162,26 @@ def chunks(full: ChatCompletion, include_usage: bool) -> list[ChatCompletionChun
     # The extension goes on the last chunk, where a client has the whole answer it describes.
     out[-1] = out[-1].model_copy(update={"ragmend": full.ragmend})
     return out
+
+
+async def held(result: ChatCompletion, include_usage: bool) -> AsyncIterator[str]:
+    """A finished completion as a stream (verify_first)."""
+    for c in chunks(result, include_usage):
+        yield sse(c, include_usage)
+    yield "data: [DONE]\n\n"
+
+
+def event_stream(events: AsyncIterator[str]) -> StreamingResponse:
+    # no-cache / no buffering: proxies must pass the events on as they come.
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+
+def error_event(e: RagmendError) -> str:
+    """An error once the stream has begun (its status line is sent): an event in OpenAI's error
+    shape, which the official clients raise as an APIError; the stream ends without [DONE]."""
+    body = {"error": {"message": str(e), "type": e.api_type, "code": e.http_status}}
+    return f"data: {json.dumps(body)}\n\n"
 
 
 def sse(chunk: ChatCompletionChunk, include_usage: bool) -> str:
@@ -178,8 +216,13 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
         message = f"The model '{model}' does not exist; this server serves '{served()}' (GET /v1/models)."
         return ModelNotFound(message, param)  # the app's handler answers and counts it (kind input)
 
-    def respond(query: str, overrides: dict[str, Any] | None, history: tuple[Turn, ...]) -> Outcome:
-        outcome = engine.respond(query, overrides, history)
+    def respond(
+        query: str,
+        overrides: dict[str, Any] | None,
+        history: tuple[Turn, ...],
+        on_text: Callable[[str], None] | None = None,
+    ) -> Outcome:
+        outcome = engine.respond(query, overrides, history, on_text)
         metrics.observe(outcome)  # in the worker thread, as /v1/answer: it may read the policy
         return outcome
 
@@ -220,21 +263,56 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
         if (refused := unserved(body)) is not None:
             raise UnsupportedParameter(refused[1], refused[0])
         query, history, instructions = turn(body)
-        # Bounded concurrency, queue and deadline like /v1/answer (503 when full, 504 late).
-        outcome = await admission.run(respond, query, sampling(body, instructions), history)
+        overrides = sampling(body, instructions)
         s = engine.settings.server
-        result = completion(outcome, body.model or served(), s.answer_policy, s.citations)
-        if not body.stream:
-            return result
+        options = body.stream_options
+        verify_first = (
+            s.stream_verify_first if options is None or options.verify_first is None else options.verify_first
+        )
+        if not body.stream or verify_first:
+            # Bounded concurrency, queue and deadline like /v1/answer (503 when full, 504 late).
+            outcome = await admission.run(respond, query, overrides, history)
+            result = completion(outcome, body.model or served(), s.answer_policy, s.citations)
+            if not body.stream:
+                return result
+            return event_stream(held(result, bool(options and options.include_usage)))
+        return await live(admission, query, overrides, history, body)
+
+    async def live(
+        admission: Admission,
+        query: str,
+        overrides: dict[str, Any] | None,
+        history: tuple[Turn, ...],
+        body: ChatCompletionRequest,
+    ) -> StreamingResponse:
+        """The first answer streamed as it is generated (server/streaming.py). An error before
+        its first piece is an ordinary JSON error with its status; one after it, an error event."""
+        pipe = TextPipe()
+        task = asyncio.ensure_future(admission.run(respond, query, overrides, history, pipe.put))
+        first = await pipe.first(task)
+        if first is None:
+            await task  # raises the request's error, answered as JSON with its status
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        opening = Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model or served())
 
         async def events() -> AsyncIterator[str]:
-            for chunk in chunks(result, include_usage):
-                yield sse(chunk, include_usage)
+            yield sse(chunk(opening, Delta(role="assistant", content="")), include_usage)
+            if first:
+                yield sse(chunk(opening, Delta(content=first)), include_usage)
+            async for piece in pipe.rest(task):
+                yield sse(chunk(opening, Delta(content=piece)), include_usage)
+            try:
+                outcome = task.result()
+            except RagmendError as e:
+                yield error_event(e)
+                return
+            s = engine.settings.server
+            done = completion(outcome, opening.model, s.answer_policy, s.citations)
+            done = done.model_copy(update={"id": opening.id, "created": opening.created})
+            for c in closing(done, include_usage, tail(outcome, done.ragmend)):
+                yield sse(c, include_usage)
             yield "data: [DONE]\n\n"
 
-        # no-cache / no buffering: proxies must pass the events on as they come.
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+        return event_stream(events())
 
     return router

@@ -53,6 +53,12 @@ class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     include_usage: bool = Field(False, description="Send a last chunk with the usage.")
+    verify_first: bool | None = Field(
+        None,
+        description="ragmend: hold the stream until the diagnosis (and any repair) is done, then send "
+        "the answer the user reads; false: stream the first answer live (a correction follows if a "
+        "repair replaces it). Default: server.stream_verify_first.",
+    )
 
 
 class ResponseFormat(BaseModel):

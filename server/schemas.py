@@ -336,6 +336,9 @@ class AnswerResponse(BaseModel):
         description="annotate or abstain when the final answer failed and the policy changed what is "
         "read; gated in claim mode when the label was gated; else null.",
     )
+    answer_note: str | None = Field(
+        None, description="annotate: the sentence added saying the sources do not support the answer."
+    )
     evidence: list[Passage]
     config: RAGConfig
     timings: StageTimings

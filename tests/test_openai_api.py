@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import openai
@@ -15,10 +15,13 @@ from openai import OpenAI
 from ragmend.engine import Engine
 from ragmend.engine.presentation import NOT_ANSWERED, NOT_SUPPORTED
 from ragmend.server.app import create_app
+from ragmend.server.streaming import CORRECTION
 from ragmend.settings import settings_with
 from tests.conftest import LiveServer, sample_questions
 
 CHAT = "/v1/chat/completions"
+# Nothing in the test corpus answers it: the diagnosis fails it and the policy repairs.
+UNANSWERABLE_QUESTION = "What is the name of the dragon that lives under the royal castle of Wawel?"
 
 
 def client_for(server: LiveServer) -> OpenAI:
@@ -29,6 +32,13 @@ def answers_counted(server: LiveServer) -> float:
     text = httpx.get(server.url + "/metrics").text
     rows = re.findall(r"^ragmend_answers_total\{(.*)\} (\S+)$", text, re.M)
     return sum(float(value) for labels, value in rows if 'pass="final"' in labels)
+
+
+def in_flight(server: LiveServer) -> float:
+    text = httpx.get(server.url + "/metrics").text
+    found = re.search(r"^ragmend_requests_in_flight (\S+)$", text, re.M)
+    assert found, "ragmend_requests_in_flight is exported"
+    return float(found.group(1))
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +100,10 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
     assert answers_counted(live_server) == before + 1  # observed like /v1/answer
 
 
-def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer) -> None:
+@pytest.mark.parametrize("verify_first", [False, True], ids=["live", "verify_first"])
+def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer, verify_first: bool) -> None:
+    """Live: the generated text as it comes, then the answer policy's note if the answer is
+    unsupported (citations ride in the extension). verify_first: the unstreamed content exactly."""
     client = client_for(no_repair_server)
     q = sample_questions()[0]["question"]
     whole = client.chat.completions.create(
@@ -103,13 +116,19 @@ def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer)
         temperature=0,
         max_tokens=32,
         stream=True,
-        stream_options={"include_usage": True},
+        stream_options=cast(Any, {"include_usage": True, "verify_first": verify_first}),
     )
     chunks = list(stream)
     assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert content == whole.choices[0].message.content
+    assert whole.model_extra is not None
+    unstreamed = whole.model_extra["ragmend"]
+    if verify_first:
+        assert content == whole.choices[0].message.content
+    else:
+        note = f" {unstreamed['answer_note']}" if unstreamed["answer_note"] else ""
+        assert content == unstreamed["generated"] + note
     assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 1  # really in pieces
 
     finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -119,7 +138,7 @@ def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer)
     assert whole.usage is not None and last.usage.completion_tokens == whole.usage.completion_tokens
     assert last.model_extra is not None
     ext = last.model_extra["ragmend"]  # the diagnosis rides on the last chunk
-    assert ext["answer"] == content and ext["diagnosis"] is not None and ext["repair"] is None
+    assert ext["answer"] == unstreamed["answer"] and ext["diagnosis"] is not None and ext["repair"] is None
     assert all("ragmend" not in (c.model_extra or {}) for c in chunks[:-1])
 
 
@@ -337,3 +356,38 @@ def test_stop_and_seed_reach_the_generator(no_repair_server: LiveServer) -> None
     # The same seed samples the same answer; across seeds the samples differ.
     assert sampled(1) == sampled(1)
     assert len({sampled(s) for s in (2, 3, 4)}) > 1
+
+
+@pytest.mark.parametrize("verify_first", [False, True], ids=["live", "verify_first"])
+def test_a_live_stream_starts_before_the_request_ends(live_server: LiveServer, verify_first: bool) -> None:
+    """Live, the first piece of text arrives while the request is still in flight (its diagnosis
+    and any repair still to come: the server counts it as running); verify_first holds the stream
+    until the request is done. A repair that replaces the streamed answer follows it as a marked
+    correction."""
+    body = {
+        "messages": [{"role": "user", "content": UNANSWERABLE_QUESTION}],
+        "max_tokens": 24,
+        "stream": True,
+        "stream_options": {"verify_first": verify_first},
+    }
+    with httpx.stream("POST", live_server.url + CHAT, json=body, timeout=300) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        first_text = None
+        for line in lines:
+            if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["delta"].get("content"):
+                first_text = json.loads(line[6:])
+                break
+        running_then = in_flight(live_server)
+        rest = [line for line in lines if line]
+    assert first_text is not None and rest[-1] == "data: [DONE]"
+    assert running_then == (0 if verify_first else 1)
+    events = [first_text] + [json.loads(e[6:]) for e in rest[:-1]]
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in events if c["choices"])
+    ext = events[-1]["ragmend"]
+    if verify_first:
+        assert content == ext["answer"]
+    elif ext["repair"] and ext["repair"].get("kept") == "repaired":
+        assert content.endswith(f"\n\n{CORRECTION}{ext['answer']}")
+    else:
+        assert content == ext["generated"] + (f" {ext['answer_note']}" if ext["answer_note"] else "")

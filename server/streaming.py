@@ -1,0 +1,76 @@
+"""Live streaming of a chat completion: the first answer's text reaches the client as the
+generator makes it; the diagnosis (and a repair) follow when it is complete.
+
+The engine runs in a worker thread (admission control); the generator hands each piece of text to
+`TextPipe.put`, which passes it to the event loop, where the response's event generator reads it.
+What a repair does to a stream (docs/api.md, "Streaming"):
+
+- `live` (the default): the first answer is streamed as it is generated. When the diagnosis
+  finds it unsupported and a repair replaces it, a clearly marked correction follows in the same
+  stream ("[Correction] ..."); when the final answer is still unsupported, the answer policy's
+  note (or its abstention, as a correction) follows. Citations are in the `ragmend` extension of
+  the last chunk (the markers cannot be put into text already sent).
+- `verify_first` (server.stream_verify_first, or stream_options.verify_first per request): the
+  stream is held until the diagnosis and any repair are done, then the answer the user reads is
+  sent, exactly as the unstreamed reply's content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ragmend.engine.outcome import Outcome
+from ragmend.server.schemas import AnswerResponse
+
+CORRECTION = "[Correction] "
+
+
+class TextPipe:
+    """Pieces of text from a worker thread to the event loop, in order."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+
+    def put(self, piece: str) -> None:  # called in the worker thread
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, piece)
+
+    async def first(self, task: asyncio.Future[Any]) -> str | None:
+        """The first piece, or None when the work ended (or failed) before any text came."""
+        get = asyncio.ensure_future(self._queue.get())
+        done, _ = await asyncio.wait({get, task}, return_when=asyncio.FIRST_COMPLETED)
+        if get in done:
+            return get.result()
+        get.cancel()
+        return self._drain() or None
+
+    async def rest(self, task: asyncio.Future[Any]) -> AsyncIterator[str]:
+        """Every further piece until the work ends (the ones queued as it ended included)."""
+        while True:
+            get = asyncio.ensure_future(self._queue.get())
+            done, _ = await asyncio.wait({get, task}, return_when=asyncio.FIRST_COMPLETED)
+            if get in done:
+                yield get.result()
+                continue
+            get.cancel()
+            if tail := self._drain():
+                yield tail
+            return
+
+    def _drain(self) -> str:
+        pieces = []
+        while not self._queue.empty():
+            pieces.append(self._queue.get_nowait())
+        return "".join(pieces)
+
+
+def tail(outcome: Outcome, reply: AnswerResponse) -> str:
+    """What follows the streamed first answer, so that the stream ends with what the user should
+    read: a marked correction when a repair's answer replaced it (or the policy abstained), the
+    policy's note when it stands unsupported, else nothing."""
+    replaced = outcome.first is not None and outcome.answer is not outcome.first
+    if replaced or reply.answer_policy in ("abstain", "gated"):
+        return f"\n\n{CORRECTION}{reply.answer}"
+    return f" {reply.answer_note}" if reply.answer_note else ""
