@@ -386,6 +386,46 @@ def bench_load(
     run(work)
 
 
+@bench_app.command("stream")
+def bench_stream(
+    requests: Annotated[int, typer.Option(min=1, max=1000, help="Questions, each asked in both modes.")] = 10,
+    max_tokens: Annotated[int, typer.Option(min=1, max=4096, help="max_tokens of each request.")] = 64,
+    url: Annotated[
+        str | None,
+        typer.Option(help="A running server on a loopback address (default: start one on a free port)."),
+    ] = None,
+    timeout_s: Annotated[float, typer.Option(min=0.1, help="Per-request client timeout, seconds.")] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Streaming: time to first token against the whole request, live and verify_first side by
+    side on the same questions (one request at a time, over real HTTP).
+
+    Example: ragmend bench stream --requests 10 --json
+    """
+    import shlex
+    import sys
+
+    from ragmend.bench.speed.load import loopback_url
+    from ragmend.bench.speed.stream import run_stream_bench
+
+    def work() -> None:
+        if url is not None:
+            loopback_url(url)
+        settings()
+        result = run_stream_bench(
+            Invocation.config,
+            Invocation.overrides,
+            requests=requests,
+            max_tokens=max_tokens,
+            url=url,
+            timeout_s=timeout_s,
+            log=lambda m: err.print(m),
+        )
+        show({**result, "command": "ragmend " + shlex.join(sys.argv[1:])}, as_json)
+
+    run(work)
+
+
 @bench_app.command("policy")
 def bench_policy(
     steps: Annotated[int, typer.Option(min=1, help="Timed select+update steps at d = 64 (6 arms).")] = 3000,

@@ -7,10 +7,10 @@ messages shape the answer's style and language. The reply is the answer the engi
 its diagnosis and, for a failed answer, its repair. The diagnosis and the repair trace travel in
 an extension field `ragmend` that clients ignore.
 
-Streaming: ragmend diagnoses the whole answer (and may repair it, replacing it) before it knows
-which answer it returns, so a streamed request is run to completion first and the final answer is
-then sent in chunks, in OpenAI's chunk format. Errors are therefore ordinary JSON error responses
-with their status, never a stream cut short. The `ragmend` extension is in the last chunk.
+Streaming (server/streaming.py): the first answer's text is sent as the generator makes it, and
+the diagnosis follows in the last chunk, after a marked correction when a repair replaced the
+answer; verify_first holds the stream until the answer is verified. An error before the first
+token is an ordinary JSON error with its status; after it, an error event.
 """
 
 from __future__ import annotations
