@@ -272,15 +272,16 @@ def derive_failure(
     kappa: Kappa,
     answerable: bool,
 ) -> FailureType:
-    """Algorithm 1's types from the verdict: WP stays the knowledge graph's (a conflict with the
-    corpus graph is a failure whatever the text scores say); a supported verdict is NoFailure; an
-    unsupported one is IE when the evidence does not cover the question (no passage names what it
-    asks about, or the response abstains: answerability replaces the answer-built e_q here, as
-    Algorithm 1 puts IE before WR), else the rule's type where it found one, else WR."""
+    """Algorithm 1's types, in its order, from the verdict: WP stays the knowledge graph's (a
+    conflict with the corpus graph is a failure whatever the text scores say); then IE when the
+    evidence does not answer the question (answerability replaces the answer-built e_q, and
+    Algorithm 1 checks it before the response: an answer, however well worded, to a question the
+    evidence cannot answer is not supported by it); then a supported verdict is NoFailure; an
+    unsupported one takes the rule's type where it found one, else WR."""
     if kappa == "conflict":
         return "WP"
-    if not unsupported:
-        return "NoFailure"
     if not answerable:
         return "IE"
+    if not unsupported:
+        return "NoFailure"
     return "WR" if rule == "NoFailure" else rule

@@ -120,6 +120,7 @@ def test_fit_learns_the_direction_of_a_signal_and_the_file_round_trips(tmp_path:
         (False, "IE", "missing", True, "NoFailure"),  # the verdict clears what the rule flagged
         (True, "NoFailure", "missing", True, "WR"),  # ... and flags what it passed
         (True, "NoFailure", "missing", False, "IE"),  # nothing covers the question
+        (False, "NoFailure", "missing", False, "IE"),  # ... whatever the verdict (IE comes first)
         (True, "IE", "missing", True, "IE"),  # the rule's type stays where it found one
         (True, "WR", "missing", False, "IE"),  # ... unless nothing covers the question
         (False, "NoFailure", "conflict", True, "WP"),  # a conflict with the graph always fails
