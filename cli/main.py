@@ -132,7 +132,8 @@ def ask(
         config = engine.config(overrides)
         engine.load()
         outcome = engine.respond(question, config.model_dump(exclude_none=True))
-        show(outcome, as_json, print_outcome, dump=outcome_json)
+        policy, citations = s.server.answer_policy, s.server.citations
+        show(outcome, as_json, lambda o: print_outcome(o, policy, citations), dump=outcome_json)
 
     run(work)
 
@@ -145,9 +146,14 @@ def outcome_json(outcome: Any) -> str:
     return TypeAdapter(Outcome).dump_json(outcome).decode()
 
 
-def print_outcome(outcome: Any) -> None:
+def print_outcome(outcome: Any, policy: Any = "annotate", citations: bool = True) -> None:
+    """What the user reads (the answer with its citations, and the answer policy's note when it
+    is unsupported: engine/presentation.py), its evidence, timings, diagnosis and repair."""
+    from ragmend.engine.presentation import present
+
     answer, diagnosis = outcome.answer, outcome.diagnosis
-    out.print(f"[bold]{answer.response}[/]\n")
+    shown = present(answer.response, diagnosis, [(p.id, p.title) for p in answer.evidence], policy, citations)
+    out.print(f"[bold]{escape(shown.text)}[/]\n")
     table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)
     for i, p in enumerate(answer.evidence, start=1):
         table.add_row(str(i), f"{p.score:.3f}", p.title, p.text[:160] + ("…" if len(p.text) > 160 else ""))
