@@ -352,8 +352,8 @@ class Diagnoser:
         features = answer_features(
             query, response, evidence, claims, p_claims, e_q.support, egc, q_sims, relevance, token_logprobs
         )
-        p = model.answer.probability(features)
-        threshold = self.options.unsupported_threshold or model.threshold
+        p, fitted_threshold = model.score(features, claims)
+        threshold = self.options.unsupported_threshold or fitted_threshold
         rounded = {k: round(v, 4) for k, v in features.items()}
         scored = tuple(
             replace(v, p_unsupported=round(p_c, 4)) for v, p_c in zip(e_r.hypotheses, p_claims, strict=True)

@@ -147,11 +147,40 @@ class LinearScore:
 
 
 @dataclass(frozen=True)
+class GeneratedAnswers:
+    """The answer model for answers of the deployment's own generator, recognised by the token
+    log-probabilities its engine reports: fitted on the local generator's DEV answers only, where
+    the generator's confidence is a signal and the mix of given responses (RAGTruth's, FEVER's
+    claims) would otherwise set the weights."""
+
+    answer: LinearScore
+    threshold: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"answer": self.answer.as_json(), "threshold": self.threshold}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> GeneratedAnswers:
+        return GeneratedAnswers(LinearScore.from_json(d["answer"]), float(d["threshold"]))
+
+
+@dataclass(frozen=True)
 class VerdictModel:
     claim: LinearScore
     answer: LinearScore
     threshold: float  # P(unsupported) at or above which an answer fails (fitted on dev)
     about: dict[str, Any] = field(default_factory=dict)  # what it was fitted on, and its dev figures
+    generated: GeneratedAnswers | None = None  # for answers with the generator's log-probabilities
+
+    def score(
+        self, features: Mapping[str, float], claims: Sequence[Mapping[str, float]]
+    ) -> tuple[float, float]:
+        """(P(unsupported), the threshold it is read against) of one answer from its features
+        (claim_p_max is recomputed from its claims' features with this model's claim score)."""
+        x = {**features, "claim_p_max": max((self.claim.probability(c) for c in claims), default=1.0)}
+        if self.generated is not None and "logprob_mean" in x:
+            return self.generated.answer.probability(x), self.generated.threshold
+        return self.answer.probability(x), self.threshold
 
     @staticmethod
     def load(path: Path) -> VerdictModel:
@@ -162,6 +191,7 @@ class VerdictModel:
                 LinearScore.from_json(d["answer"]),
                 float(d["threshold"]),
                 dict(d.get("about", {})),
+                GeneratedAnswers.from_json(d["generated"]) if d.get("generated") else None,
             )
         except FileNotFoundError:
             raise ConfigError(f"verdict model {path} not found (diagnosis.verdict)") from None
@@ -173,6 +203,7 @@ class VerdictModel:
             "claim": self.claim.as_json(),
             "answer": self.answer.as_json(),
             "threshold": self.threshold,
+            "generated": self.generated.as_json() if self.generated else None,
             "about": self.about,
         }
         atomic_write_text(Path(path), json.dumps(body, indent=2) + "\n")

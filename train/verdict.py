@@ -27,11 +27,18 @@ from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.verdict import (
     ANSWER_FEATURES,
     CLAIM_FEATURES,
+    GeneratedAnswers,
     LinearScore,
     VerdictModel,
     claim_features,
     fit_score,
 )
+
+# The local generator's answers (bench/suites/answers.py), the data of its own answer model, and
+# the features it reads: chosen by leave-one-out AUROC on the DEV HotpotQA answers (0.68, against
+# 0.64 with every feature and 0.50 for the model of every data set; docs/diagnosis.md).
+GENERATED_SETS = ("hotpotqa", "unanswerable")
+GENERATED_FEATURES = ("logprob_min", "logprob_mean", "egc", "support_mean", "statement_entail", "relevance")
 
 PROBE = VerdictModel(LinearScore((), (), (), (), 0.0), LinearScore((), (), (), (), 0.0), 0.5)
 
@@ -139,4 +146,30 @@ def fit_verdict(exs: Sequence[Example], about: dict[str, Any] | None = None) -> 
         "f1_at_threshold_on_the_fitting_cases": round(f1, 4),
         **(about or {}),
     }
-    return VerdictModel(claim, answer, threshold, info)
+    generated = fit_generated(exs, claim)
+    if generated is not None:
+        info["generated"] = {
+            "answers": sum(ex.set in GENERATED_SETS for ex in exs),
+            "features": list(GENERATED_FEATURES),
+            "threshold": "the point of largest TPR - FPR on those dev answers (Youden's J)",
+        }
+    return VerdictModel(claim, answer, threshold, info, generated)
+
+
+def fit_generated(exs: Sequence[Example], claim: LinearScore) -> GeneratedAnswers | None:
+    """The answer model for the local generator's own answers (GENERATED_SETS), on the features
+    that separate right from wrong ones there. Its threshold balances the two errors (Youden's
+    J): most of the small generator's dev answers are wrong, so an F1-best point would flag
+    every answer, right ones included."""
+    own = [ex for ex in exs if ex.set in GENERATED_SETS]
+    y = np.array([ex.unsupported for ex in own], dtype=bool)
+    if len(own) < 20 or y.all() or not y.any():
+        return None
+    rows = [with_claim_model(ex, claim) for ex in own]
+    score = fit_score(rows, y, GENERATED_FEATURES, balanced=True)
+    p = np.array([score.probability(r) for r in rows])
+    best = max(
+        (float(t) for t in np.round(np.arange(0.05, 0.951, 0.01), 2)),
+        key=lambda t: (p[y] >= t).mean() - (p[~y] >= t).mean(),
+    )
+    return GeneratedAnswers(score, round(best, 2))

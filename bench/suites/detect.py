@@ -253,10 +253,9 @@ def rescore(
         if not r.get("features"):
             why = "diagnosed without a verdict: run bench detect with diagnosis.verdict set"
             raise InputError(f"row {r['set']}/{r['id']} has no verdict features ({why})")
-        x = dict(r["features"])
-        x["claim_p_max"] = max((model.claim.probability(c) for c in r["claim_features"]), default=1.0)
-        p = model.answer.probability(x)
+        x = r["features"]
+        p, threshold = model.score(x, r["claim_features"])
         answerable = x.get("relevance", 1.0) >= relevance_threshold and not x.get("abstained")
-        failure = derive_failure(p >= model.threshold, r["rule_failure"], "missing", answerable)
+        failure = derive_failure(p >= threshold, r["rule_failure"], "missing", answerable)
         out.append({**r, "score": p, "failure": failure})
     return out
