@@ -18,6 +18,7 @@ from ragmend.diagnosis.spans import (
 from ragmend.diagnosis.verdict import (
     ANSWER_FEATURES,
     CLAIM_FEATURES,
+    GeneratedAnswers,
     LinearScore,
     VerdictModel,
     answer_features,
@@ -198,3 +199,19 @@ def test_a_feature_some_rows_lack_is_fitted_on_the_rows_that_have_it() -> None:
     assert score.probability({"logprob_mean": -2.9}) > 0.8 > 0.2 > score.probability({"logprob_mean": -0.1})
     missing = score.probability({"support_min": 0.5})
     assert 0.3 < missing < 0.7  # neither sure nor unsure: the observed mean moves nothing
+
+
+def test_answers_of_the_generator_have_their_own_model_and_the_file_keeps_it(tmp_path: Path) -> None:
+    claim = LinearScore(("entail",), (0.5,), (0.5,), (-2.0,), 0.0)
+    given = LinearScore(("support_mean",), (0.5,), (0.5,), (-1.0,), 0.0)
+    own = LinearScore(("logprob_min",), (-1.0,), (1.0,), (-3.0,), 0.0)
+    model = VerdictModel(claim, given, 0.5, {}, GeneratedAnswers(own, 0.3))
+    claims = [{"entail": 0.9}]
+    # A given response (no log-probabilities): the model of every data set and its threshold.
+    assert model.score({"support_mean": 0.5}, claims) == (0.5, 0.5)
+    # An answer of the generator: its own model; an unsure one (low log-probability) fails.
+    p_sure, t = model.score({"logprob_mean": -0.1, "logprob_min": -0.2}, claims)
+    p_unsure, _ = model.score({"logprob_mean": -1.5, "logprob_min": -4.0}, claims)
+    assert t == 0.3 and p_unsure > 0.9 > 0.1 > p_sure
+    model.save(tmp_path / "v.json")
+    assert open_verdict(str(tmp_path / "v.json")) == model
