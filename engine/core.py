@@ -21,7 +21,7 @@ from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import Repairer
-from ragmend.engine.services import EngineServices
+from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
 from ragmend.errors import ConfigError, InputError, NotReady
 from ragmend.kg.phrases import embed_with
@@ -258,7 +258,7 @@ class Engine:
             raise NotReady("ragmend is still loading its models and index")
         asked = validate_query(query, self.settings.rag.max_query_chars)
         with self.models.generator.tally() as generated:
-            if any(turn.role == "user" for turn in history):
+            if any(turn.role == "user" for turn in history) and refers_back(asked):
                 query = EngineServices(self).condense_query(asked, history)
             outcome = self._respond(query, overrides, on_text)
         return dataclasses.replace(

@@ -20,6 +20,20 @@ HISTORY_TURNS = 6
 HISTORY_TURN_CHARS = 600
 
 
+# A follow-up that names nothing it needs the conversation for is asked as it is: no call, and
+# no chance for a small generator to rewrite a standalone question into something else.
+_REFERS_BACK = re.compile(
+    r"\b(he|she|it|its|they|them|their|theirs|his|her|hers|him|this|that|these|those|there|"
+    r"the same|also|too|then|one|ones|former|latter|else|another|other)\b",
+    re.I,
+)
+
+
+def refers_back(query: str) -> bool:
+    """Whether a follow-up may need the conversation to be understood (a pronoun, "that", ...)."""
+    return bool(_REFERS_BACK.search(query))
+
+
 def render_history(history: Sequence[Turn]) -> str:
     lines = []
     for turn in history[-HISTORY_TURNS:]:

@@ -333,13 +333,15 @@ def test_stop_and_seed_reach_the_generator(no_repair_server: LiveServer) -> None
     client = client_for(no_repair_server)
     q = sample_questions()[1]["question"]
     free = client.chat.completions.create(model="ragmend", messages=[{"role": "user", "content": q}])
-    text = free.choices[0].message.content or ""
+    assert free.model_extra is not None
+    text = free.model_extra["ragmend"]["generated"]  # the generator's text, before any note
     assert " " in text.strip()
     # Stopped at its first space: one word, and the stop sequence is not in it.
     stopped = client.chat.completions.create(
         model="ragmend", messages=[{"role": "user", "content": q}], stop=" "
     )
-    first = stopped.choices[0].message.content or ""
+    assert stopped.model_extra is not None
+    first = stopped.model_extra["ragmend"]["generated"]
     assert first and " " not in first.strip() and text.startswith(first.strip())
     assert stopped.model_extra and stopped.model_extra["ragmend"]["config"]["stop"] == [" "]
 

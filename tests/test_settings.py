@@ -96,7 +96,15 @@ def test_live_settings_are_declared_on_the_fields() -> None:
         "repair",
         "refresh_cooldown_s",
     }
-    server = {"api_keys", "admin_keys", "protect_metrics", "reload_poll_s"}
+    server = {
+        "api_keys",
+        "admin_keys",
+        "protect_metrics",
+        "reload_poll_s",
+        "answer_policy",
+        "citations",
+        "stream_verify_first",
+    }
     assert set(live_keys()) == {f"policy.{k}" for k in policy} | {f"server.{k}" for k in server}
     assert set(live_keys(PolicySettings)) == policy == set(LIVE_POLICY_KEYS) == set(PATCHABLE)
     assert set(PolicyPatch.model_fields) == policy
