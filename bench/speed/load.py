@@ -33,9 +33,11 @@ import ipaddress
 import itertools
 import json
 import os
+import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -213,6 +215,29 @@ def summarise(results: list[Result], wall_s: float) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def served(
+    config: Path | None, overrides: dict[str, Any], url: str | None, log: Callable[[str], None]
+) -> Iterator[tuple[str, subprocess.Popen[bytes] | None]]:
+    """The server a benchmark talks to: the one at `url` (loopback only, ready), or without it a
+    `ragmend serve` this starts on a free port with the current configuration, waits for, and
+    stops afterwards. Yields (base URL, the started process or None)."""
+    if url is not None:
+        base = loopback_url(url)
+        if httpx.get(base + "/readyz", timeout=10).status_code != 200:
+            raise InputError(f"{base}/readyz is not 200: the server is not ready")
+        yield base, None
+        return
+    port = free_port()
+    log(f"starting ragmend serve on 127.0.0.1:{port}")
+    proc = start_server(config, overrides, port)
+    try:
+        log(f"ready after {wait_ready(port, proc):.1f} s")
+        yield f"http://127.0.0.1:{port}", proc
+    finally:
+        stop(proc)
+
+
 def run_load_bench(
     config: Path | None,
     overrides: dict[str, Any],
@@ -229,23 +254,9 @@ def run_load_bench(
     if not 1 <= requests <= MAX_REQUESTS:
         raise InputError(f"--requests must be between 1 and {MAX_REQUESTS}")
     questions = load_questions()
-    proc = None
-    if url is None:
-        port = free_port()
-        log(f"starting ragmend serve on 127.0.0.1:{port}")
-        proc = start_server(config, overrides, port)
-        base = f"http://127.0.0.1:{port}"
-        pid: int | None = proc.pid
-    else:
-        base = loopback_url(url)
+    with served(config, overrides, url, log) as (base, proc):
         port = urlsplit(base).port or (443 if base.startswith("https") else 80)
-        pid = pid_listening_on(port)
-    try:
-        if proc is not None:
-            ready_s = wait_ready(port, proc)
-            log(f"ready after {ready_s:.1f} s")
-        elif httpx.get(base + "/readyz", timeout=10).status_code != 200:
-            raise InputError(f"{base}/readyz is not 200: the server is not ready")
+        pid = proc.pid if proc is not None else pid_listening_on(port)
         rss_start = proc_status(pid, "VmRSS")
         load_start = os.getloadavg()
         # RSS after each quarter of the requests: growth that stops after the first answers (model
@@ -263,9 +274,6 @@ def run_load_bench(
         )
         rss_end, rss_peak = proc_status(pid, "VmRSS"), proc_status(pid, "VmHWM")
         load_end = os.getloadavg()
-    finally:
-        if proc is not None:
-            stop(proc)
     summary = summarise(results, wall_s)
     log(
         f"{summary['ok']}/{requests} answered in {wall_s:.1f} s: {summary['throughput_rps']} rps, "

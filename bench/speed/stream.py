@@ -23,8 +23,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ragmend.bench.speed.load import load_questions, loopback_url
-from ragmend.bench.speed.startup import free_port, start_server, stop, wait_ready
+from ragmend.bench.speed.load import load_questions, served
 from ragmend.errors import InputError
 
 MODES = ("live", "verify_first")
@@ -70,20 +69,8 @@ def run_stream_bench(
     if requests < 1:
         raise InputError("--requests must be at least 1")
     questions = load_questions()
-    proc = None
-    if url is None:
-        port = free_port()
-        log(f"starting ragmend serve on 127.0.0.1:{port}")
-        proc = start_server(config, overrides, port)
-        base = f"http://127.0.0.1:{port}"
-    else:
-        base = loopback_url(url)
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
-    try:
-        if proc is not None:
-            log(f"ready after {wait_ready(port, proc):.1f} s")
-        elif httpx.get(base + "/readyz", timeout=10).status_code != 200:
-            raise InputError(f"{base}/readyz is not 200: the server is not ready")
+    with served(config, overrides, url, log) as (base, proc):
         timed_stream(base, questions[0], False, max_tokens, timeout_s)  # warm-up, not counted
         for n in range(requests):
             q = questions[n % len(questions)]
@@ -91,9 +78,6 @@ def run_stream_bench(
             for mode in order:
                 results[mode].append(timed_stream(base, q, mode == "verify_first", max_tokens, timeout_s))
             log(f"{n + 1}/{requests}")
-    finally:
-        if proc is not None:
-            stop(proc)
     out: dict[str, Any] = {m: summarise(rs) for m, rs in results.items()}
     live, held = out["live"]["ttft_p50_s"], out["verify_first"]["ttft_p50_s"]
     out["ttft_ratio_live_to_verify_first"] = round(live / held, 3) if live and held else None
