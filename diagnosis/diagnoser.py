@@ -29,6 +29,7 @@ from ragmend.diagnosis.spans import (
     content_words,
     decompose,
     off_topic,
+    other_relation,
     span_coverage,
 )
 from ragmend.diagnosis.types import (
@@ -38,6 +39,7 @@ from ragmend.diagnosis.types import (
     Mode,
     NLISignal,
     NLIState,
+    OffQuestion,
     PassageScores,
     Thresholds,
     Verdict,
@@ -279,9 +281,11 @@ class Diagnoser:
 
         # -- failure (the verdict's where there is one), label gate, stage ------------------
         failure = failure_type(kg.kappa, e_q.state, e_r.state, label)
-        if mode == "qa" and failure == "NoFailure" and off_topic(query, response):
-            # An answer about another person, place or work fails even where a passage entails
-            # it: it does not address what was asked.
+        # An answer about another person, place or work, or stating another relation than the
+        # one asked (born, when asked founded), fails even where a passage entails it: it does
+        # not address what was asked.
+        off_question = _off_question(query, response) if mode == "qa" else None
+        if off_question and failure == "NoFailure":
             failure = "WR"
         verdict: Verdict | None = None
         if o.verdict is not None and mode == "qa":
@@ -301,6 +305,7 @@ class Diagnoser:
                 failure,
                 kg.kappa,
                 e_q.state == "entail" and not is_abstention(response),
+                addresses_question=off_question is None,
             )
             timings["verdict_s"] = time.perf_counter() - t0
         doc_ids = [p.doc_id for p in passages]
@@ -330,6 +335,7 @@ class Diagnoser:
             final_label=gated_label(mode, failure, label),
             timings={k: round(v, 4) for k, v in timings.items()},
             verdict=verdict,
+            off_question=off_question,
         )
 
     def _verdict(
@@ -407,6 +413,15 @@ class Diagnoser:
         state: NLIState = "entail" if rel[best] >= bar else "neutral"
         verdict = HypothesisVerdict(query, state, passages[best].id if state == "entail" else None, scores)
         return NLISignal(state, (verdict,), construction)
+
+
+def _off_question(query: str, response: str) -> OffQuestion | None:
+    """What of the question a response does not address: its subject, its relation, or None."""
+    if off_topic(query, response):
+        return "subject"
+    if other_relation(query, response):
+        return "relation"
+    return None
 
 
 def relevance_of(logits: Sequence[float]) -> np.ndarray:

@@ -169,6 +169,50 @@ def off_topic(question: str, response: str) -> bool:
     return any(not _NUMBER.fullmatch(s) for s in key_spans(response))
 
 
+# Relations a question asks about and an answer can state instead, each as the word forms that
+# name it. Only relations with few synonyms outside their own family are listed: "lives in" vs
+# "population" would be a different family for the same fact, so places and sizes are left out.
+_RELATION_FORMS = {
+    "birth": "born birth births birthday birthplace",
+    "death": "died die dies dying death deaths dead killed",
+    "founding": "found founded founder founders founding cofounded cofounder establish established "
+    "establishes establishment launched launch formed formation incorporated",
+    "discovery": "find finds found discover discovered discovers discovery discoverer",
+    "marriage": "married marry marries marriage wife husband spouse wed wedding",
+    "release": "released release releases premiered premiere published publish publication aired "
+    "debuted debut",
+    "authorship": "wrote written write writes writer writers author authored penned",
+    "direction": "directed direct directs director",
+    "composition": "composed compose composes composer",
+    "education": "studied study studies graduated graduate attended attend educated education alumnus "
+    "alumna alumni",
+    "award": "won win wins awarded award awards prize",
+}
+_RELATION_OF: dict[str, frozenset[str]] = {}
+for _family, _forms in _RELATION_FORMS.items():
+    for _form in _forms.split():
+        _RELATION_OF[_form] = _RELATION_OF.get(_form, frozenset()) | {_family}
+
+
+def relations(text: str) -> frozenset[str]:
+    """The relations (_RELATION_FORMS families) a text names, outside its names: "Ford Founders
+    Hall" names no founding."""
+    names = {w for s in key_spans(text) for w in normalise(s).split()}
+    words = [w for w in normalise(text).split() if w not in names]
+    return frozenset().union(*(_RELATION_OF.get(w, frozenset()) for w in words))
+
+
+def other_relation(question: str, response: str) -> bool:
+    """The response states another relation than the one asked: the question names relations,
+    the response (a sentence, not a bare span) names none of them and names another ("When did
+    Andrew Jaspan found it?" -> "Andrew Jaspan was born on April 20, 1952."). A response naming
+    no listed relation ("It started in 2011.") is not judged here."""
+    if len(response.split()) < 4:
+        return False
+    asked, said = relations(question), relations(response)
+    return bool(asked) and bool(said) and not asked & said
+
+
 # "Both A and B are ...", "A and B are both ...", "Neither A nor B ...": one claim per subject.
 _BOTH = re.compile(
     r"^(?:yes,?\s+|no,?\s+)?both\s+(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+(?P<verb>are|were|have|had|do|did)\s+(?P<rest>.+)$",

@@ -10,6 +10,9 @@ Kappa = Literal["consistent", "conflict", "missing", "no_triplet"]
 FailureType = Literal["NoFailure", "WP", "IE", "WR", "LEM"]
 Stage = Literal["none", "chunking", "retrieval", "reranking", "generation"]
 Mode = Literal["qa", "claim"]
+# What of the question an answer does not address: its subject (an answer about someone else) or
+# its relation (born, when asked founded).
+OffQuestion = Literal["subject", "relation"]
 
 NLI_STATES: tuple[NLIState, ...] = ("entail", "neutral", "contradict")
 KAPPAS: tuple[Kappa, ...] = ("consistent", "conflict", "missing", "no_triplet")
@@ -127,6 +130,7 @@ class Diagnosis:
     final_label: str | None = None  # y, or the abstention label when the evidence gate closes
     timings: dict[str, float] = field(default_factory=dict)  # seconds per diagnosis step
     verdict: Verdict | None = None  # None: no verdict model (Algorithm 1's rule decides)
+    off_question: OffQuestion | None = None  # None: the answer addresses the question (or no check)
 
     @property
     def kappa(self) -> Kappa:

@@ -302,17 +302,22 @@ def derive_failure(
     rule: FailureType,
     kappa: Kappa,
     answerable: bool,
+    addresses_question: bool = True,
 ) -> FailureType:
     """Algorithm 1's types, in its order, from the verdict: WP stays the knowledge graph's (a
     conflict with the corpus graph is a failure whatever the text scores say); then IE when the
     evidence does not answer the question (answerability replaces the answer-built e_q, and
     Algorithm 1 checks it before the response: an answer, however well worded, to a question the
     evidence cannot answer is not supported by it); then a supported verdict is NoFailure; an
-    unsupported one takes the rule's type where it found one, else WR."""
+    unsupported one takes the rule's type where it found one, else WR. An answer that does not
+    address the question (another subject or relation, spans.py) is WR whatever its verdict: a
+    passage may well entail what it says."""
     if kappa == "conflict":
         return "WP"
     if not answerable:
         return "IE"
+    if not addresses_question:
+        return "WR"
     if not unsupported:
         return "NoFailure"
     return "WR" if rule == "NoFailure" else rule

@@ -148,6 +148,7 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
         final_label=d.final_label,
         timings=dict(d.timings),
         verdict=None if d.verdict is None else verdict(d.verdict),
+        off_question=d.off_question,
     )
 
 

@@ -34,6 +34,9 @@ CASES = [
         "When did Andrew Jaspan found The Conversation?",
         "Richard Hornsby Elsham in Lincolnshire 4 June 1790.",
     ),
+    # The same follow-up as the default generator condensed and answered it: the right man,
+    # another relation (a passage does entail his birth date).
+    ("When did Andrew Jaspan find it?", "Andrew Jaspan was born on April 20, 1952."),
 ]
 
 
@@ -47,7 +50,9 @@ def bundled_engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
     return engine
 
 
-@pytest.mark.parametrize(("question", "response"), CASES, ids=["elko", "australia", "curie", "jaspan"])
+@pytest.mark.parametrize(
+    ("question", "response"), CASES, ids=["elko", "australia", "curie", "jaspan", "jaspan-born"]
+)
 def test_wrong_answers_fail_on_the_bundled_corpus(
     bundled_engine: Engine, question: str, response: str
 ) -> None:
@@ -99,7 +104,7 @@ def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: En
         [*CASES, ("Which airport is located in Elko, Nevada?", "Elko Regional Airport is in Elko, Nevada.")]
     ):
         passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
-        case = Case("cases", "all", str(n), "test", question, tuple(passages), response, unsupported=n < 4)
+        case = Case("cases", "all", str(n), "test", question, tuple(passages), response, unsupported=n < len(CASES))
         d = diagnoser.diagnose(question, passages, response)
         rows.append(record(case, d))
         verdicts.append(d)

@@ -133,6 +133,26 @@ def test_failure_type_from_the_verdict(
     assert derive_failure(unsupported, rule, kappa, answerable) == expected  # type: ignore[arg-type]
 
 
+def test_an_answer_that_does_not_address_the_question_fails_whatever_the_verdict() -> None:
+    assert derive_failure(False, "WR", "missing", True, addresses_question=False) == "WR"
+    assert derive_failure(False, "WR", "missing", False, addresses_question=False) == "IE"
+
+
+def test_an_answer_stating_another_relation_is_caught() -> None:
+    from ragmend.diagnosis.spans import other_relation, relations
+
+    # The right man, another relation: born, when asked found.
+    assert other_relation("When did Andrew Jaspan find it?", "Andrew Jaspan was born on April 20, 1952.")
+    assert other_relation("Who wrote Jaws?", "Jaws was directed by Steven Spielberg in 1975.")
+    # The asked relation is stated (with others), or none the check knows is: not judged.
+    assert not other_relation("When was X born?", "X was born in 1867 and died in 1934.")
+    assert not other_relation("Who founded The Conversation?", "It was co-founded by Andrew Jaspan.")
+    assert not other_relation("When was X founded?", "It started in 2011 in Melbourne.")
+    assert not other_relation("When did Andrew Jaspan find it?", "April 20, 1952")  # a bare span
+    # A relation word inside a name is a name: "Founders Hall" founds nothing.
+    assert relations("Where is Founders Hall?") == frozenset()
+
+
 def test_each_data_set_weighs_the_same_and_examples_round_trip() -> None:
     from ragmend.train.verdict import Example, f1_best_threshold, set_weights
 

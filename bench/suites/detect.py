@@ -68,6 +68,7 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         # With a verdict: Algorithm 1's own decision beside it and every feature it read, so the
         # rule's figures come from the same run and another verdict can be scored on these rows.
         "rule_failure": d.verdict.rule_failure if d.verdict else d.failure,
+        "off_question": d.off_question,
         "features": d.verdict.features if d.verdict else {},
         "claim_features": [claim_features(h, evidence, case.query) for h in d.e_r.hypotheses],
     }
@@ -247,7 +248,8 @@ def rescore(
     diagnosis runs again): its claim model gives claim_p_max, its answer model P(unsupported),
     and the failure follows as the diagnoser derives it (`derive_failure`; answerable when the
     best passage's cross-encoder relevance reaches `relevance_threshold` and the response does
-    not abstain, as Diagnoser._answerability decides with a reranker loaded)."""
+    not abstain, as Diagnoser._answerability decides with a reranker loaded; an answer off the
+    question, as recorded, is WR)."""
     out = []
     for r in rows:
         if not r.get("features"):
@@ -256,6 +258,7 @@ def rescore(
         x = r["features"]
         p, threshold = model.score(x, r["claim_features"])
         answerable = x.get("relevance", 1.0) >= relevance_threshold and not x.get("abstained")
-        failure = derive_failure(p >= threshold, r["rule_failure"], "missing", answerable)
+        addresses = r.get("off_question") is None  # rows recorded before the check: unknown
+        failure = derive_failure(p >= threshold, r["rule_failure"], "missing", answerable, addresses)
         out.append({**r, "score": p, "failure": failure})
     return out
