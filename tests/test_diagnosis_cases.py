@@ -104,7 +104,9 @@ def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: En
         [*CASES, ("Which airport is located in Elko, Nevada?", "Elko Regional Airport is in Elko, Nevada.")]
     ):
         passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
-        case = Case("cases", "all", str(n), "test", question, tuple(passages), response, unsupported=n < len(CASES))
+        case = Case(
+            "cases", "all", str(n), "test", question, tuple(passages), response, unsupported=n < len(CASES)
+        )
         d = diagnoser.diagnose(question, passages, response)
         rows.append(record(case, d))
         verdicts.append(d)
