@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ragmend.engine.coreference import resolve_pronouns
 from ragmend.rag.prompts import get_prompt
 from ragmend.rag.types import Turn
 
@@ -57,9 +58,14 @@ class EngineServices:
         return clean_rewrite(out.text, query)
 
     def condense_query(self, query: str, history: Sequence[Turn]) -> str:
-        """A chat's follow-up made standalone from the conversation (one short generator call), so
-        that "he" and "it" name what they refer to before retrieval; the follow-up itself when the
-        rewrite is unusable."""
+        """A chat's follow-up made standalone from the conversation, so that "he" and "it" name
+        what they refer to before retrieval: its pronouns replaced by the conversation's named
+        entities where that resolves them all (engine/coreference.py: no generator call, the
+        user's words kept), else one short generator call; the follow-up itself when the rewrite
+        is unusable."""
+        resolved = resolve_pronouns(query, history, self._engine.models.spacy, refers_back)
+        if resolved is not None:
+            return resolved
         template = get_prompt("condense")
         out = self._engine.models.generator.chat(
             template.messages(history=render_history(history), question=query),

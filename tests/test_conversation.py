@@ -9,6 +9,7 @@ import httpx
 from openai import OpenAI
 
 from ragmend.engine.services import HISTORY_TURN_CHARS, HISTORY_TURNS, render_history
+from ragmend.models.registry import ModelRegistry
 from ragmend.rag.prompts import answer_messages, get_prompt
 from ragmend.rag.types import Turn
 from ragmend.server.mapping import conversation
@@ -60,19 +61,27 @@ def test_a_follow_up_is_condensed_with_the_conversation(live_server: LiveServer)
     ext = first.model_extra["ragmend"]
     assert "condense" not in ext["usage"]["by_purpose"] and ext["condensed_from"] is None  # a first turn
 
-    follow_up = "When was it made?"
-    reply = client.chat.completions.create(
-        model="ragmend",
-        messages=[
-            {"role": "system", "content": "Answer in one short sentence."},
-            {"role": "user", "content": q["question"]},
-            {"role": "assistant", "content": first.choices[0].message.content or ""},
-            {"role": "user", "content": follow_up},
-        ],
-    )
-    assert reply.model_extra is not None
-    ext = reply.model_extra["ragmend"]
-    assert ext["usage"]["by_purpose"]["condense"]["calls"] == 1  # one short call, counted
+    def follow(follow_up: str) -> dict:
+        reply = client.chat.completions.create(
+            model="ragmend",
+            messages=[
+                {"role": "system", "content": "Answer in one short sentence."},
+                {"role": "user", "content": q["question"]},
+                {"role": "assistant", "content": first.choices[0].message.content or ""},
+                {"role": "user", "content": follow_up},
+            ],
+        )
+        assert reply.model_extra is not None
+        return reply.model_extra["ragmend"]
+
+    # A pronoun the conversation's named entities resolve: replaced, no generator call.
+    ext = follow("When was it made?")
+    assert ext["condensed_from"] == "When was it made?" and "condense" not in ext["usage"]["by_purpose"]
+    assert " it " not in f" {ext['query']} " and ext["query"].startswith("When was ")
+    # A reference no pronoun rule resolves: one short generator call, counted.
+    follow_up = "And what about the other one?"
+    ext = follow(follow_up)
+    assert ext["usage"]["by_purpose"]["condense"]["calls"] == 1
     assert ext["config"]["instructions"] == "Answer in one short sentence."
     # The query retrieved, answered and diagnosed is the condensed one; the follow-up as asked
     # is kept beside it when condensing changed it.
@@ -87,7 +96,7 @@ def test_a_follow_up_is_condensed_with_the_conversation(live_server: LiveServer)
 def test_answer_endpoint_takes_a_history(live_server: LiveServer) -> None:
     q = sample_questions()[0]
     body = {
-        "query": "When was it made?",
+        "query": "What about the other one?",
         "history": [
             {"role": "developer", "content": "Be brief."},
             {"role": "user", "content": q["question"]},
@@ -103,3 +112,36 @@ def test_answer_endpoint_takes_a_history(live_server: LiveServer) -> None:
         live_server.url + "/v1/answer", json={"query": "x", "history": [{"role": "wizard", "content": "x"}]}
     )
     assert bad.status_code == 400 and "history" in bad.json()["error"]["message"]
+
+
+def test_pronouns_are_resolved_from_the_conversation_entities(registry: ModelRegistry) -> None:
+    """engine/coreference.py with the real spaCy model: the entity the last answer added comes
+    first; a pronoun with no entity of its kind, or another referring word, is left to the
+    generator (None)."""
+    from ragmend.engine.coreference import resolve_pronouns
+    from ragmend.engine.services import refers_back
+
+    jaspan = [
+        Turn(role="user", content="Andrew Jaspan was the co-founder of what not-for-profit media outlet?"),
+        Turn(role="assistant", content='Andrew Jaspan was the co-founder of "The Conversation".'),
+    ]
+
+    def resolve(question: str, history: list[Turn] = jaspan) -> str | None:
+        return resolve_pronouns(question, history, registry.spacy, refers_back)
+
+    assert resolve("When did it launch?") == "When did The Conversation launch?"
+    assert resolve("When did he found it?") == "When did Andrew Jaspan found The Conversation?"
+    assert resolve("What is its audience?") == "What is The Conversation's audience?"
+    elko = [
+        Turn(role="user", content="Which airport is located in Elko, Nevada?"),
+        Turn(role="assistant", content="Elko Regional Airport is located in Elko, Nevada."),
+    ]
+    assert resolve("Who owns it?", elko) == "Who owns Elko Regional Airport?"
+    assert resolve("What about the other one?") is None  # not a pronoun
+    assert resolve("When did that happen to him?") is None  # "that" needs more than a name
+    unknown = [
+        Turn(role="user", content="Who wrote Hamlet?"),
+        Turn(role="assistant", content="I don't know."),
+    ]
+    assert resolve("When was he born?", unknown) is None  # no person named
+    assert resolve("Who wrote Hamlet?") is None  # nothing to resolve
