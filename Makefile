@@ -16,7 +16,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test test-fast lint bench clean
+.PHONY: install serve test test-fast lint bench clean demo-chat
 
 install: $(STAMP)
 
@@ -31,6 +31,11 @@ $(STAMP): pyproject.toml constraints.txt requirements-models.txt Makefile
 
 serve: install
 	$(VENV)/bin/ragmend serve --host $(HOST) --port $(PORT)
+
+# Open WebUI in its own venv against ragmend, a three-turn chat in headless chromium, a
+# screenshot in docs/img/demo-chat.png (docs/api.md, "A chat UI"). Minutes on 2 cores.
+demo-chat: install
+	bash scripts/demo_chat.sh
 
 test: install
 	$(VENV)/bin/pytest -q
