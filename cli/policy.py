@@ -1,6 +1,7 @@
 """`ragmend policy ...`: the learned repair policy's state (export, import, reset).
 
-They work on the configured state file (policy.state_path, or <data_dir>/policy.sqlite) through
+They work on the configured state (policy.state_path, or <data_dir>/policy.sqlite; with
+`store.kind: postgres`, the shared database) through
 the same Policy facade the server uses, so an import is checked exactly as the server would
 check it. A running server keeps its own copy in memory: it sees the change at its next start.
 """
@@ -22,10 +23,10 @@ policy_app = typer.Typer(
 )
 
 
-def _summary(state: dict[str, Any], path: Path) -> dict[str, Any]:
+def _summary(state: dict[str, Any], where: str) -> dict[str, Any]:
     arms = state.get("arms", {})
     return {
-        "state_path": str(path),
+        "state_path": where,
         "kind": state.get("kind"),
         "dim": state.get("dim"),
         "pulls": {arm: v["pulls"] for arm, v in arms.items()},
@@ -46,14 +47,14 @@ def policy_export(
     from ragmend.engine.core import open_policy
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
-    from ragmend.policy import state_path
+    from ragmend.policy.core import state_exists, state_location
 
     def work() -> None:
         s = settings()
-        path = state_path(s)
-        if not path.exists():
+        where = state_location(s)
+        if not state_exists(s):
             # Read-only: opening the store would create an empty state file as a side effect.
-            raise InputError(f"no policy state at {path}: nothing has been learned there yet")
+            raise InputError(f"no policy state at {where}: nothing has been learned there yet")
         pol = open_policy(s)
         try:
             data = pol.export_state()
@@ -63,7 +64,7 @@ def policy_export(
             print(json.dumps(data))
             return
         atomic_write_json(out_file, data)
-        err.print(json.dumps({"out": str(out_file), **_summary(data, path)}))
+        err.print(json.dumps({"out": str(out_file), **_summary(data, where)}))
 
     run(work)
 
@@ -78,7 +79,7 @@ def policy_import(
     """
     from ragmend.engine.core import open_policy
     from ragmend.errors import InputError
-    from ragmend.policy import state_path
+    from ragmend.policy.core import state_location
 
     def work() -> None:
         if not file.is_file():
@@ -94,7 +95,7 @@ def policy_import(
         except InputError as e:
             raise InputError(f"{file} was not imported (the state is unchanged): {e}") from None
         else:
-            print(json.dumps({"imported": str(file), **_summary(pol.export_state(), state_path(s))}))
+            print(json.dumps({"imported": str(file), **_summary(pol.export_state(), state_location(s))}))
         finally:
             pol.close()
 
@@ -110,13 +111,13 @@ def policy_reset(
     Example: ragmend policy reset --yes
     """
     from ragmend.engine.core import open_policy
-    from ragmend.policy import state_path
+    from ragmend.policy.core import state_exists, state_location
 
     def work() -> None:
         s = settings()
-        path = state_path(s)
-        if not path.exists():
-            print(json.dumps({"state_path": str(path), "reset": False, "forgotten_pulls": 0}))
+        path = state_location(s)
+        if not state_exists(s):
+            print(json.dumps({"state_path": path, "reset": False, "forgotten_pulls": 0}))
             return
         pol = open_policy(s)
         try:
@@ -127,6 +128,6 @@ def policy_reset(
             pol.reset()
         finally:
             pol.close()
-        print(json.dumps({"state_path": str(path), "reset": True, "forgotten_pulls": pulls}))
+        print(json.dumps({"state_path": path, "reset": True, "forgotten_pulls": pulls}))
 
     run(work)

@@ -22,6 +22,7 @@ the stored sums.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,32 @@ def state_path(settings: Settings) -> Path:
     return p.expanduser() if p is not None else settings.data_dir / "policy.sqlite"
 
 
+def state_location(settings: Settings) -> str:
+    """Where the learned state is, for messages: the SQLite file, or the database (no password)."""
+    if settings.store.kind == "postgres" and settings.store.dsn is not None:
+        from ragmend.pg import describe
+
+        return describe(settings.store.dsn.get_secret_value())
+    return str(state_path(settings))
+
+
+def state_exists(settings: Settings) -> bool:
+    """Whether there is a state to read (a database always has one: empty until learned)."""
+    return settings.store.kind == "postgres" or state_path(settings).exists()
+
+
+def make_store(settings: Settings, namespace: str = "default") -> PolicyStore:
+    """The policy store `store.kind` names: SQLite at state_path, or PostgreSQL (ragmend/pg.py)."""
+    if settings.store.kind == "postgres":
+        from ragmend.policy.pgstore import PostgresStore
+
+        assert settings.store.dsn is not None  # StoreSettings requires it for postgres
+        return PostgresStore(
+            settings.store.dsn.get_secret_value(), namespace, timeout_s=settings.store.connect_timeout_s
+        )
+    return SQLiteStore(state_path(settings))
+
+
 def make_bandit(cfg: PolicySettings, arms: Sequence[str], dim: int, seed: int | Sequence[int]) -> Bandit:
     if cfg.kind == "linucb":
         return LinUCB(
@@ -118,8 +145,11 @@ class Policy:
         store: PolicyStore,
         arms: Sequence[str],
         builder: ContextBuilder | None = None,
+        max_staleness_s: float = 1.0,
     ):
-        """`arms`: the names of the actions to choose among (the engine passes its catalogue)."""
+        """`arms`: the names of the actions to choose among (the engine passes its catalogue).
+        `max_staleness_s`: over a store other processes write to (`store.shared`), every arm's
+        statistics are read again before a selection when this policy's copy is older."""
         self.arms: tuple[str, ...] = tuple(arms)
         check_enabled_actions(config.enabled_actions, self.arms)
         self.config = config
@@ -131,14 +161,19 @@ class Policy:
         # The decision seeds continue from the number of updates already learned, so a restarted
         # server does not replay the exploration draws of its previous start.
         self.bandit = make_bandit(config, self.arms, self.builder.dim, seed=(config.seed, state.total_pulls))
+        self.max_staleness_s = max_staleness_s
+        self._loaded_at = 0.0  # time.monotonic() of the last read of every arm (set by _load)
         self._load(state)
 
     @classmethod
     def from_settings(
         cls, settings: Settings, arms: Sequence[str], store: PolicyStore | None = None
     ) -> Policy:
-        """The configured policy over its SQLite state (or `store`, e.g. a MemoryStore)."""
-        return cls(settings.policy, store if store is not None else SQLiteStore(state_path(settings)), arms)
+        """The configured policy over its configured store (`store.kind`: SQLite under files,
+        PostgreSQL shared by replicas), or over `store` (e.g. a MemoryStore)."""
+        if store is None:
+            store = make_store(settings)
+        return cls(settings.policy, store, arms, max_staleness_s=settings.store.max_staleness_s)
 
     @classmethod
     def in_memory(cls, arms: Sequence[str], config: PolicySettings | None = None) -> Policy:
@@ -178,7 +213,24 @@ class Policy:
             allowed = [a for a in offered if a in enabled or a not in self.arms]
             if offered and not allowed:
                 raise ArmsDisabled(f"every feasible action is disabled: {', '.join(offered)}")
+            self._refresh_if_stale()
             return self.bandit.select(x, allowed, seed=seed)
+
+    def _refresh_if_stale(self) -> None:
+        """Other replicas' updates, read before selecting when ours are older than the bound:
+        only the arms whose pull count changed are reloaded (one O(d^3) inverse each)."""
+        if (
+            not getattr(self.store, "shared", False)
+            or time.monotonic() - self._loaded_at < self.max_staleness_s
+        ):
+            return
+        state = self.store.load(self.builder.feature_names(), self.arms)
+        for arm in self.arms:
+            fresh = state.arm(arm)
+            if fresh.pulls != self._stats[arm].pulls:
+                self.bandit.load_arm(arm, fresh)
+                self._stats[arm] = fresh
+        self._loaded_at = time.monotonic()
 
     @property
     def budgets(self) -> Budgets:
@@ -367,3 +419,4 @@ class Policy:
     def _load(self, state: PolicyState) -> None:
         self.bandit.load(state)
         self._stats: dict[str, ArmStats] = {a: state.arm(a) for a in self.arms}
+        self._loaded_at = time.monotonic()

@@ -65,6 +65,8 @@ class PolicyStore(Protocol):
 class MemoryStore:
     """No persistence: evaluation runs, benchmarks, tests."""
 
+    shared = False  # nobody else writes to it
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._names: tuple[str, ...] | None = None
@@ -72,8 +74,8 @@ class MemoryStore:
 
     def load(self, feature_names: Sequence[str], arms: Sequence[str]) -> PolicyState:
         with self._lock:
-            self._names = _check_layout(self._names, tuple(feature_names), "memory store")
-            return _with_arms(PolicyState(self._names, dict(self._arms)), arms)
+            self._names = check_layout(self._names, tuple(feature_names), "memory store")
+            return with_arms(PolicyState(self._names, dict(self._arms)), arms)
 
     def apply(self, arm: str, x: np.ndarray, reward: float, success: bool) -> ArmStats:
         with self._lock:
@@ -107,6 +109,8 @@ class SQLiteStore:
     machine, for a shorter commit. The connection is shared by the threads of one process
     under a lock; other processes open their own and meet on SQLite's file lock.
     """
+
+    shared = True  # other processes on this host may write to the same file
 
     def __init__(self, path: Path | str, *, synchronous: str = "FULL", timeout_s: float = 30.0):
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
@@ -226,7 +230,7 @@ class SQLiteStore:
             if _is_corrupt(e):
                 self._set_aside(f"SQLite cannot read it ({e})")
             raise
-        return _with_arms(state, arms)
+        return with_arms(state, arms)
 
     def _load_checked(
         self, db: sqlite3.Connection, names: tuple[str, ...], arms: tuple[str, ...]
@@ -338,7 +342,7 @@ def _layout_mismatch(stored: tuple[str, ...], wanted: tuple[str, ...]) -> str:
     )
 
 
-def _check_layout(stored: tuple[str, ...] | None, wanted: tuple[str, ...], where: str) -> tuple[str, ...]:
+def check_layout(stored: tuple[str, ...] | None, wanted: tuple[str, ...], where: str) -> tuple[str, ...]:
     if stored is not None and stored != wanted:
         raise ConfigError(
             f"policy state {where}: {_layout_mismatch(stored, wanted)}. Reset it or import an export"
@@ -386,7 +390,7 @@ def set_aside(path: Path) -> Path:
     return aside
 
 
-def _with_arms(state: PolicyState, arms: Sequence[str]) -> PolicyState:
+def with_arms(state: PolicyState, arms: Sequence[str]) -> PolicyState:
     out = dict(state.arms)
     for arm in arms:
         out.setdefault(arm, ArmStats.zero(state.dim))

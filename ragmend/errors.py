@@ -117,6 +117,14 @@ class Overloaded(RagmendError):
         self.retry_after_s = retry_after_s
 
 
+class StoreUnavailable(RagmendError):
+    """The shared store (PostgreSQL) cannot be reached or cannot serve right now."""
+
+    http_status = 503
+    exit_code = 3
+    metric_kind = "store"
+
+
 def _descendants(cls: type[RagmendError]) -> list[type[RagmendError]]:
     out = [cls]
     for sub in cls.__subclasses__():

@@ -353,6 +353,26 @@ class ServerSettings(_Section):
         return _check_keys(v)
 
 
+class StoreSettings(_Section):
+    """Where shared state lives (docs/scale-out.md). files: the embedded default (the index as
+    files under data_dir, SQLite for the graph and the policy), nothing to run. postgres: one
+    PostgreSQL that several replicas share (the policy statistics today)."""
+
+    kind: Literal["files", "postgres"] = "files"
+    # libpq DSN ("postgresql://user:pass@host:5432/db"); a secret: RAGMEND_STORE__DSN.
+    dsn: SecretStr | None = None
+    # A replica re-reads every arm's statistics before selecting when its copy is older than
+    # this: what other replicas learned reaches its decisions within the bound.
+    max_staleness_s: float = Field(1.0, ge=0, allow_inf_nan=False)
+    connect_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StoreSettings:
+        if self.kind == "postgres" and not self.dsn:
+            raise ValueError("store.kind postgres needs store.dsn (or RAGMEND_STORE__DSN)")
+        return self
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RAGMEND_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -368,6 +388,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = PolicySettings()
     server: ServerSettings = ServerSettings()
     kg: KGSettings = KGSettings()
+    store: StoreSettings = StoreSettings()
 
     @field_validator("data_dir", "cache_dir")
     @classmethod

@@ -28,10 +28,17 @@ TURNS = (
 )
 # What the browser is started with: this machine has no network, so Chromium's background
 # connections (updates, sync, safe browsing) are switched off instead of failing at every start.
-CHROME_FLAGS = (
-    "--headless=new --no-sandbox --disable-gpu --disable-quic --no-first-run "
-    "--disable-background-networking --disable-component-update --disable-sync --window-size=1400,1300"
-).split()
+CHROME_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1300",
+]
 
 
 def in_flight(ragmend: str) -> float:
@@ -67,7 +74,7 @@ def browser() -> WebDriver:
 def converse(driver: WebDriver, ui: str, ragmend: str, turns: tuple[str, ...], timeout: float) -> list[str]:
     driver.get(f"{ui}/")
     time.sleep(8)
-    for button in driver.find_elements(By.XPATH, "//button[contains(., \"Okay, Let's Go!\")]"):
+    for button in driver.find_elements(By.XPATH, '//button[contains(., "Okay, Let\'s Go!")]'):
         button.click()  # the release notes shown on a first visit
         time.sleep(1)
     for turn in turns:

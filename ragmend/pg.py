@@ -1,0 +1,199 @@
+"""PostgreSQL for the state replicas share (`store: {kind: postgres, dsn: ...}`): connections,
+the versioned schema and its migrations, and errors that say what the database lacks.
+
+The schema is versioned in `ragmend_schema` (one row per component); `ragmend db migrate` applies
+what is missing, each step in its own transaction under an advisory lock, so two replicas
+migrating at once apply each step once. A server never migrates on its own: it refuses to start
+on a schema older (or newer) than the one it reads, naming the command to run.
+
+psycopg (3) is imported lazily: the embedded default (files) does not need it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ragmend.errors import ConfigError, StoreUnavailable
+
+if TYPE_CHECKING:
+    import psycopg
+
+INSTALL_HINT = "PostgreSQL support needs psycopg: pip install 'ragmend[postgres]' (psycopg[binary])"
+# Two replicas running `ragmend db migrate` at once take turns on this advisory lock (any number
+# that no other program of the database uses for one: "ragmend" in ASCII).
+MIGRATION_LOCK = 0x7261676D656E64
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+# The policy's additive sums, per namespace (a collection's own policy, or "default"): one row per
+# arm; xtx is the d*d matrix row-major, xty the vector, both float8[] so that an update is one
+# `UPDATE ... SET xtx = elementwise sum` and never a read-add-write in the client.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "policy statistics",
+        (
+            """CREATE TABLE ragmend_policy_meta (
+                namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+                PRIMARY KEY (namespace, key))""",
+            """CREATE TABLE ragmend_policy_arms (
+                namespace TEXT NOT NULL, arm TEXT NOT NULL,
+                pulls BIGINT NOT NULL, reward_sum DOUBLE PRECISION NOT NULL,
+                successes BIGINT NOT NULL, failures BIGINT NOT NULL,
+                xtx DOUBLE PRECISION[] NOT NULL, xty DOUBLE PRECISION[] NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                PRIMARY KEY (namespace, arm))""",
+            # Elementwise a + b of two equally long arrays (the increment of xtx and xty).
+            """CREATE FUNCTION ragmend_add(a DOUBLE PRECISION[], b DOUBLE PRECISION[])
+                RETURNS DOUBLE PRECISION[] LANGUAGE sql IMMUTABLE STRICT AS $$
+                SELECT array_agg(x + y ORDER BY i) FROM unnest(a, b) WITH ORDINALITY AS t(x, y, i)
+                $$""",
+        ),
+    ),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+def describe(dsn: str) -> str:
+    """The DSN without its password, for messages and logs."""
+    out = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
+    return re.sub(r"(password\s*=\s*)\S+", r"\1***", out)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as e:
+        raise ConfigError(INSTALL_HINT) from e
+    return psycopg
+
+
+def connect(dsn: str, timeout_s: float = 10.0) -> psycopg.Connection:
+    """A connection, or StoreUnavailable saying why, without the password. Autocommit: every
+    `with conn.transaction()` is then a transaction of its own (not a savepoint inside one left
+    open by an earlier statement), and a lone statement commits at once."""
+    psycopg = _psycopg()
+    try:
+        return psycopg.connect(dsn, connect_timeout=max(1, int(timeout_s)), autocommit=True)
+    except psycopg.OperationalError as e:
+        raise StoreUnavailable(f"PostgreSQL at {describe(dsn)} cannot be reached: {_first_line(e)}") from None
+    except psycopg.ProgrammingError as e:  # a malformed DSN
+        raise ConfigError(
+            f"store.dsn {describe(dsn)} is not a valid PostgreSQL DSN: {_first_line(e)}"
+        ) from None
+
+
+def schema_version(conn: psycopg.Connection) -> int:
+    """The version the database's ragmend schema is at (0: none)."""
+    with conn.transaction():
+        exists = conn.execute("SELECT to_regclass('ragmend_schema') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            return 0
+        row = conn.execute("SELECT version FROM ragmend_schema WHERE component = 'ragmend'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: psycopg.Connection, target: int = SCHEMA_VERSION) -> list[Migration]:
+    """Apply the missing migrations up to `target`, each in its own transaction; returns those
+    applied (none when the schema is current). Permission errors name what is missing."""
+    psycopg = _psycopg()
+    applied: list[Migration] = []
+    for m in MIGRATIONS:
+        if m.version > target:
+            break
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS ragmend_schema "
+                    "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+                )
+                row = conn.execute(
+                    "SELECT version FROM ragmend_schema WHERE component = 'ragmend'"
+                ).fetchone()
+                current = int(row[0]) if row else 0
+                if current >= m.version:
+                    continue
+                for sql in m.statements:
+                    conn.execute(sql)
+                conn.execute(
+                    "INSERT INTO ragmend_schema VALUES ('ragmend', %s) "
+                    "ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+                    (m.version,),
+                )
+        except psycopg.errors.InsufficientPrivilege as e:
+            raise ConfigError(
+                f"migration {m.version} ({m.description}) needs a privilege the database user lacks: "
+                f"{_first_line(e)}. Run `ragmend db migrate` as a user that may CREATE in the schema "
+                "(or GRANT CREATE ON SCHEMA public TO <user>)"
+            ) from None
+        applied.append(m)
+    return applied
+
+
+def require_current(conn: psycopg.Connection, dsn: str) -> None:
+    """ConfigError unless the schema is exactly the one this ragmend reads."""
+    version = schema_version(conn)
+    if version < SCHEMA_VERSION:
+        raise ConfigError(
+            f"PostgreSQL at {describe(dsn)} has ragmend schema version {version} and this ragmend needs "
+            f"{SCHEMA_VERSION}: run `ragmend db migrate`"
+        )
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"PostgreSQL at {describe(dsn)} has ragmend schema version {version}, written by a newer "
+            f"ragmend; this one reads {SCHEMA_VERSION}. Upgrade this replica"
+        )
+
+
+def require_extension(conn: psycopg.Connection, name: str, dsn: str) -> None:
+    """ConfigError naming the extension when the server does not have it installed or enabled."""
+    with conn.transaction():
+        row = conn.execute("SELECT installed_version FROM pg_available_extensions WHERE name = %s", (name,))
+        found = row.fetchone()
+    if found is None:
+        raise ConfigError(
+            f"PostgreSQL at {describe(dsn)} has no {name!r} extension available: install it on the server "
+            f"(for pgvector: the postgresql-<version>-pgvector package, or an image that ships it)"
+        )
+    if found[0] is None:
+        raise ConfigError(
+            f"the {name!r} extension is available but not enabled in {describe(dsn)}: run "
+            f"`ragmend db migrate` as a user allowed to CREATE EXTENSION {name}"
+        )
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+@contextlib.contextmanager
+def reconnecting(conn_box: list[psycopg.Connection | None], dsn: str, timeout_s: float) -> Iterator[Any]:
+    """The boxed connection, (re)opened when missing or broken; a broken one is dropped after the
+    error so the next call reconnects (a restarted database, a failover)."""
+    psycopg = _psycopg()
+    conn = conn_box[0]
+    if conn is None or conn.closed or conn.broken:
+        conn = conn_box[0] = connect(dsn, timeout_s)
+    try:
+        yield conn
+    except psycopg.OperationalError as e:
+        with contextlib.suppress(Exception):
+            conn.close()
+        conn_box[0] = None
+        raise StoreUnavailable(f"PostgreSQL at {describe(dsn)}: {_first_line(e)}") from None
+
+
+def pending(version: int) -> Sequence[Migration]:
+    """The migrations a database at `version` lacks."""
+    return [m for m in MIGRATIONS if m.version > version]

@@ -1,0 +1,223 @@
+"""The policy's statistics in a real PostgreSQL (pgserver's, started by the test in a temporary
+directory): the versioned schema and `ragmend db`, increments from several processes, replicas
+reading each other's updates within the staleness bound, and a writer killed with SIGKILL
+losing no acknowledged update.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragmend import pg
+from ragmend.errors import ConfigError, StoreUnavailable
+from ragmend.policy.core import Policy
+from ragmend.policy.pgstore import PostgresStore
+from ragmend.settings import PolicySettings, load_settings
+
+REPO = Path(__file__).resolve().parent.parent
+ARMS = ("rerank", "depth", "mode_switch")
+CONFIG = PolicySettings(context_dim=0, enabled_actions=ARMS)
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A real PostgreSQL (with pgvector) from the pgserver wheel, for this session only."""
+    try:
+        import pgserver
+    except ImportError as e:
+        pytest.skip(f"PostgreSQL cannot start here: the pgserver wheel is not installed ({e})")
+    try:
+        server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
+    except Exception as e:  # whatever stops a server from starting is the reason to skip
+        pytest.skip(f"PostgreSQL cannot start here: {type(e).__name__}: {e}")
+    yield server
+    server.cleanup()
+
+
+_databases = iter(range(1_000_000))
+
+
+@pytest.fixture
+def dsn(pg_server: object) -> str:
+    """A new empty database of that server, migrated to the current schema."""
+    url = _new_database(pg_server)
+    conn = pg.connect(url)
+    try:
+        pg.migrate(conn)
+    finally:
+        conn.close()
+    return url
+
+
+def _new_database(server: object) -> str:
+    name = f"t{os.getpid()}_{next(_databases)}"
+    server.psql(f"CREATE DATABASE {name};")  # type: ignore[attr-defined]
+    uri: str = server.get_uri()  # type: ignore[attr-defined]
+    base, _, query = uri.partition("?")
+    return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+
+def test_the_schema_is_versioned_and_migrates_once(pg_server: object) -> None:
+    url = _new_database(pg_server)
+    with pytest.raises(ConfigError, match="ragmend db migrate"):
+        PostgresStore(url)  # a server never migrates on its own
+    conn = pg.connect(url)
+    assert pg.schema_version(conn) == 0
+    results: list[int] = []
+
+    def migrate() -> None:  # two replicas at once: each step is applied once
+        c = pg.connect(url)
+        results.append(len(pg.migrate(c)))
+        c.close()
+
+    threads = [threading.Thread(target=migrate) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [0, len(pg.MIGRATIONS)]
+    assert pg.schema_version(conn) == pg.SCHEMA_VERSION and pg.migrate(conn) == []
+    conn.execute("UPDATE ragmend_schema SET version = version + 1")
+    conn.commit()
+    with pytest.raises(ConfigError, match="newer ragmend"):
+        PostgresStore(url)
+    conn.close()
+
+
+def test_cli_migrate_status_and_a_database_that_cannot_be_reached(pg_server: object) -> None:
+    url = _new_database(pg_server)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ragmend.cli", "db", *args], capture_output=True, text=True, timeout=120
+        )
+
+    status = cli("status", "--dsn", url)
+    assert status.returncode == 2 and "1 (policy statistics)" in " ".join(status.stderr.split())
+    migrated = cli("migrate", "--dsn", url)
+    assert migrated.returncode == 0, migrated.stderr
+    assert json.loads(migrated.stdout)["to"] == pg.SCHEMA_VERSION
+    assert json.loads(cli("status", "--dsn", url).stdout)["version"] == pg.SCHEMA_VERSION
+    unreachable = cli("status", "--dsn", "postgresql://ragmend:secret@127.0.0.1:1/ragmend")
+    assert unreachable.returncode == 3 and "cannot be reached" in " ".join(unreachable.stderr.split())
+    assert "secret" not in unreachable.stderr + unreachable.stdout  # the password is never shown
+    assert pg.describe("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
+
+
+def test_updates_from_several_processes_all_land(dsn: str) -> None:
+    """Increments commute: 3 processes x 40 updates of one arm, at once, sum exactly."""
+    Policy(CONFIG, PostgresStore(dsn), ARMS).close()  # records the layout
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from ragmend.policy.pgstore import PostgresStore
+        store = PostgresStore({dsn!r})
+        for i in range(40):
+            store.apply("rerank", np.ones({_dim()}), 0.5, True)
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script]) for _ in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    store = PostgresStore(dsn)
+    arm = store.export_state().arms["rerank"]
+    store.close()
+    assert arm.pulls == 120 and arm.successes == 120
+    assert arm.reward_sum == pytest.approx(60.0) and np.allclose(arm.xtx, 120.0)
+
+
+def _dim() -> int:
+    return Policy.in_memory(ARMS, CONFIG).dim
+
+
+def test_a_replica_selects_with_what_another_learned_within_the_bound(dsn: str) -> None:
+    a = Policy(CONFIG, PostgresStore(dsn), ARMS, max_staleness_s=0.2)
+    b = Policy(CONFIG, PostgresStore(dsn), ARMS, max_staleness_s=0.2)
+    frozen = Policy(CONFIG, PostgresStore(dsn), ARMS, max_staleness_s=3600)
+    x = np.zeros(a.dim)
+    for _ in range(5):
+        a.update("depth", x, 1.0)
+    time.sleep(0.25)
+    b.select(x, list(ARMS), seed=1)
+    frozen.select(x, list(ARMS), seed=1)
+    assert b.stats()["depth"].pulls == 5  # read again: older than the bound
+    assert frozen.stats()["depth"].pulls == 0  # within its (long) bound: its own copy
+    b.update("depth", x, 1.0)  # b's update merges with a's, nobody's is lost
+    assert a.store.export_state().arms["depth"].pulls == 6
+    for p in (a, b, frozen):
+        p.close()
+
+
+def test_the_configured_store_is_postgres(dsn: str, tmp_path: Path) -> None:
+    settings = load_settings(
+        data_dir=tmp_path,
+        policy={"enabled_actions": list(ARMS), "context_dim": 0},
+        store={"kind": "postgres", "dsn": dsn, "max_staleness_s": 0.5},
+    )
+    policy = Policy.from_settings(settings, ARMS)
+    assert isinstance(policy.store, PostgresStore) and policy.max_staleness_s == 0.5
+    policy.close()
+    assert not (tmp_path / "policy.sqlite").exists()
+    with pytest.raises(Exception, match=r"needs store\.dsn"):
+        load_settings(data_dir=tmp_path, store={"kind": "postgres"})
+
+
+def test_a_writer_killed_with_sigkill_loses_no_acknowledged_update(dsn: str) -> None:
+    Policy(CONFIG, PostgresStore(dsn), ARMS).close()
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import numpy as np
+        from ragmend.policy.pgstore import PostgresStore
+        store = PostgresStore({dsn!r})
+        n = 0
+        while True:
+            store.apply("mode_switch", np.ones({_dim()}), 1.0, True)
+            n += 1
+            print(n, flush=True)  # acknowledged: apply returned
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    acked = 0
+    while acked < 60:
+        line = proc.stdout.readline()
+        assert line, "the writer stopped"
+        acked = int(line)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    acked = max([acked, *(int(x) for x in proc.stdout.read().split())])  # lines already written
+    store = PostgresStore(dsn)
+    pulls = store.export_state().arms["mode_switch"].pulls
+    store.close()
+    # Every acknowledged update is there; at most one more (committed, killed before it printed).
+    assert acked <= pulls <= acked + 1
+
+
+def test_a_database_that_goes_away_is_a_503_error_not_a_crash(dsn: str) -> None:
+    store = PostgresStore(dsn, timeout_s=2)
+    Policy(CONFIG, store, ARMS)
+    conn = pg.connect(dsn)
+    conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreUnavailable) as e:
+        store.apply("rerank", np.zeros(_dim()), 0.1, False)
+    assert e.value.http_status == 503
+    # The next call reconnects.
+    assert store.apply("rerank", np.zeros(_dim()), 0.1, False).pulls == 1
+    store.close()
