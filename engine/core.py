@@ -32,7 +32,7 @@ from ragmend.policy.core import check_enabled_actions
 from ragmend.rag.documents import BUNDLED_CORPUS
 from ragmend.rag.ingest import Ingestor, IngestReport, Progress
 from ragmend.rag.pipeline import IndexHandle, Pipeline
-from ragmend.rag.store import IndexStore
+from ragmend.rag.store import IndexBackend, IndexStore
 from ragmend.rag.types import Answer, RAGConfig, Turn
 from ragmend.settings import Settings, settings_with
 from ragmend.text import validate_query
@@ -46,11 +46,22 @@ def open_policy(settings: Settings, store: PolicyStore | None = None) -> Policy:
     return Policy.from_settings(settings, ACTION_NAMES, store)
 
 
+def open_index(settings: Settings, namespace: str = "default") -> IndexBackend:
+    """The index `store.kind` names: generations as files under data_dir, or in PostgreSQL."""
+    if settings.store.kind == "postgres":
+        from ragmend.rag.pgindex import PgIndexStore
+
+        assert settings.store.dsn is not None  # StoreSettings requires it for postgres
+        dsn = settings.store.dsn.get_secret_value()
+        return PgIndexStore(dsn, namespace, timeout_s=settings.store.connect_timeout_s)
+    return IndexStore(settings.index_dir)
+
+
 class Engine:
     def __init__(self, settings: Settings, models: ModelRegistry | None = None):
         self.settings = settings
         self.models = models or ModelRegistry(settings)
-        self.store = IndexStore(settings.index_dir)
+        self.store = open_index(settings)
         self._index: IndexHandle | None = None
         self._pipeline: Pipeline | None = None
         self._diagnoser: Diagnoser | None = None

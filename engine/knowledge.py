@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ragmend.diagnosis.types import KGSignal, TripleMatch
 from ragmend.kg import AlignThresholds, KGStore, align_text, open_store
-from ragmend.rag.store import IndexSnapshot
+from ragmend.rag.store import Snapshot
 
 if TYPE_CHECKING:
     from ragmend.kg.store import SyncReport
@@ -32,7 +32,7 @@ class KnowledgeGraph:
                 self._store = open_store(self._settings, self._models)
             return self._store
 
-    def sync(self, snapshot: IndexSnapshot) -> SyncReport:
+    def sync(self, snapshot: Snapshot) -> SyncReport:
         """Make the graph hold exactly the documents of this index generation (incremental)."""
         text_of = {n.id_: n.text for n in snapshot.nodes}
         docs = {

@@ -20,7 +20,7 @@ from llama_index.core.schema import MetadataMode, TextNode
 
 from ragmend.errors import InputError
 from ragmend.rag.documents import SourceDocument, load_source
-from ragmend.rag.store import DocEntry, IndexSnapshot, IndexStore, Manifest, make_node
+from ragmend.rag.store import DocEntry, IndexBackend, Manifest, Snapshot, make_node
 
 # progress(done, total) after each embedding batch
 Progress = Callable[[int, int], None]
@@ -51,7 +51,7 @@ class IngestReport:
 class Ingestor:
     def __init__(
         self,
-        store: IndexStore,
+        store: IndexBackend,
         embed_model: Callable[[], Any],
         embed_model_name: str,
         chunk_size: int,
@@ -113,7 +113,7 @@ class Ingestor:
     def _build(
         self,
         incoming: dict[str, SourceDocument],
-        old: IndexSnapshot | None,
+        old: Snapshot | None,
         progress: Progress | None,
         t0: float,
     ) -> IngestReport:

@@ -10,7 +10,7 @@ from ragmend.models.generation import Purpose
 from ragmend.models.registry import ModelRegistry
 from ragmend.rag.prompts import answer_messages, get_prompt
 from ragmend.rag.retrieval import SnapshotRetriever, rerank
-from ragmend.rag.store import IndexSnapshot, IndexStore
+from ragmend.rag.store import IndexBackend, Snapshot
 from ragmend.rag.types import Answer, Passage, RAGConfig, StageTimings
 from ragmend.settings import Settings
 from ragmend.text import validate_query
@@ -19,7 +19,7 @@ from ragmend.text import validate_query
 class IndexHandle:
     """The live snapshot. Swapping replaces one reference: readers keep the snapshot they took."""
 
-    def __init__(self, store: IndexStore, embed_model: object):
+    def __init__(self, store: IndexBackend, embed_model: object):
         self.store = store
         self._embed_model = embed_model
         self._lock = threading.Lock()
@@ -51,7 +51,7 @@ class IndexHandle:
         return r if r is not None else self.open()
 
     @property
-    def snapshot(self) -> IndexSnapshot:
+    def snapshot(self) -> Snapshot:
         return self.retriever.snapshot
 
     @property

@@ -8,7 +8,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import NodeWithScore
 
 from ragmend.models.reranker import Reranker
-from ragmend.rag.store import IndexSnapshot
+from ragmend.rag.store import Snapshot
 from ragmend.rag.types import Passage
 from ragmend.settings import RetrievalMode
 
@@ -18,7 +18,7 @@ RRF_K = 60  # the constant of Cormack et al.'s reciprocal-rank fusion
 class SnapshotRetriever:
     """Retrieves from one immutable snapshot; build a new one when the index is swapped."""
 
-    def __init__(self, snapshot: IndexSnapshot, embed_model: Any):
+    def __init__(self, snapshot: Snapshot, embed_model: Any):
         self.snapshot = snapshot
         self._vector_index: VectorStoreIndex = snapshot.vector_index(embed_model)
 
@@ -30,7 +30,9 @@ class SnapshotRetriever:
         return self._hybrid(query, k)
 
     def _dense(self, query: str, k: int) -> list[NodeWithScore]:
-        return self._vector_index.as_retriever(similarity_top_k=k).retrieve(query)
+        # A shared index holds several generations: the filter keeps this snapshot's.
+        retriever = self._vector_index.as_retriever(similarity_top_k=k, filters=self.snapshot.filters)
+        return retriever.retrieve(query)
 
     def _bm25(self, query: str, k: int) -> list[NodeWithScore]:
         hits = self.snapshot.bm25_retriever(k).retrieve(query)

@@ -25,11 +25,11 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from llama_index.core import VectorStoreIndex
-from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 
 from ragmend.errors import IndexMissing, InputError
 from ragmend.rag.vector_store import NumpyVectorStore
@@ -108,6 +108,50 @@ def make_node(node_id: str, doc_id: str, title: str, text: str) -> TextNode:
     return node
 
 
+class Snapshot(Protocol):
+    """One generation of an index, as retrieval, ingest and the graph read it (IndexSnapshot
+    over files, rag/pgindex.PgSnapshot over PostgreSQL)."""
+
+    @property
+    def generation(self) -> str: ...
+
+    @property
+    def manifest(self) -> Manifest: ...
+
+    @property
+    def nodes(self) -> list[TextNode]: ...
+
+    @property
+    def matrix(self) -> np.ndarray: ...
+
+    @property
+    def filters(self) -> Any:  # MetadataFilters keeping dense queries on this generation, or None
+        ...
+
+    def vector_index(self, embed_model: Any) -> VectorStoreIndex: ...
+
+    def bm25_retriever(self, k: int) -> Any: ...
+
+
+class IndexBackend(Protocol):
+    """Where generations are kept (IndexStore: files; rag/pgindex.PgIndexStore: PostgreSQL)."""
+
+    @property
+    def root(self) -> Any: ...  # where, for messages
+
+    def current_generation(self) -> str | None: ...
+
+    def exists(self) -> bool: ...
+
+    def read_manifest(self) -> Manifest | None: ...
+
+    def load(self) -> Snapshot: ...
+
+    def writer_lock(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def write(self, manifest: Manifest, nodes: list[TextNode], matrix: np.ndarray) -> str: ...
+
+
 @dataclass(frozen=True)
 class IndexSnapshot:
     generation: str
@@ -123,6 +167,10 @@ class IndexSnapshot:
     @property
     def matrix(self) -> np.ndarray:
         return self.store.matrix
+
+    @property
+    def filters(self) -> None:
+        return None  # the snapshot's own matrix holds only its generation
 
     def vector_index(self, embed_model: Any) -> VectorStoreIndex:
         return VectorStoreIndex.from_vector_store(self.store, embed_model=embed_model)
@@ -222,7 +270,8 @@ class IndexStore:
                 f.flush()
                 os.fsync(f.fileno())
             (build / "bm25").mkdir()
-            BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=1).persist(str(build / "bm25"))
+            corpus: list[BaseNode] = list(nodes)
+            BM25Retriever.from_defaults(nodes=corpus, similarity_top_k=1).persist(str(build / "bm25"))
             _fsync_tree(build / "bm25")
             # The manifest last: a generation directory with a manifest is complete.
             _write_synced(build / "manifest.json", json.dumps(manifest.to_json()).encode("utf-8"))

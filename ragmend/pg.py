@@ -60,6 +60,20 @@ MIGRATIONS: tuple[Migration, ...] = (
                 $$""",
         ),
     ),
+    # The index (rag/pgindex.py): chunks and vectors in PGVectorStore's table per namespace
+    # (created by it on first write), the generations and the current one here.
+    Migration(
+        2,
+        "index generations (pgvector)",
+        (
+            "CREATE EXTENSION IF NOT EXISTS vector",
+            """CREATE TABLE ragmend_index_generations (
+                namespace TEXT NOT NULL, generation INTEGER NOT NULL, manifest JSONB NOT NULL,
+                created TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (namespace, generation))""",
+            """CREATE TABLE ragmend_index_current (
+                namespace TEXT PRIMARY KEY, generation INTEGER NOT NULL)""",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -131,6 +145,12 @@ def migrate(conn: psycopg.Connection, target: int = SCHEMA_VERSION) -> list[Migr
                     "ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
                     (m.version,),
                 )
+        except (psycopg.errors.UndefinedFile, psycopg.errors.FeatureNotSupported) as e:
+            raise ConfigError(
+                f"migration {m.version} ({m.description}) needs the pgvector extension, which the "
+                f"PostgreSQL server does not have: {_first_line(e)}. Install it on the server (Debian: "
+                "postgresql-<version>-pgvector; or an image that ships it, such as pgvector/pgvector)"
+            ) from None
         except psycopg.errors.InsufficientPrivilege as e:
             raise ConfigError(
                 f"migration {m.version} ({m.description}) needs a privilege the database user lacks: "

@@ -16,7 +16,7 @@ import pytest
 from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.models.registry import ModelRegistry
-from ragmend.rag.store import DocEntry, IndexStore
+from ragmend.rag.store import DocEntry, IndexBackend, IndexStore
 from tests.conftest import tiny_settings
 
 
@@ -25,7 +25,7 @@ def _engine(tmp_path: Path, registry: ModelRegistry) -> Engine:
     return Engine(settings, models=ModelRegistry.sharing(registry, settings))
 
 
-def _docs(store: IndexStore) -> dict[str, DocEntry]:
+def _docs(store: IndexBackend) -> dict[str, DocEntry]:
     manifest = store.read_manifest()
     assert manifest is not None, "no index generation is current"
     return manifest.docs

@@ -21,10 +21,15 @@ import numpy as np
 import pytest
 
 from ragmend import pg
-from ragmend.errors import ConfigError, StoreUnavailable
+from ragmend.engine import Engine
+from ragmend.errors import ConfigError, InputError, StoreUnavailable
+from ragmend.models.registry import ModelRegistry
 from ragmend.policy.core import Policy
 from ragmend.policy.pgstore import PostgresStore
-from ragmend.settings import PolicySettings, load_settings
+from ragmend.rag import pgindex
+from ragmend.rag.pgindex import PgIndexStore, PgSnapshot
+from ragmend.settings import PolicySettings, load_settings, settings_with
+from tests.conftest import sample_questions
 
 REPO = Path(__file__).resolve().parent.parent
 ARMS = ("rerank", "depth", "mode_switch")
@@ -105,7 +110,7 @@ def test_cli_migrate_status_and_a_database_that_cannot_be_reached(pg_server: obj
         )
 
     status = cli("status", "--dsn", url)
-    assert status.returncode == 2 and "1 (policy statistics)" in " ".join(status.stderr.split())
+    assert status.returncode == 2 and "2 (index generations (pgvector))" in " ".join(status.stderr.split())
     migrated = cli("migrate", "--dsn", url)
     assert migrated.returncode == 0, migrated.stderr
     assert json.loads(migrated.stdout)["to"] == pg.SCHEMA_VERSION
@@ -221,3 +226,75 @@ def test_a_database_that_goes_away_is_a_503_error_not_a_crash(dsn: str) -> None:
     # The next call reconnects.
     assert store.apply("rerank", np.zeros(_dim()), 0.1, False).pulls == 1
     store.close()
+
+
+# --- the index in pgvector ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_engine(dsn: str, engine: Engine, tmp_path: Path) -> Iterator[Engine]:
+    """The test engine's models and sources over a PostgreSQL index (built by load())."""
+    settings = settings_with(engine.settings, data_dir=tmp_path, store={"kind": "postgres", "dsn": dsn})
+    eng = Engine(settings, models=ModelRegistry.sharing(engine.models, settings))
+    eng.load()
+    yield eng
+
+
+QUERIES = [q["question"] for q in sample_questions()[:4]]
+
+
+def test_the_index_in_pgvector_retrieves_as_the_file_index(pg_engine: Engine, engine: Engine) -> None:
+    snapshot = pg_engine.index.snapshot
+    assert isinstance(snapshot, PgSnapshot) and snapshot.generation == "gen-000001"
+    assert len(snapshot.nodes) == len(engine.index.snapshot.nodes)
+    for mode in ("dense", "bm25", "hybrid"):
+        for q in QUERIES:
+            here = [p.id for p in pg_engine.index.retriever.retrieve(q, mode, 5)]
+            files = [p.id for p in engine.index.retriever.retrieve(q, mode, 5)]
+            # pgvector computes the same cosine distances in float4: the same passages, in order.
+            assert here == files, (mode, q)
+
+
+def test_a_failed_ingest_leaves_readers_unchanged_and_readers_keep_their_generation(
+    pg_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = pg_engine.store
+    assert isinstance(store, PgIndexStore)
+    before = pg_engine.index.snapshot
+    q = QUERIES[0]
+    seen = [p.id for p in pg_engine.index.retriever.retrieve(q, "dense", 5)]
+    nodes, matrix = list(before.nodes), before.matrix
+    assert matrix.shape == (len(nodes), before.manifest.dim)
+    # A write that fails part-way (its last row is a NaN vector, which pgvector refuses, after
+    # the first batches of 10 went in): nothing becomes current.
+    monkeypatch.setattr(pgindex, "BATCH", 10)
+    bad = matrix.copy()
+    bad[-1, 0] = np.nan
+    with store.writer_lock(), pytest.raises(Exception, match="NaN"):
+        store.write(before.manifest, nodes, bad)
+    with pg.connect(store.dsn) as conn:
+        orphans = conn.execute(
+            f"SELECT count(*) FROM data_{store.table} WHERE metadata_->>'generation' = '2'"
+        )
+        assert orphans.fetchone() == (len(nodes) // 10 * 10,)  # written, never made current
+    assert store.current_generation() == "gen-000001"
+    assert [p.id for p in pg_engine.index.retriever.retrieve(q, "dense", 5)] == seen
+    # Another ingest (only the last document kept): the reader that started on generation 1 keeps
+    # reading it; a reload sees generation 2, without the failed writer's rows.
+    reader = pg_engine.index.retriever
+    keep = nodes[-1:]
+    with store.writer_lock():
+        gen = store.write(before.manifest, keep, matrix[-1:])
+    assert gen == "gen-000002"
+    assert [p.id for p in reader.retrieve(q, "dense", 5)] == seen
+    assert pg_engine.index.reload_if_changed()
+    assert [p.id for p in pg_engine.index.retriever.retrieve(q, "dense", 5)] == [keep[0].node_id]
+    with pg.connect(store.dsn) as conn:  # the failed writer's rows went with the next write
+        rows = conn.execute(f"SELECT count(*) FROM data_{store.table} WHERE metadata_->>'generation' = '2'")
+        assert rows.fetchone() == (1,)
+
+
+def test_one_writer_at_a_time_per_namespace(pg_engine: Engine) -> None:
+    store = pg_engine.store
+    with store.writer_lock(), pytest.raises(InputError, match="another ingest"), store.writer_lock():
+        pass
