@@ -369,8 +369,10 @@ class Policy:
         return self.bandit.alpha if isinstance(self.bandit, LinUCB) else None
 
     def stats(self) -> dict[str, ArmSummary]:
-        """Pulls and mean reward of every arm, enabled or not (for metrics and the admin API)."""
+        """Pulls and mean reward of every arm, enabled or not (for metrics and the admin API):
+        over a shared store, no older than the staleness bound, as a selection would see them."""
         with self._lock:
+            self._refresh_if_stale()
             return {
                 a: ArmSummary(a, s.pulls, s.mean_reward, s.successes, s.failures)
                 for a, s in self._stats.items()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import httpx
 import pytest
 import uvicorn
 
+from ragmend import pg
 from ragmend.bench.speed.startup import free_port
 from ragmend.engine import Engine
 from ragmend.models import bundled
@@ -168,3 +170,44 @@ def _fast_tier_loads_no_generator(request: pytest.FixtureRequest) -> Iterator[No
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("ragmend.models.registry.load_generator", refuse)
         yield
+
+
+# --- a real PostgreSQL (tests/test_postgres.py, tests/test_replicas.py) ------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A real PostgreSQL (with pgvector) from the pgserver wheel, for this session only."""
+    try:
+        import pgserver
+    except ImportError as e:
+        pytest.skip(f"PostgreSQL cannot start here: the pgserver wheel is not installed ({e})")
+    try:
+        server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
+    except Exception as e:  # whatever stops a server from starting is the reason to skip
+        pytest.skip(f"PostgreSQL cannot start here: {type(e).__name__}: {e}")
+    yield server
+    server.cleanup()
+
+
+_databases = iter(range(1_000_000))
+
+
+@pytest.fixture
+def dsn(pg_server: object) -> str:
+    """A new empty database of that server, migrated to the current schema."""
+    url = new_database(pg_server)
+    conn = pg.connect(url)
+    try:
+        pg.migrate(conn)
+    finally:
+        conn.close()
+    return url
+
+
+def new_database(server: object) -> str:
+    name = f"t{os.getpid()}_{next(_databases)}"
+    server.psql(f"CREATE DATABASE {name};")  # type: ignore[attr-defined]
+    uri: str = server.get_uri()  # type: ignore[attr-defined]
+    base, _, query = uri.partition("?")
+    return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")

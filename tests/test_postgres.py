@@ -7,7 +7,6 @@ losing no acknowledged update.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -29,53 +28,15 @@ from ragmend.policy.pgstore import PostgresStore
 from ragmend.rag import pgindex
 from ragmend.rag.pgindex import PgIndexStore, PgSnapshot
 from ragmend.settings import PolicySettings, load_settings, settings_with
-from tests.conftest import sample_questions
+from tests.conftest import new_database, sample_questions
 
 REPO = Path(__file__).resolve().parent.parent
 ARMS = ("rerank", "depth", "mode_switch")
 CONFIG = PolicySettings(context_dim=0, enabled_actions=ARMS)
 
 
-@pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A real PostgreSQL (with pgvector) from the pgserver wheel, for this session only."""
-    try:
-        import pgserver
-    except ImportError as e:
-        pytest.skip(f"PostgreSQL cannot start here: the pgserver wheel is not installed ({e})")
-    try:
-        server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
-    except Exception as e:  # whatever stops a server from starting is the reason to skip
-        pytest.skip(f"PostgreSQL cannot start here: {type(e).__name__}: {e}")
-    yield server
-    server.cleanup()
-
-
-_databases = iter(range(1_000_000))
-
-
-@pytest.fixture
-def dsn(pg_server: object) -> str:
-    """A new empty database of that server, migrated to the current schema."""
-    url = _new_database(pg_server)
-    conn = pg.connect(url)
-    try:
-        pg.migrate(conn)
-    finally:
-        conn.close()
-    return url
-
-
-def _new_database(server: object) -> str:
-    name = f"t{os.getpid()}_{next(_databases)}"
-    server.psql(f"CREATE DATABASE {name};")  # type: ignore[attr-defined]
-    uri: str = server.get_uri()  # type: ignore[attr-defined]
-    base, _, query = uri.partition("?")
-    return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
-
-
 def test_the_schema_is_versioned_and_migrates_once(pg_server: object) -> None:
-    url = _new_database(pg_server)
+    url = new_database(pg_server)
     with pytest.raises(ConfigError, match="ragmend db migrate"):
         PostgresStore(url)  # a server never migrates on its own
     conn = pg.connect(url)
@@ -102,7 +63,7 @@ def test_the_schema_is_versioned_and_migrates_once(pg_server: object) -> None:
 
 
 def test_cli_migrate_status_and_a_database_that_cannot_be_reached(pg_server: object) -> None:
-    url = _new_database(pg_server)
+    url = new_database(pg_server)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
