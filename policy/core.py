@@ -21,6 +21,7 @@ the stored sums.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from pydantic import ValidationError
 
 from ragmend.budgets import Budgets
 from ragmend.diagnosis.types import Diagnosis
-from ragmend.errors import ConfigError, InputError, RagmendError, describe_validation
+from ragmend.errors import ConfigError, InputError, RagmendError, StoreUnavailable, describe_validation
 from ragmend.policy.bandit import Bandit, check_reward
 from ragmend.policy.beta import BetaTS, binarise
 from ragmend.policy.context import ContextBuilder
@@ -42,6 +43,8 @@ from ragmend.policy.reward import Reward, RewardVariant, compute_reward
 from ragmend.policy.store import MemoryStore, PolicyStore, SQLiteStore
 from ragmend.policy.types import ArmStats, ArmSummary, Decision, PolicyKind, PolicyState
 from ragmend.settings import PolicySettings, Settings, live_keys
+
+log = logging.getLogger(__name__)
 
 # What a running policy may change: the fields marked LIVE in ragmend/settings.py. The rest of
 # PolicySettings fixes the context layout or the meaning of the stored sums (context_dim,
@@ -224,7 +227,13 @@ class Policy:
             or time.monotonic() - self._loaded_at < self.max_staleness_s
         ):
             return
-        state = self.store.load(self.builder.feature_names(), self.arms)
+        try:
+            state = self.store.load(self.builder.feature_names(), self.arms)
+        except StoreUnavailable as e:
+            # A selection with this replica's own copy beats a failed request; the next one
+            # tries again (the copy's age is not reset).
+            log.warning("policy: other replicas' statistics not read (%s); selecting with this copy", e)
+            return
         for arm in self.arms:
             fresh = state.arm(arm)
             if fresh.pulls != self._stats[arm].pulls:

@@ -259,3 +259,24 @@ def test_one_writer_at_a_time_per_namespace(pg_engine: Engine) -> None:
     store = pg_engine.store
     with store.writer_lock(), pytest.raises(InputError, match="another ingest"), store.writer_lock():
         pass
+
+
+def test_a_selection_goes_on_with_its_own_copy_when_the_database_is_away(
+    dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The refresh before a selection cannot reach the database: the replica selects with the
+    statistics it holds (a request is not failed for a read it can do without)."""
+    store = PostgresStore(dsn, timeout_s=2)
+    policy = Policy(CONFIG, store, ARMS, max_staleness_s=0.0)
+    x = np.zeros(policy.dim)
+    policy.update("rerank", x, 1.0)
+    conn = pg.connect(dsn)
+    conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    conn.close()
+    decision = policy.select(x, list(ARMS), seed=1)  # the refresh fails: no exception
+    assert "selecting with this copy" in caplog.text
+    assert decision.arm in ARMS and policy.stats()["rerank"].pulls == 1
+    policy.close()
