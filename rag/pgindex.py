@@ -227,8 +227,8 @@ class PgIndexStore:
         for start in range(0, len(nodes), BATCH):
             batch = []
             for node, vec in zip(nodes[start : start + BATCH], vectors[start : start + BATCH], strict=True):
-                meta = {**node.metadata, "generation": number}
-                copy = make_node(node.node_id, meta["doc_id"], meta["title"], node.text)
+                # A copy tagged with its generation: the caller's nodes (the snapshot's) stay as they are.
+                copy = make_node(node.node_id, node.metadata["doc_id"], node.metadata["title"], node.text)
                 copy.metadata["generation"] = number
                 copy.embedding = vec.tolist()
                 batch.append(copy)

@@ -214,6 +214,29 @@ def reconnecting(conn_box: list[psycopg.Connection | None], dsn: str, timeout_s:
         raise StoreUnavailable(f"PostgreSQL at {describe(dsn)}: {_first_line(e)}") from None
 
 
+def create_database(dsn: str, name: str, *, replace: bool = False, migrated: bool = True) -> str:
+    """Create database `name` on the server `dsn` points at (dropping one of that name first with
+    `replace`), migrate it unless told not to; returns its DSN (the same server and options)."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+        raise ConfigError(f"database name {name!r}: lower-case letters, digits and _")
+    conn = connect(dsn)
+    try:
+        if replace:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    finally:
+        conn.close()
+    base, _, query = dsn.partition("?")
+    url = f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+    if migrated:
+        conn = connect(url)
+        try:
+            migrate(conn)
+        finally:
+            conn.close()
+    return url
+
+
 def pending(version: int) -> Sequence[Migration]:
     """The migrations a database at `version` lacks."""
     return [m for m in MIGRATIONS if m.version > version]

@@ -195,19 +195,11 @@ _databases = iter(range(1_000_000))
 
 @pytest.fixture
 def dsn(pg_server: object) -> str:
-    """A new empty database of that server, migrated to the current schema."""
-    url = new_database(pg_server)
-    conn = pg.connect(url)
-    try:
-        pg.migrate(conn)
-    finally:
-        conn.close()
-    return url
+    """A new database of that server, migrated to the current schema."""
+    return new_database(pg_server, migrated=True)
 
 
-def new_database(server: object) -> str:
-    name = f"t{os.getpid()}_{next(_databases)}"
-    server.psql(f"CREATE DATABASE {name};")  # type: ignore[attr-defined]
+def new_database(server: object, migrated: bool = False) -> str:
+    """A new database of the pgserver `server` (empty, or migrated); its DSN."""
     uri: str = server.get_uri()  # type: ignore[attr-defined]
-    base, _, query = uri.partition("?")
-    return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+    return pg.create_database(uri, f"t{os.getpid()}_{next(_databases)}", migrated=migrated)

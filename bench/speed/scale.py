@@ -40,8 +40,9 @@ import uvicorn
 import yaml
 from fastapi import FastAPI, Request
 
+from ragmend import pg
 from ragmend.bench.speed.load import load_questions
-from ragmend.bench.speed.startup import free_port, stop, wait_ready
+from ragmend.bench.speed.startup import free_port, start_server, stop, wait_ready
 from ragmend.errors import InputError
 
 STAND_IN = "fixed-delay-stand-in"
@@ -118,45 +119,11 @@ def postgres(dsn: str | None, workdir: Path) -> Iterator[str]:
             server.cleanup()
 
 
-def _fresh_database(dsn: str, name: str) -> str:
-    """A new database `name` beside the one in `dsn` (same server), migrated; its DSN."""
-    from ragmend import pg
-
-    conn = pg.connect(dsn)
-    try:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        conn.close()
-    base, _, query = dsn.partition("?")
-    url = f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
-    conn = pg.connect(url)
-    try:
-        pg.migrate(conn)
-    finally:
-        conn.close()
-    return url
-
-
 def _start(config: dict[str, Any], path: Path, log: Callable[[str], None]) -> tuple[str, Any]:
-    import subprocess
-    import sys
-
+    """One replica: `config` written to `path`, `ragmend serve` on a free loopback port, ready."""
     path.write_text(yaml.safe_dump(config))
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "ragmend.cli",
-        "--config",
-        str(path),
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = start_server(path, {}, port)
     log(f"  replica {path.stem} on 127.0.0.1:{port}: ready after {wait_ready(port, proc):.1f} s")
     return f"http://127.0.0.1:{port}", proc
 
@@ -219,8 +186,6 @@ def _summary(rows: list[dict], wall_s: float, replicas: int) -> dict[str, Any]:
 
 def _clear_policy(dsn: str) -> None:
     """Every configuration starts with an empty policy (the index is kept: it is the same)."""
-    from ragmend import pg
-
     conn = pg.connect(dsn)
     try:
         with conn.transaction():
@@ -258,7 +223,7 @@ def run_scale_bench(
         work = Path(tmp)
         pg_cm = postgres(dsn, work) if "postgres" in backends else contextlib.nullcontext(None)
         with pg_cm as server_dsn:
-            database = _fresh_database(server_dsn, "ragmend_scale") if server_dsn else None
+            database = pg.create_database(server_dsn, "ragmend_scale", replace=True) if server_dsn else None
             templates: dict[str, Path] = {}
             for backend, n in itertools.product(backends, replica_counts):
                 name = f"{backend}-x{n}"
