@@ -2,7 +2,8 @@
 
 Relational triple extraction (spaCy dependency parse by default, REBEL where a hub is reachable)
 behind one interface (kg.triples, kg.rebel; kg.factory picks one), the incremental graph built
-during ingest and persisted in SQLite beside the index (kg.store), and the alignment of an
+during ingest (kg.store) and persisted in SQLite beside the index or in PostgreSQL shared by
+replicas (kg.graphdb, kg.pggraph), and the alignment of an
 answer's triples against it (kg.align: kappa in consistent, conflict, missing, no_triplet, with the
 matched triples as the explanation). docs/kg.md describes the rules and their limits.
 """

@@ -1,4 +1,6 @@
-"""The corpus knowledge graph on disk: triples in SQLite, with one cached embedding per phrase.
+"""The corpus knowledge graph: triples with one cached embedding per phrase, kept in step with
+the index. The rules live here; the tables in a GraphDatabase (kg/graphdb.py: SQLite, the
+embedded default; kg/pggraph.py: PostgreSQL, shared by replicas).
 
 Tables:
 
@@ -7,9 +9,9 @@ Tables:
     phrases   one float32 embedding per distinct normalised subject, relation or object string
     triples   one row per triple: doc_id, node (chunk) id, the triple, its three phrase ids
 
-Every sync of up to `commit_texts` texts is one write transaction (BEGIN IMMEDIATE ... COMMIT)
-on a WAL database, extraction included: a crash or an exception at any point leaves the previous
-state, and readers (alignment in the server) go on reading the previous state while a sync runs.
+Every sync of up to `commit_texts` texts is one write transaction, extraction included: a
+crash or an exception at any point leaves the previous state, and readers (alignment in the
+server) go on reading the previous state while a sync runs.
 A larger sync (a first build of a big corpus) commits whole documents every `commit_texts`
 texts: a crash keeps what was committed, and the next sync resumes with the rest. A second
 writer waits for the first (up to `busy_timeout_s`) and then diffs against its result.
@@ -19,9 +21,7 @@ generation counter, so it never embeds the graph again.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ragmend.errors import ConfigError, IndexMissing
+from ragmend.kg.graphdb import GraphDatabase, GraphTx, SqliteGraph
 from ragmend.kg.phrases import Embed, name_key, number_key, triple_phrases, unit_rows
 from ragmend.kg.triples import Triple, TripleExtractor
 
@@ -38,36 +39,6 @@ SCHEMA_VERSION = 1
 
 # doc_id -> (fingerprint, [(node_id, text), ...]): the complete set of documents the graph holds.
 Docs = Mapping[str, tuple[str, Sequence[tuple[str, str]]]]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS docs (doc_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS phrases (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE, vec BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS triples (
-    id INTEGER PRIMARY KEY,
-    doc_id TEXT NOT NULL,
-    node_id TEXT NOT NULL,
-    subject TEXT NOT NULL,
-    relation TEXT NOT NULL,
-    object TEXT NOT NULL,
-    negated INTEGER NOT NULL,
-    numbers TEXT NOT NULL,
-    sentence TEXT NOT NULL,
-    subject_start INTEGER NOT NULL,
-    subject_end INTEGER NOT NULL,
-    object_start INTEGER NOT NULL,
-    object_end INTEGER NOT NULL,
-    subject_id INTEGER NOT NULL,
-    relation_id INTEGER NOT NULL,
-    object_id INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS triples_by_doc ON triples (doc_id);
-"""
-
-_TRIPLE_COLUMNS = (
-    "id, doc_id, node_id, subject, relation, object, negated, numbers, sentence, "
-    "subject_start, subject_end, object_start, object_end"
-)
 
 
 @dataclass(frozen=True)
@@ -148,7 +119,7 @@ class KGSnapshot:
 class KGStore:
     def __init__(
         self,
-        path: Path | str,
+        db: GraphDatabase | Path | str,
         extractor: TripleExtractor,
         embed: Embed,
         *,
@@ -157,69 +128,30 @@ class KGStore:
         commit_texts: int = 2048,
         busy_timeout_s: float = 600.0,
     ):
-        """`embed_name` names the embedding model: phrases cached under another name are re-embedded."""
-        self.path = Path(path)
+        """`db` holds the tables (a path: a SQLite file); `embed_name` names the embedding model:
+        phrases cached under another name are re-embedded."""
+        self.db: GraphDatabase = SqliteGraph(db, busy_timeout_s) if isinstance(db, (Path, str)) else db
         self.extractor = extractor
         self.embed = embed
         self.embed_name = embed_name
         self.batch_texts = batch_texts
         self.commit_texts = commit_texts
-        self.busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
         self._snapshot: KGSnapshot | None = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = self._connect()
-        try:
-            # WAL is a property of the database file: set once, every later connection uses it.
-            con.execute("PRAGMA journal_mode=WAL")
-            with self._transaction(con):
-                # Statement by statement: executescript would COMMIT the open transaction first.
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        con.execute(statement)
-                version = _meta(con, "schema")
-                if version is None:
-                    _set_meta(con, "schema", str(SCHEMA_VERSION))
-                    _set_meta(con, "generation", "0")
-                elif version != str(SCHEMA_VERSION):
-                    raise IndexMissing(
-                        f"knowledge graph {self.path} has schema {version}, this ragmend reads "
-                        f"{SCHEMA_VERSION}: delete it and ingest again"
-                    )
-        finally:
-            con.close()
+        with self.db.writing() as tx:
+            version = tx.get_meta("schema")
+            if version is None:
+                tx.set_meta("schema", str(SCHEMA_VERSION))
+                tx.set_meta("generation", "0")
+            elif version != str(SCHEMA_VERSION):
+                raise IndexMissing(
+                    f"knowledge graph {self.location} has schema {version}, this ragmend reads "
+                    f"{SCHEMA_VERSION}: delete it and ingest again"
+                )
 
-    # -- connections ----------------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        # Autocommit mode (isolation_level=None): transactions are the explicit BEGINs below.
-        con = sqlite3.connect(
-            self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
-        # FULL: a commit survives a power cut too; syncs are rare, so the extra fsync is free.
-        con.execute("PRAGMA synchronous=FULL")
-        return con
-
-    @staticmethod
-    @contextlib.contextmanager
-    def _transaction(con: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[None]:
-        con.execute(f"BEGIN {mode}")
-        try:
-            yield
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        con.execute("COMMIT")
-
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        con = self._connect()
-        try:
-            # One read transaction: every SELECT sees the same commit.
-            with self._transaction(con, "DEFERRED"):
-                yield con
-        finally:
-            con.close()
+    @property
+    def location(self) -> str:
+        return self.db.location
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -233,42 +165,34 @@ class KGStore:
         the rest. Every commit replaces whole documents: a reader never sees half of one.
         """
         t0 = time.perf_counter()
-        con = self._connect()
-        try:
-            with self._transaction(con):
-                plan = self._plan(con, docs)
-                if plan.texts <= self.commit_texts:
-                    counts = self._replace(con, docs, plan.changed, plan.old)
-                    return self._finish(con, docs, plan, t0, counts)
-                self._clear(con, plan)
-            counts = (0, 0)
-            for chunk in _chunks(docs, plan.changed, self.commit_texts):
-                with self._transaction(con):
-                    # Another writer may have written some of these since the plan: skip them.
-                    now = _fingerprints(con, chunk)
-                    todo = [d for d in chunk if now.get(d) != docs[d][0]]
-                    added = self._replace(con, docs, todo, now)
-                    counts = (counts[0] + added[0], counts[1] + added[1])
-                    _bump_generation(con)
-            with self._transaction(con):
-                return self._finish(con, docs, plan, t0, counts)
-        finally:
-            con.close()
+        with self.db.writing() as tx:
+            plan = self._plan(tx, docs)
+            if plan.texts <= self.commit_texts:
+                counts = self._replace(tx, docs, plan.changed, plan.old)
+                return self._finish(tx, docs, plan, t0, counts)
+            self._clear(tx, plan)
+        counts = (0, 0)
+        for chunk in _chunks(docs, plan.changed, self.commit_texts):
+            with self.db.writing() as tx:
+                # Another writer may have written some of these since the plan: skip them.
+                now = tx.fingerprints(chunk)
+                todo = [d for d in chunk if now.get(d) != docs[d][0]]
+                added = self._replace(tx, docs, todo, now)
+                counts = (counts[0] + added[0], counts[1] + added[1])
+                _bump_generation(tx)
+        with self.db.writing() as tx:
+            return self._finish(tx, docs, plan, t0, counts)
 
-    def _plan(self, con: sqlite3.Connection, docs: Docs) -> _SyncPlan:
-        old = dict(con.execute("SELECT doc_id, fingerprint FROM docs").fetchall())
-        full_extract = bool(old) and _meta(con, "extractor") != self.extractor.name
-        full_embed = _meta(con, "embed_name") not in (None, self.embed_name)
+    def _plan(self, tx: GraphTx, docs: Docs) -> _SyncPlan:
+        old = tx.fingerprints()
+        full_extract = bool(old) and tx.get_meta("extractor") != self.extractor.name
+        full_embed = tx.get_meta("embed_name") not in (None, self.embed_name)
         removed = [d for d in old if d not in docs]
         changed = [d for d, (fp, _) in docs.items() if full_extract or full_embed or old.get(d) != fp]
-        for doc_id in removed:
-            con.execute("DELETE FROM triples WHERE doc_id = ?", (doc_id,))
-            con.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
+        tx.delete_docs(removed)
         if full_embed:
             # Another embedding model made the cached vectors: they are worthless to alignment.
-            con.execute("DELETE FROM triples")
-            con.execute("DELETE FROM phrases")
-            con.execute("DELETE FROM docs")
+            tx.clear(phrases=True)
         return _SyncPlan(
             old=old,
             removed=removed,
@@ -277,26 +201,22 @@ class KGStore:
             full=full_extract or full_embed,
         )
 
-    def _clear(self, con: sqlite3.Connection, plan: _SyncPlan) -> None:
+    def _clear(self, tx: GraphTx, plan: _SyncPlan) -> None:
         """Before a sync that commits in chunks: make what is committed resumable."""
         if plan.full:
             # The extractor changed: its name is written now, so the old graph must go now, or a
             # resumed sync would take the old documents for current ones.
-            con.execute("DELETE FROM triples")
-            con.execute("DELETE FROM docs")
-        _set_meta(con, "extractor", self.extractor.name)
-        _set_meta(con, "embed_name", self.embed_name)
-        _bump_generation(con)
+            tx.clear(phrases=False)
+        tx.set_meta("extractor", self.extractor.name)
+        tx.set_meta("embed_name", self.embed_name)
+        _bump_generation(tx)
 
     def _replace(
-        self, con: sqlite3.Connection, docs: Docs, doc_ids: Sequence[str], old: Mapping[str, str]
+        self, tx: GraphTx, docs: Docs, doc_ids: Sequence[str], old: Mapping[str, str]
     ) -> tuple[int, int]:
         """Extract `doc_ids` and replace what the graph held of them: (triples, phrases) added."""
-        for doc_id in doc_ids:
-            if doc_id in old:
-                con.execute("DELETE FROM triples WHERE doc_id = ?", (doc_id,))
-                con.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
-        phrase_ids: dict[str, int] = dict(con.execute("SELECT text, id FROM phrases").fetchall())
+        tx.delete_docs([d for d in doc_ids if d in old])
+        phrase_ids = tx.phrase_ids()
         pending = [(d, node_id, text) for d in doc_ids for node_id, text in docs[d][1]]
         triples_added = phrases_embedded = 0
         for b in range(0, len(pending), self.batch_texts):
@@ -312,22 +232,15 @@ class KGStore:
                 for t in triples
                 if all(triple_phrases(t))
             ]
-            phrases_embedded += self._add_phrases(con, phrase_ids, rows)
-            con.executemany(
-                "INSERT INTO triples (doc_id, node_id, subject, relation, object, negated, numbers, "
-                "sentence, subject_start, subject_end, object_start, object_end, subject_id, "
-                "relation_id, object_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [_row(doc_id, node_id, t, phrase_ids) for doc_id, node_id, t in rows],
-            )
+            phrases_embedded += self._add_phrases(tx, phrase_ids, rows)
+            tx.add_triples([_row(doc_id, node_id, t, phrase_ids) for doc_id, node_id, t in rows])
             triples_added += len(rows)
-        con.executemany(
-            "INSERT INTO docs (doc_id, fingerprint) VALUES (?, ?)", [(d, docs[d][0]) for d in doc_ids]
-        )
+        tx.add_docs([(d, docs[d][0]) for d in doc_ids])
         return triples_added, phrases_embedded
 
     def _finish(
         self,
-        con: sqlite3.Connection,
+        tx: GraphTx,
         docs: Docs,
         plan: _SyncPlan,
         t0: float,
@@ -335,13 +248,10 @@ class KGStore:
     ) -> SyncReport:
         triples_added, phrases_embedded = counts
         # Phrases no triple uses any more would only grow the matrix alignment scans.
-        con.execute(
-            "DELETE FROM phrases WHERE id NOT IN (SELECT subject_id FROM triples UNION "
-            "SELECT relation_id FROM triples UNION SELECT object_id FROM triples)"
-        )
-        _set_meta(con, "extractor", self.extractor.name)
-        _set_meta(con, "embed_name", self.embed_name)
-        _bump_generation(con)
+        tx.prune_phrases()
+        tx.set_meta("extractor", self.extractor.name)
+        tx.set_meta("embed_name", self.embed_name)
+        _bump_generation(tx)
         return SyncReport(
             added=sum(1 for d in plan.changed if d not in plan.old),
             updated=sum(1 for d in plan.changed if d in plan.old),
@@ -355,7 +265,7 @@ class KGStore:
         )
 
     def _add_phrases(
-        self, con: sqlite3.Connection, phrase_ids: dict[str, int], rows: list[tuple[str, str, Triple]]
+        self, tx: GraphTx, phrase_ids: dict[str, int], rows: list[tuple[str, str, Triple]]
     ) -> int:
         new = sorted({p for _, _, t in rows for p in triple_phrases(t)} - phrase_ids.keys())
         if not new:
@@ -363,34 +273,32 @@ class KGStore:
         vectors = unit_rows(self.embed(new))
         if vectors.shape[0] != len(new):
             raise ValueError(f"embed returned {vectors.shape[0]} vectors for {len(new)} phrases")
-        dim = _meta(con, "dim")
+        dim = tx.get_meta("dim")
         if dim is not None and int(dim) != vectors.shape[1] and phrase_ids:
             raise ConfigError(
-                f"the knowledge graph {self.path} holds {dim}-d phrase embeddings, the embed function "
-                f"gives {vectors.shape[1]}-d: pass embed_name so the store re-embeds, or delete it"
+                f"the knowledge graph {self.location} holds {dim}-d phrase embeddings, the embed "
+                f"function gives {vectors.shape[1]}-d: pass embed_name so the store re-embeds, or delete it"
             )
-        _set_meta(con, "dim", str(vectors.shape[1]))
-        for text, vec in zip(new, vectors, strict=True):
-            cur = con.execute("INSERT INTO phrases (text, vec) VALUES (?, ?)", (text, vec.tobytes()))
-            phrase_ids[text] = int(cur.lastrowid or 0)
+        tx.set_meta("dim", str(vectors.shape[1]))
+        phrase_ids.update(tx.add_phrases(new, vectors))
         return len(new)
 
     # -- reading --------------------------------------------------------------------------------
 
     def snapshot(self) -> KGSnapshot:
         """The graph's arrays; cached until another sync commits."""
-        with self._reading() as con:
-            generation = int(_meta(con, "generation") or 0)
-            stored_embed = _meta(con, "embed_name")
+        with self.db.reading() as tx:
+            generation = int(tx.get_meta("generation") or 0)
+            stored_embed = tx.get_meta("embed_name")
             if stored_embed not in (None, self.embed_name):
                 raise ConfigError(
-                    f"the knowledge graph {self.path} was embedded with '{stored_embed}', not "
+                    f"the knowledge graph {self.location} was embedded with '{stored_embed}', not "
                     f"'{self.embed_name}': ingest again to rebuild it"
                 )
             with self._lock:
                 if self._snapshot is not None and self._snapshot.generation == generation:
                     return self._snapshot
-            snap = _load_snapshot(con, generation)
+            snap = _load_snapshot(tx, generation)
         with self._lock:
             self._snapshot = snap
         return snap
@@ -399,32 +307,22 @@ class KGStore:
         """The triples with these ids (ids a later sync removed are absent)."""
         if not ids:
             return {}
-        marks = ",".join("?" * len(ids))
-        with self._reading() as con:
-            rows = con.execute(
-                f"SELECT {_TRIPLE_COLUMNS} FROM triples WHERE id IN ({marks})", [int(i) for i in ids]
-            ).fetchall()
+        with self.db.reading() as tx:
+            rows = tx.select_triples(ids=ids)
         return {r[0]: _kg_triple(r) for r in rows}
 
     def triples(self, doc_id: str | None = None) -> list[KGTriple]:
         """Every triple (of one document), in insertion order: for inspection and tests."""
-        query = f"SELECT {_TRIPLE_COLUMNS} FROM triples"
-        args: tuple[str, ...] = ()
-        if doc_id is not None:
-            query, args = query + " WHERE doc_id = ?", (doc_id,)
-        with self._reading() as con:
-            return [_kg_triple(r) for r in con.execute(query + " ORDER BY id", args).fetchall()]
+        with self.db.reading() as tx:
+            return [_kg_triple(r) for r in tx.select_triples(doc_id=doc_id)]
 
     def fingerprints(self) -> dict[str, str]:
-        with self._reading() as con:
-            return dict(con.execute("SELECT doc_id, fingerprint FROM docs").fetchall())
+        with self.db.reading() as tx:
+            return tx.fingerprints()
 
     def stats(self) -> KGStats:
-        with self._reading() as con:
-            docs, triples, subjects = con.execute(
-                "SELECT (SELECT COUNT(*) FROM docs), COUNT(*), COUNT(DISTINCT subject_id) FROM triples"
-            ).fetchone()
-            (phrases,) = con.execute("SELECT COUNT(*) FROM phrases").fetchone()
+        with self.db.reading() as tx:
+            docs, triples, subjects, phrases = tx.counts()
         return KGStats(docs=docs, triples=triples, subjects=subjects, phrases=phrases)
 
 
@@ -442,15 +340,9 @@ def _chunks(docs: Docs, doc_ids: Sequence[str], texts: int) -> Iterator[list[str
         yield chunk
 
 
-def _fingerprints(con: sqlite3.Connection, doc_ids: Sequence[str]) -> dict[str, str]:
-    marks = ",".join("?" * len(doc_ids))
-    rows = con.execute(f"SELECT doc_id, fingerprint FROM docs WHERE doc_id IN ({marks})", list(doc_ids))
-    return dict(rows.fetchall())
-
-
-def _bump_generation(con: sqlite3.Connection) -> None:
+def _bump_generation(tx: GraphTx) -> None:
     # Readers reload their snapshot when the counter moves.
-    _set_meta(con, "generation", str(int(_meta(con, "generation") or 0) + 1))
+    tx.set_meta("generation", str(int(tx.get_meta("generation") or 0) + 1))
 
 
 def _row(doc_id: str, node_id: str, t: Triple, phrase_ids: dict[str, int]) -> tuple[object, ...]:
@@ -488,13 +380,11 @@ def _kg_triple(r: tuple) -> KGTriple:
     return KGTriple(id=tid, doc_id=doc_id, node_id=node_id, triple=triple)
 
 
-def _load_snapshot(con: sqlite3.Connection, generation: int) -> KGSnapshot:
-    phrases = con.execute("SELECT id, vec FROM phrases ORDER BY id").fetchall()
-    rows = con.execute(
-        "SELECT id, subject_id, relation_id, object_id, negated, numbers, object FROM triples ORDER BY id"
-    ).fetchall()
+def _load_snapshot(tx: GraphTx, generation: int) -> KGSnapshot:
+    phrases = tx.phrase_vectors()
+    rows = tx.snapshot_rows()
     phrase_ids = np.array([p[0] for p in phrases], dtype=np.int64)
-    dim = int(_meta(con, "dim") or 0)
+    dim = int(tx.get_meta("dim") or 0)
     vectors = (
         np.frombuffer(b"".join(p[1] for p in phrases), dtype=np.float32).reshape(len(phrases), dim)
         if phrases
@@ -516,12 +406,3 @@ def _load_snapshot(con: sqlite3.Connection, generation: int) -> KGSnapshot:
     for a in (snap.ids, snap.subject, snap.relation, snap.object, snap.negated, snap.vectors):
         a.setflags(write=False)
     return snap
-
-
-def _meta(con: sqlite3.Connection, key: str) -> str | None:
-    row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def _set_meta(con: sqlite3.Connection, key: str, value: str) -> None:
-    con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))

@@ -74,6 +74,31 @@ MIGRATIONS: tuple[Migration, ...] = (
                 namespace TEXT PRIMARY KEY, generation INTEGER NOT NULL)""",
         ),
     ),
+    # The knowledge graph (kg/pggraph.py): kg/graphdb.py's SQLite tables with a namespace column.
+    Migration(
+        3,
+        "knowledge graph",
+        (
+            """CREATE TABLE ragmend_kg_meta (
+                namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+                PRIMARY KEY (namespace, key))""",
+            """CREATE TABLE ragmend_kg_docs (
+                namespace TEXT NOT NULL, doc_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
+                PRIMARY KEY (namespace, doc_id))""",
+            """CREATE TABLE ragmend_kg_phrases (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, namespace TEXT NOT NULL,
+                text TEXT NOT NULL, vec BYTEA NOT NULL, UNIQUE (namespace, text))""",
+            """CREATE TABLE ragmend_kg_triples (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, namespace TEXT NOT NULL,
+                doc_id TEXT NOT NULL, node_id TEXT NOT NULL, subject TEXT NOT NULL,
+                relation TEXT NOT NULL, object TEXT NOT NULL, negated INTEGER NOT NULL,
+                numbers TEXT NOT NULL, sentence TEXT NOT NULL,
+                subject_start INTEGER NOT NULL, subject_end INTEGER NOT NULL,
+                object_start INTEGER NOT NULL, object_end INTEGER NOT NULL,
+                subject_id BIGINT NOT NULL, relation_id BIGINT NOT NULL, object_id BIGINT NOT NULL)""",
+            "CREATE INDEX ragmend_kg_triples_by_doc ON ragmend_kg_triples (namespace, doc_id)",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

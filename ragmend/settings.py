@@ -356,7 +356,7 @@ class ServerSettings(_Section):
 class StoreSettings(_Section):
     """Where shared state lives (docs/scale-out.md). files: the embedded default (the index as
     files under data_dir, SQLite for the graph and the policy), nothing to run. postgres: one
-    PostgreSQL that several replicas share (the policy statistics today)."""
+    PostgreSQL that several replicas share (the index in pgvector, the graph, the policy)."""
 
     kind: Literal["files", "postgres"] = "files"
     # libpq DSN ("postgresql://user:pass@host:5432/db"); a secret: RAGMEND_STORE__DSN.

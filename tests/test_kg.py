@@ -1,4 +1,5 @@
-"""The knowledge graph: extraction (real spaCy), the SQLite store, alignment (real embeddings)."""
+"""The knowledge graph: extraction (real spaCy), the store over SQLite and over a real PostgreSQL
+(pgserver's, started by the test), alignment (real embeddings)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from ragmend.kg import (
     embed_with,
     parse_rebel,
 )
+from ragmend.kg.graphdb import GraphDatabase, SqliteGraph
 from ragmend.kg.phrases import Embed, keys_agree, name_key, number_key
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import load_settings, settings_with
@@ -250,9 +253,23 @@ def docs(**texts: str) -> dict[str, tuple[str, list[tuple[str, str]]]]:
     return {d: (text, [(f"{d}#0", text)]) for d, text in texts.items()}
 
 
-def test_sync_is_incremental(tmp_path: Path, extractor: SpacyTripleExtractor, embed: Embed) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def graph_db(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], GraphDatabase]:
+    """Opens the test's graph (each call a new handle, as another process would): a SQLite file,
+    or a namespace of a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return lambda: SqliteGraph(tmp_path / "kg.sqlite3")
+    from ragmend.kg.pggraph import PgGraph
+
+    dsn = request.getfixturevalue("dsn")
+    return lambda: PgGraph(dsn, "kgtest")
+
+
+def test_sync_is_incremental(
+    graph_db: Callable[[], GraphDatabase], extractor: SpacyTripleExtractor, embed: Embed
+) -> None:
     counting = Counting(extractor)
-    store = KGStore(tmp_path / "kg.sqlite3", counting, embed, embed_name="minilm")
+    store = KGStore(graph_db(), counting, embed, embed_name="minilm")
     r = store.sync(docs(curie=CURIE, jaws=JAWS))
     assert (r.added, r.updated, r.unchanged, r.removed, r.texts_extracted) == (2, 0, 0, 0, 2)
     first = store.stats()
@@ -279,27 +296,25 @@ def test_sync_is_incremental(tmp_path: Path, extractor: SpacyTripleExtractor, em
 
 @pytest.mark.parametrize("commit_texts", [2048, 1], ids=["one-transaction", "chunked"])
 def test_extractor_change_reextracts_everything(
-    tmp_path: Path, registry: ModelRegistry, embed: Embed, commit_texts: int
+    graph_db: Callable[[], GraphDatabase], registry: ModelRegistry, embed: Embed, commit_texts: int
 ) -> None:
-    path = tmp_path / "kg.sqlite3"
-    KGStore(path, SpacyTripleExtractor(registry.spacy), embed).sync(docs(jaws=JAWS, obama=OBAMA))
+    KGStore(graph_db(), SpacyTripleExtractor(registry.spacy), embed).sync(docs(jaws=JAWS, obama=OBAMA))
     other = SpacyTripleExtractor(registry.spacy, max_triples_per_text=1)
     other.name += "-capped"
-    r = KGStore(path, other, embed, commit_texts=commit_texts).sync(docs(jaws=JAWS, obama=OBAMA))
+    r = KGStore(graph_db(), other, embed, commit_texts=commit_texts).sync(docs(jaws=JAWS, obama=OBAMA))
     assert r.full and r.updated == 2 and r.texts_extracted == 2
-    assert KGStore(path, other, embed).stats().triples == 2
+    assert KGStore(graph_db(), other, embed).stats().triples == 2
 
 
 def test_a_failed_sync_leaves_the_previous_graph(
-    tmp_path: Path, extractor: SpacyTripleExtractor, embed: Embed
+    graph_db: Callable[[], GraphDatabase], extractor: SpacyTripleExtractor, embed: Embed
 ) -> None:
-    path = tmp_path / "kg.sqlite3"
-    KGStore(path, extractor, embed).sync(docs(curie=CURIE, jaws=JAWS))
-    before = KGStore(path, extractor, embed)
+    KGStore(graph_db(), extractor, embed).sync(docs(curie=CURIE, jaws=JAWS))
+    before = KGStore(graph_db(), extractor, embed)
     old = (before.stats(), before.triples(), before.fingerprints())
     # The first batch (curie's new text) is deleted and re-inserted, then the second batch fails.
     failing = Counting(extractor, fail_on_call=2)
-    store = KGStore(path, failing, embed, batch_texts=1)
+    store = KGStore(graph_db(), failing, embed, batch_texts=1)
     with pytest.raises(RuntimeError, match="extractor died"):
         store.sync(docs(curie="Marie Curie was born in Paris.", obama=OBAMA))
     assert failing.calls == 2 and (store.stats(), store.triples(), store.fingerprints()) == old
@@ -328,6 +343,9 @@ def embed(texts):
     return np.stack([np.random.default_rng(s).normal(size=8) for s in seeds]).astype(np.float32)
 
 path, die_on_call, commit_texts, *texts = sys.argv[1:]
+if path.startswith("postgresql://"):
+    from ragmend.kg.pggraph import PgGraph
+    path = PgGraph(path, "kgtest")
 store = KGStore(path, Words(int(die_on_call)), embed, batch_texts=1, commit_texts=int(commit_texts))
 store.sync({f"d{i}": (t, [(f"d{i}#0", t)]) for i, t in enumerate(texts)})
 print(store.extractor.calls)
@@ -342,38 +360,59 @@ def _run_killable_sync(path: str, die_on_call: int, commit_texts: int, *texts: s
     return done.returncode, done.stdout.strip()
 
 
-def test_a_killed_sync_leaves_the_previous_graph(tmp_path: Path) -> None:
-    path = str(tmp_path / "kg.sqlite3")
+@pytest.fixture(params=["sqlite", "postgres"])
+def graph_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the killable sync writes: a SQLite path or a PostgreSQL DSN (namespace "kgtest")."""
+    if request.param == "sqlite":
+        return str(tmp_path / "kg.sqlite3")
+    return str(request.getfixturevalue("dsn"))
 
+
+class _NoExtractor:
+    name = "first-and-last-word"
+
+    def extract(self, texts: list[str]) -> list[list[Triple]]:
+        raise AssertionError("a read extracts nothing")
+
+
+def _stored(location: str) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(doc_id, subject, object) of every triple in insertion order, and the documents held."""
+    if location.startswith("postgresql://"):
+        from ragmend.kg.pggraph import PgGraph
+
+        db: GraphDatabase = PgGraph(location, "kgtest")
+    else:
+        con = sqlite3.connect(location)
+        # SQLite's own checks: the file is whole and still in WAL mode after a kill.
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        db = SqliteGraph(location)
+    store = KGStore(db, _NoExtractor(), lambda t: np.zeros((len(t), 8), dtype=np.float32))
+    triples = [(t.doc_id, t.triple.subject, t.triple.object) for t in store.triples()]
+    return triples, sorted(store.fingerprints())
+
+
+def test_a_killed_sync_leaves_the_previous_graph(graph_location: str) -> None:
     def run(die_on_call: int, *texts: str) -> int:
-        return _run_killable_sync(path, die_on_call, 2048, *texts)[0]
+        return _run_killable_sync(graph_location, die_on_call, 2048, *texts)[0]
 
     assert run(0, "alpha one", "beta two") == 0
-    con = sqlite3.connect(path)
-    old = con.execute("SELECT doc_id, subject, object FROM triples ORDER BY id").fetchall()
-    assert old == [("d0", "alpha", "one"), ("d1", "beta", "two")]
+    old = _stored(graph_location)
+    assert old == ([("d0", "alpha", "one"), ("d1", "beta", "two")], ["d0", "d1"])
     # Killed (SIGKILL) while extracting the second batch, after the first was written.
     assert run(2, "gamma three", "delta four", "epsilon five") == -9
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    assert con.execute("SELECT doc_id, subject, object FROM triples ORDER BY id").fetchall() == old
-    assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert _stored(graph_location) == old
 
 
-def test_a_killed_large_sync_keeps_its_commits_and_resumes(tmp_path: Path) -> None:
+def test_a_killed_large_sync_keeps_its_commits_and_resumes(graph_location: str) -> None:
     # commit_texts=2: a build of five one-text documents commits after every second document.
-    path = str(tmp_path / "kg.sqlite3")
     texts = ["alpha one", "beta two", "gamma three", "delta four", "epsilon five"]
-    assert _run_killable_sync(path, 4, 2, *texts)[0] == -9  # killed extracting the fourth text
-    con = sqlite3.connect(path)
-    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    kept = con.execute("SELECT doc_id, subject, object FROM triples ORDER BY id").fetchall()
-    assert kept == [("d0", "alpha", "one"), ("d1", "beta", "two")]
-    assert [r[0] for r in con.execute("SELECT doc_id FROM docs ORDER BY doc_id")] == ["d0", "d1"]
+    assert _run_killable_sync(graph_location, 4, 2, *texts)[0] == -9  # killed extracting the fourth text
+    assert _stored(graph_location) == ([("d0", "alpha", "one"), ("d1", "beta", "two")], ["d0", "d1"])
     # The next sync extracts only the three documents the kill lost.
-    assert _run_killable_sync(path, 0, 2, *texts) == (0, "3")
-    rows = sqlite3.connect(path).execute("SELECT doc_id, subject FROM triples ORDER BY doc_id").fetchall()
-    assert rows == [(f"d{i}", t.split()[0]) for i, t in enumerate(texts)]
+    assert _run_killable_sync(graph_location, 0, 2, *texts) == (0, "3")
+    triples, _ = _stored(graph_location)
+    assert sorted((d, s) for d, s, _ in triples) == [(f"d{i}", t.split()[0]) for i, t in enumerate(texts)]
 
 
 # -- alignment ---------------------------------------------------------------------------------

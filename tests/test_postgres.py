@@ -21,7 +21,9 @@ import pytest
 
 from ragmend import pg
 from ragmend.engine import Engine
+from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.errors import ConfigError, InputError, StoreUnavailable
+from ragmend.kg.pggraph import PgGraph
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy.core import Policy
 from ragmend.policy.pgstore import PostgresStore
@@ -253,6 +255,25 @@ def test_a_failed_ingest_leaves_readers_unchanged_and_readers_keep_their_generat
     with pg.connect(store.dsn) as conn:  # the failed writer's rows went with the next write
         rows = conn.execute(f"SELECT count(*) FROM data_{store.table} WHERE metadata_->>'generation' = '2'")
         assert rows.fetchone() == (1,)
+
+
+def test_the_knowledge_graph_in_postgres_aligns_as_the_sqlite_one(pg_engine: Engine, engine: Engine) -> None:
+    """The graph's tables in PostgreSQL: built by the replica's load from its index, the same
+    triples and kappa as the file engine's SQLite graph; a second replica reads it without
+    extracting anything."""
+    assert pg_engine.kg is not None and engine.kg is not None
+    store = pg_engine.kg.store
+    assert isinstance(store.db, PgGraph) and store.location.endswith("#kg:default")
+
+    def spo(kg: KnowledgeGraph) -> list[tuple[str, str, str, str]]:
+        return sorted((t.doc_id, *t.triple.spo) for t in kg.store.triples())
+
+    assert spo(pg_engine.kg) == spo(engine.kg) and store.stats() == engine.kg.store.stats()
+    for text in ("Jaws was directed by Steven Spielberg.", "The Conversation was launched in 1990."):
+        assert pg_engine.kg.signal(text).kappa == engine.kg.signal(text).kappa
+    replica = KnowledgeGraph(pg_engine.settings, pg_engine.models)
+    report = replica.sync(pg_engine.index.snapshot)
+    assert (report.texts_extracted, report.unchanged) == (0, store.stats().docs)
 
 
 def test_one_writer_at_a_time_per_namespace(pg_engine: Engine) -> None:
