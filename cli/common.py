@@ -67,10 +67,17 @@ def show(
         out.print_json(data=result)
 
 
-def make_engine(s: Settings) -> Any:
+def make_engine(s: Settings, collection: str | None = None) -> Any:
+    """The engine of the default corpus, or of the named collection (declared in the
+    configuration or created over the admin API; NotFound naming it otherwise)."""
     from ragmend.engine import Engine
 
-    return Engine(s)
+    engine = Engine(s)
+    if collection is None or collection == "default":
+        return engine
+    from ragmend.engine.collections import Collections
+
+    return Collections(engine).open(collection)
 
 
 def progress_bar() -> Progress:

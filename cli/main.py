@@ -70,6 +70,9 @@ def ingest(
         list[Path], typer.Argument(help="Directories (.txt .md .html .pdf) or JSONL files {id, title, text}.")
     ],
     rebuild: Annotated[bool, typer.Option(help="Discard the current index instead of updating it.")] = False,
+    collection: Annotated[
+        str | None, typer.Option(help="A collection (docs/collections.md) instead of the default corpus.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Add or update documents in the index (incremental; unchanged documents are not re-embedded).
@@ -78,7 +81,7 @@ def ingest(
     """
 
     def work() -> None:
-        engine = make_engine(settings())
+        engine = make_engine(settings(), collection)
         with progress_bar() as bar:
             task = bar.add_task("embedding chunks", total=None)
             report = engine.ingest(
@@ -107,6 +110,9 @@ def ask(
     rerank: Annotated[bool | None, typer.Option("--rerank/--no-rerank", help="Cross-encoder rerank.")] = None,
     top_n: Annotated[int | None, typer.Option(help="Passages kept after reranking.")] = None,
     prompt: Annotated[str | None, typer.Option(help="Prompt variant (rag/prompts.yaml).")] = None,
+    collection: Annotated[
+        str | None, typer.Option(help="A collection (docs/collections.md) instead of the default corpus.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole answer as JSON.")] = False,
 ) -> None:
     """Answer a question from the index, with its evidence.
@@ -130,7 +136,7 @@ def ask(
 
         s = settings()
         validate_query(question, s.rag.max_query_chars)  # bad input fails before the models load
-        engine = make_engine(s)
+        engine = make_engine(s, collection)
         config = engine.config(overrides)
         engine.load()
         outcome = engine.respond(question, config.model_dump(exclude_none=True))

@@ -23,30 +23,36 @@ from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import Repairer
 from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
-from ragmend.errors import ConfigError, InputError, NotReady
+from ragmend.errors import ConfigError, Conflict, InputError, NotReady
 from ragmend.kg.phrases import embed_with
 from ragmend.models.embeddings import token_counter
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy import Policy, PolicyStore
-from ragmend.policy.core import check_enabled_actions
-from ragmend.rag.documents import BUNDLED_CORPUS
+from ragmend.policy.core import check_enabled_actions, make_store
+from ragmend.rag.documents import BUNDLED_CORPUS, SourceDocument
 from ragmend.rag.ingest import Ingestor, IngestReport, Progress
 from ragmend.rag.pipeline import IndexHandle, Pipeline
-from ragmend.rag.store import IndexBackend, IndexStore
+from ragmend.rag.store import DocEntry, IndexBackend, IndexStore
 from ragmend.rag.types import Answer, RAGConfig, Turn
 from ragmend.settings import Settings, settings_with
 from ragmend.text import validate_query
 
 log = logging.getLogger("ragmend.engine")
+# The default corpus's namespace in shared stores; a collection's is its name.
+DEFAULT_NAMESPACE = "default"
+# Told of every applied change of the tunable settings: (the new settings, the live keys).
+TunablesListener = Callable[[Settings, Collection[str]], None]
 
 
-def open_policy(settings: Settings, store: PolicyStore | None = None) -> Policy:
+def open_policy(
+    settings: Settings, store: PolicyStore | None = None, namespace: str = DEFAULT_NAMESPACE
+) -> Policy:
     """The configured repair policy over every action of the catalogue (the CLI's policy commands
-    and the engine open it the same way)."""
-    return Policy.from_settings(settings, ACTION_NAMES, store)
+    and the engine open it the same way); `namespace`: a collection's own policy in PostgreSQL."""
+    return Policy.from_settings(settings, ACTION_NAMES, store or make_store(settings, namespace))
 
 
-def open_index(settings: Settings, namespace: str = "default") -> IndexBackend:
+def open_index(settings: Settings, namespace: str = DEFAULT_NAMESPACE) -> IndexBackend:
     """The index `store.kind` names: generations as files under data_dir, or in PostgreSQL."""
     if settings.store.kind == "postgres":
         from ragmend.rag.pgindex import PgIndexStore
@@ -58,21 +64,33 @@ def open_index(settings: Settings, namespace: str = "default") -> IndexBackend:
 
 
 class Engine:
-    def __init__(self, settings: Settings, models: ModelRegistry | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        models: ModelRegistry | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        policy: Policy | None = None,
+    ):
+        """One corpus's engine. A collection's (engine/collections.py) has its `namespace` in the
+        shared stores, shares the default engine's `models` and, unless it has its own, `policy`."""
         self.settings = settings
         self.models = models or ModelRegistry(settings)
-        self.store = open_index(settings)
+        self.namespace = namespace
+        self.store = open_index(settings, namespace)
         self._index: IndexHandle | None = None
         self._pipeline: Pipeline | None = None
         self._diagnoser: Diagnoser | None = None
         self._repairer: Repairer | None = None
-        self._policy: Policy | None = None
+        self._policy: Policy | None = policy
+        self._owns_policy = policy is None  # a shared one is closed by its owner
+        self._tunables_listeners: list[TunablesListener] = []
         # Guards building the policy and replacing the settings (apply_tunables), so a change can
         # never land between a policy's construction from the old settings and its publication.
         self._settings_lock = threading.RLock()
         self._refresh_lock = threading.Lock()  # one index refresh at a time (admin or repair action)
         self._embed_fn: Callable[[list[str]], np.ndarray] | None = None
-        self.kg = KnowledgeGraph(settings, self.models) if settings.kg.enabled else None
+        self.kg = KnowledgeGraph(settings, self.models, namespace) if settings.kg.enabled else None
         self._repairer_lock = threading.Lock()
         check_enabled_actions(settings.policy.enabled_actions, ACTION_NAMES)
         self._ready = threading.Event()
@@ -82,6 +100,10 @@ class Engine:
 
     @property
     def sources(self) -> tuple[Path, ...]:
+        """What an index refresh reads: the configured sources (the default corpus falls back to
+        the bundled sample; a collection without sources holds only what was sent over HTTP)."""
+        if self.namespace != DEFAULT_NAMESPACE:
+            return self.settings.sources
         return self.settings.sources or (BUNDLED_CORPUS,)
 
     @property
@@ -149,14 +171,18 @@ class Engine:
         try:
             for role in self.roles if roles is None else roles:
                 self.models.get(role)
-            if build_index and not self.store.exists():
+            if build_index and not self.store.exists() and self.sources:
                 log.info("no index at %s: ingesting %s", self.store.root, ", ".join(map(str, self.sources)))
                 self.ingest(self.sources)
-            retriever = self.index.open()
-            if self.kg is not None:
-                # An index built before the graph (or by a run with kg off) gets its graph now;
-                # when they are in step this reads the fingerprints and returns.
-                self.kg.sync(retriever.snapshot)
+            if self.store.exists():
+                retriever = self.index.open()
+                if self.kg is not None:
+                    # An index built before the graph (or by a run with kg off) gets its graph
+                    # now; when they are in step this reads the fingerprints and returns.
+                    self.kg.sync(retriever.snapshot)
+            elif self.namespace == DEFAULT_NAMESPACE:
+                self.index.open()  # IndexMissing, naming what to run
+            # else: a collection with no documents yet, ready for its first ingest over HTTP.
             self._ready.set()
         except Exception as e:
             self._load_error = f"{type(e).__name__}: {e}"
@@ -198,8 +224,23 @@ class Engine:
         self, paths: Sequence[Path], progress: Progress | None = None, rebuild: bool = False
     ) -> IngestReport:
         report = self.ingestor().ingest(paths, progress=progress, rebuild=rebuild)
-        if self._index is not None and self._index.is_open:
-            self._index.open()  # swap: requests in flight keep the snapshot they hold
+        return self._swapped(report, reopen=self._index is not None and self._index.is_open)
+
+    def upsert_documents(self, docs: Sequence[SourceDocument], delete: Collection[str] = ()) -> IngestReport:
+        """Add or replace `docs`, remove the documents `delete` names, keep the rest (the admin
+        API's documents; rag/ingest.py Ingestor.upsert), one new generation swapped in."""
+        with self._refresh_lock:
+            return self._swapped(self.ingestor().upsert(docs, delete), reopen=self.ready)
+
+    def documents(self) -> dict[str, DocEntry]:
+        """The documents of the current generation (none before the first ingest)."""
+        return dict(self.store.load().manifest.docs) if self.store.exists() else {}
+
+    def _swapped(self, report: IngestReport, reopen: bool) -> IngestReport:
+        """After a new generation: readers move to it when `reopen` (requests in flight keep the
+        snapshot they hold) and the graph follows it."""
+        if reopen:
+            self.index.open()
         if self.kg is not None:
             self.kg.sync(self.store.load())
         return report
@@ -216,7 +257,16 @@ class Engine:
     ) -> Answer:
         if not self.ready:
             raise NotReady("ragmend is still loading its models and index")
-        if self.index.reload_if_changed() and self.kg is not None:
+        if not self.index.is_open:
+            if not self.store.exists():
+                raise Conflict(
+                    f"collection '{self.namespace}' has no documents yet: add some "
+                    f"(POST /admin/collections/{self.namespace}/documents)"
+                )
+            self.index.open()  # the first documents came through another replica
+            if self.kg is not None:
+                self.kg.sync(self.index.snapshot)
+        elif self.index.reload_if_changed() and self.kg is not None:
             # Another process (a replica, `ragmend ingest`) made a new generation current: this
             # replica's graph follows it (only the documents whose fingerprints changed).
             self.kg.sync(self.index.snapshot)
@@ -238,7 +288,7 @@ class Engine:
         """The repair policy over its stored state (built on first use; needs no model)."""
         with self._settings_lock:
             if self._policy is None:
-                self._policy = open_policy(self.settings)
+                self._policy = open_policy(self.settings, namespace=self.namespace)
             return self._policy
 
     @property
@@ -301,6 +351,10 @@ class Engine:
         if not self.ready:
             raise NotReady("ragmend is still loading its models and index")
         with self._refresh_lock:
+            if not self.sources:  # a collection of documents sent over HTTP: nothing to re-read
+                docs = self.documents()
+                chunks = sum(len(d.node_ids) for d in docs.values())
+                return IngestReport.unchanged_index(self.store.current_generation(), len(docs), chunks)
             return self.ingest(self.sources)
 
     def apply_tunables(self, new: Settings, live: Collection[str] = ()) -> list[str]:
@@ -336,8 +390,16 @@ class Engine:
             if self._repairer is not None:
                 self._repairer.cooldown.seconds = merged.policy.refresh_cooldown_s
             self.settings = merged  # one reference swap: readers see the old object or the new
+            for listener in self._tunables_listeners:
+                listener(merged, live)
         log.info("configuration applied: %s", ", ".join(applied))
         return applied
+
+    def on_tunables(self, listener: TunablesListener) -> Callable[[], None]:
+        """Call `listener` after each applied change (the collections follow the default engine);
+        returns what stops it."""
+        self._tunables_listeners.append(listener)
+        return lambda: self._tunables_listeners.remove(listener)
 
     def change_policy(self, changes: Mapping[str, Any]) -> list[str]:
         """Apply `changes` (policy keys, e.g. {"alpha": 1.0}) to the current settings; returns the
@@ -347,6 +409,9 @@ class Engine:
             return self.apply_tunables(settings_with(self.settings, policy=dict(changes)))
 
     def close(self) -> None:
-        """Release what holds files: the policy's state store."""
-        if self._policy is not None:
+        """Release what holds files and connections: the policy's state store (unless it is the
+        default engine's, which a collection shares), the graph's."""
+        if self._policy is not None and self._owns_policy:
             self._policy.close()
+        if self.kg is not None:
+            self.kg.close()

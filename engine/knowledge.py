@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 
 
 class KnowledgeGraph:
-    def __init__(self, settings: Settings, models: ModelRegistry):
+    def __init__(self, settings: Settings, models: ModelRegistry, namespace: str = "default"):
         self._settings = settings
         self._models = models
+        self._namespace = namespace
         self._store: KGStore | None = None
         self._available: bool | None = None  # the graph holds triples; set at each sync
         self._lock = threading.Lock()
@@ -29,7 +30,7 @@ class KnowledgeGraph:
     def store(self) -> KGStore:
         with self._lock:
             if self._store is None:
-                self._store = open_store(self._settings, self._models)
+                self._store = open_store(self._settings, self._models, self._namespace)
             return self._store
 
     def sync(self, snapshot: Snapshot) -> SyncReport:
@@ -42,6 +43,12 @@ class KnowledgeGraph:
         report = self.store.sync(docs)
         self._available = self.store.stats().triples > 0
         return report
+
+    def close(self) -> None:
+        """Release the graph's connection (PostgreSQL keeps one per process)."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
 
     def signal(self, response: str) -> KGSignal:
         store = self.store

@@ -56,6 +56,7 @@ class GraphDatabase(Protocol):
 
     def writing(self) -> contextlib.AbstractContextManager[GraphTx]: ...
     def reading(self) -> contextlib.AbstractContextManager[GraphTx]: ...
+    def close(self) -> None: ...
 
 
 _SCHEMA = """
@@ -130,6 +131,9 @@ class SqliteGraph:
 
     def reading(self) -> contextlib.AbstractContextManager[GraphTx]:
         return self._open("DEFERRED")
+
+    def close(self) -> None:
+        """Nothing held: each transaction opens and closes its own connection."""
 
 
 @contextlib.contextmanager

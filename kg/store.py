@@ -153,6 +153,10 @@ class KGStore:
     def location(self) -> str:
         return self.db.location
 
+    def close(self) -> None:
+        """Release the database's held connection, where it keeps one (PostgreSQL)."""
+        self.db.close()
+
     # -- writing --------------------------------------------------------------------------------
 
     def sync(self, docs: Docs) -> SyncReport:

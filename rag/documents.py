@@ -79,11 +79,11 @@ def _read_bytes(path: Path, max_file_bytes: int) -> bytes:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
 
 
-def _decode(data: bytes, path: Path) -> str:
+def _decode(data: bytes, where: Path | str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise InputError(f"{path} is not valid UTF-8 (byte {e.start}): convert it to UTF-8 first") from e
+        raise InputError(f"{where} is not valid UTF-8 (byte {e.start}): convert it to UTF-8 first") from e
 
 
 def _read_file(path: Path, doc_id: str, source: str, max_file_bytes: int) -> SourceDocument:
@@ -122,7 +122,14 @@ def _pdf_text(path: Path) -> str:
 
 
 def _read_jsonl(path: Path, source: str, max_file_bytes: int) -> list[SourceDocument]:
-    text = _decode(_read_bytes(path, max_file_bytes), path)
+    return parse_jsonl(_read_bytes(path, max_file_bytes), path, source)
+
+
+def parse_jsonl(data: bytes, where: Path | str, source: str) -> list[SourceDocument]:
+    """The documents of JSONL bytes (one {"id", "title", "text"} object a line; blank texts
+    skipped): a file's, or a request body's. `where` names it in messages."""
+    path = where
+    text = _decode(data, where)
     docs = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -8,7 +8,7 @@ The new generation is built aside and swapped in atomically (rag.store).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode, TextNode
 
-from ragmend.errors import InputError
+from ragmend.errors import Conflict, InputError, NotFound
 from ragmend.rag.documents import SourceDocument, load_source
 from ragmend.rag.store import DocEntry, IndexBackend, Manifest, Snapshot, make_node
 
@@ -42,6 +42,11 @@ class IngestReport:
     chunk_s: float = 0.0
     embed_s: float = 0.0
     write_s: float = 0.0
+
+    @classmethod
+    def unchanged_index(cls, generation: str | None, documents: int, chunks: int) -> IngestReport:
+        """What a refresh with no sources to read reports: nothing read, nothing written."""
+        return cls(generation or "", documents, 0, 0, documents, 0, chunks, 0, 0.0)
 
     @property
     def chunks_per_s(self) -> float:
@@ -92,23 +97,51 @@ class Ingestor:
             for doc in load_source(Path(path), self.max_file_bytes):
                 incoming[doc.id] = doc
         with self.store.writer_lock():
-            old = None if rebuild or not self.store.exists() else self.store.load()
-            if old is not None and not self._compatible(old.manifest):
-                m = old.manifest
-                was = f"'{m.embed_model}' {m.chunk_size}/{m.chunk_overlap}"
-                now = f"'{self.embed_model_name}' {self.chunk_size}/{self.chunk_overlap}"
-                raise InputError(
-                    f"the index was built with embeddings and chunks {was}; the configuration says {now}: "
-                    "rebuild it from all its sources (`ragmend ingest --rebuild PATH...`)"
-                )
-            return self._build(incoming, old, progress, t0)
+            old = None if rebuild or not self.store.exists() else self._previous()
+            # Each source is synchronised as a whole: what it no longer holds goes.
+            return self._build(incoming, old, progress, t0, {d.source for d in incoming.values()})
 
-    def _compatible(self, m: Manifest) -> bool:
-        return (m.embed_model, m.chunk_size, m.chunk_overlap) == (
+    def upsert(
+        self, docs: Sequence[SourceDocument], delete: Collection[str] = (), progress: Progress | None = None
+    ) -> IngestReport:
+        """Add or replace `docs` and remove the documents `delete` names, keeping every other one:
+        documents sent over HTTP, where each stands alone (no source is synchronised as a whole).
+        Validated before anything is written; the new generation is swapped in atomically."""
+        t0 = time.perf_counter()
+        incoming: dict[str, SourceDocument] = {}
+        for doc in docs:
+            if doc.id in incoming:
+                raise InputError(f"document id '{doc.id}' is sent twice")
+            incoming[doc.id] = doc
+        both = sorted(incoming.keys() & set(delete))
+        if both:
+            raise InputError(f"document(s) {both} are both added and deleted")
+        with self.store.writer_lock():
+            old = self._previous() if self.store.exists() else None
+            held = old.manifest.docs if old is not None else {}
+            unknown = sorted(set(delete) - held.keys())
+            if unknown:
+                raise NotFound(f"no document(s) {unknown} in this index")
+            if not incoming and set(delete) >= held.keys():
+                raise Conflict("that would leave no documents: delete the collection instead")
+            return self._build(incoming, old, progress, t0, set(), frozenset(delete))
+
+    def _previous(self) -> Snapshot:
+        """The current generation, which a new one must be compatible with."""
+        old = self.store.load()
+        m = old.manifest
+        if (m.embed_model, m.chunk_size, m.chunk_overlap) != (
             self.embed_model_name,
             self.chunk_size,
             self.chunk_overlap,
-        )
+        ):
+            was = f"'{m.embed_model}' {m.chunk_size}/{m.chunk_overlap}"
+            now = f"'{self.embed_model_name}' {self.chunk_size}/{self.chunk_overlap}"
+            raise InputError(
+                f"the index was built with embeddings and chunks {was}; the configuration says {now}: "
+                "rebuild it from all its sources (`ragmend ingest --rebuild PATH...`)"
+            )
+        return old
 
     def _build(
         self,
@@ -116,8 +149,11 @@ class Ingestor:
         old: Snapshot | None,
         progress: Progress | None,
         t0: float,
+        sources: set[str],
+        drop: frozenset[str] = frozenset(),
     ) -> IngestReport:
-        sources = {d.source for d in incoming.values()}
+        """The new generation: `incoming` added or replacing, the documents of `sources` that
+        `incoming` lacks removed, those `drop` names removed, every other one carried over."""
         old_docs = old.manifest.docs if old else {}
         row_of = {n.node_id: i for i, n in enumerate(old.nodes)} if old else {}
         nodes: list[TextNode] = []
@@ -133,7 +169,7 @@ class Ingestor:
 
         # Documents of other sources are carried over as they are.
         for doc_id, entry in old_docs.items():
-            if entry.source not in sources and doc_id not in incoming:
+            if entry.source not in sources and doc_id not in incoming and doc_id not in drop:
                 reuse(doc_id, entry)
         added = updated = unchanged = 0
         to_chunk: list[SourceDocument] = []
@@ -147,7 +183,9 @@ class Ingestor:
                 to_chunk.append(doc)
                 added += prev is None
                 updated += prev is not None
-        removed = sum(1 for k, d in old_docs.items() if d.source in sources and k not in incoming)
+        removed = sum(
+            1 for k, d in old_docs.items() if (d.source in sources and k not in incoming) or k in drop
+        )
 
         t_chunk = time.perf_counter()
         fresh = self.chunk(to_chunk)

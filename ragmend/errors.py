@@ -40,13 +40,28 @@ class InputError(RagmendError):
 
     http_status = 400
     exit_code = 2
-    api_type = "invalid_request_error"
+    api_type: ClassVar[ApiErrorType] = "invalid_request_error"
     metric_kind = "input"
 
 
 class PayloadTooLarge(InputError):
     http_status = 413
     metric_kind = "payload_too_large"
+
+
+class NotFound(InputError):
+    """A named thing does not exist (a collection, a document)."""
+
+    http_status = 404
+    api_type = "not_found_error"
+    metric_kind = "not_found"
+
+
+class Conflict(InputError):
+    """The request does not fit the current state (a collection that exists, one with no documents)."""
+
+    http_status = 409
+    metric_kind = "conflict"
 
 
 class ConfigError(RagmendError):

@@ -99,6 +99,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX ragmend_kg_triples_by_doc ON ragmend_kg_triples (namespace, doc_id)",
         ),
     ),
+    # Collections created over the admin API (engine/collections.py); declared ones are in the
+    # configuration. Each collection's index, graph and (own) policy use its name as namespace.
+    Migration(
+        4,
+        "collections",
+        (
+            """CREATE TABLE ragmend_collections (
+                name TEXT PRIMARY KEY, spec JSONB NOT NULL,
+                created TIMESTAMPTZ NOT NULL DEFAULT now())""",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

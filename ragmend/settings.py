@@ -8,6 +8,7 @@ result is frozen: code that needs another configuration builds a new Settings va
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -373,6 +374,20 @@ class StoreSettings(_Section):
         return self
 
 
+# A collection's name: it is part of table names (PostgreSQL) and of the served model's name.
+COLLECTION_NAME = r"[a-z][a-z0-9_]{0,39}"
+
+
+class CollectionSettings(_Section):
+    """A collection declared in the configuration: a corpus of its own, served as the model
+    `<server.model_name>/<name>` (more can be created over the admin API; docs/collections.md)."""
+
+    # Where its index refresh reads documents from; empty: only documents added over HTTP.
+    sources: tuple[Path, ...] = ()
+    # shared: the collection's repairs teach the default policy; own: a policy of its own.
+    policy: Literal["shared", "own"] = "shared"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RAGMEND_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -389,6 +404,19 @@ class Settings(BaseSettings):
     server: ServerSettings = ServerSettings()
     kg: KGSettings = KGSettings()
     store: StoreSettings = StoreSettings()
+    # Corpora besides the default one, by name (COLLECTION_NAME; "default" is the default's).
+    collections: dict[str, CollectionSettings] = {}
+
+    @field_validator("collections")
+    @classmethod
+    def _collection_names(cls, v: dict[str, CollectionSettings]) -> dict[str, CollectionSettings]:
+        for name in v:
+            if not re.fullmatch(COLLECTION_NAME, name) or name == "default":
+                raise ValueError(
+                    f"collection name {name!r}: 1-40 lower-case letters, digits or _, starting with a "
+                    "letter, and not 'default'"
+                )
+        return v
 
     @field_validator("data_dir", "cache_dir")
     @classmethod

@@ -50,21 +50,25 @@ PolicyPatch: type[BaseModel] = create_model(  # type: ignore[call-overload]
 )
 
 
+def admin_change(metrics: Metrics, what: str, fn: Callable[[], T]) -> T:
+    """Run one admin change: logged and counted, whether it worked or not."""
+    try:
+        result = fn()
+    except RagmendError as e:
+        metrics.observe_config_change("admin", False)
+        log.warning("admin: %s refused: %s", what, e)
+        if isinstance(e, ConfigError):  # an invalid value in the request: the caller's to fix
+            raise InputError(str(e)) from None
+        raise
+    metrics.observe_config_change("admin", True)
+    return result
+
+
 def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = None) -> APIRouter:
     router = APIRouter(prefix="/admin", tags=["admin"])
 
     def change(what: str, fn: Callable[[], T]) -> T:
-        """Run one admin change: logged and counted, whether it worked or not."""
-        try:
-            result = fn()
-        except RagmendError as e:
-            metrics.observe_config_change("admin", False)
-            log.warning("admin: %s refused: %s", what, e)
-            if isinstance(e, ConfigError):  # an invalid value in the request: the caller's to fix
-                raise InputError(str(e)) from None
-            raise
-        metrics.observe_config_change("admin", True)
-        return result
+        return admin_change(metrics, what, fn)
 
     @router.get("/policy", summary="The repair policy: settings in force and per-arm statistics")
     async def get_policy() -> PolicyView:

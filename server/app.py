@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from ragmend import __version__
 from ragmend.engine import Engine
+from ragmend.engine.collections import Collections
 from ragmend.engine.outcome import Outcome
 from ragmend.errors import RagmendError, describe_validation
 from ragmend.rag.types import Turn
@@ -31,6 +32,7 @@ from ragmend.server.admin import admin_router
 from ragmend.server.admission import Admission
 from ragmend.server.auth import BearerAuth
 from ragmend.server.body_limit import StreamedBodyLimit
+from ragmend.server.collections_api import collections_router
 from ragmend.server.errors import error_response, exception_response
 from ragmend.server.lifecycle import shut_down
 from ragmend.server.mapping import answer_response, conversation, ready_status
@@ -38,6 +40,7 @@ from ragmend.server.metrics import Metrics
 from ragmend.server.openai_api import openai_router
 from ragmend.server.reload import ConfigReloader, watching
 from ragmend.server.schemas import AnswerRequest, AnswerResponse, ErrorResponse, ReadyStatus
+from ragmend.server.served_models import ServedModels
 from ragmend.settings import Settings
 
 log = logging.getLogger("ragmend.server")
@@ -82,6 +85,8 @@ def create_app(
     """
     owns_engine = engine is None  # closed at shutdown only when this app made it
     engine = engine or Engine(settings)
+    # The corpora besides the engine's (engine/collections.py): `model` picks one per request.
+    collections = Collections(engine)
     metrics = metrics or Metrics.for_engine(engine)
     # Bounded concurrency and queue, and the request deadline, of the model-calling endpoints.
     admission = Admission.from_settings(
@@ -95,6 +100,11 @@ def create_app(
             log.info("ready: %s", engine.status())
         except Exception:
             log.exception("loading failed; /readyz stays false")
+            return
+        try:
+            collections.load_declared()
+        except Exception:  # the default corpus serves; the failed collection says why when asked
+            log.exception("opening a declared collection failed")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -103,6 +113,7 @@ def create_app(
         with watching(reloader):
             yield
         await shut_down(admission, engine if owns_engine else None, settings.server.shutdown_timeout_s)
+        collections.close()
 
     app = FastAPI(
         title="ragmend",
@@ -112,6 +123,8 @@ def create_app(
         responses={400: {"model": ErrorResponse}, 503: {"model": ErrorResponse}},
     )
     app.state.engine = engine
+    app.state.collections = collections
+    models = ServedModels(collections)
     app.state.metrics = metrics
     app.state.admission = admission
 
@@ -180,8 +193,10 @@ def create_app(
         body = await to_thread.run_sync(metrics.exposition)
         return Response(body, media_type=metrics.content_type)
 
-    def respond(query: str, overrides: dict[str, Any] | None, history: tuple[Turn, ...]) -> Outcome:
-        outcome = engine.respond(query, overrides, history)
+    def respond(
+        target: Engine, query: str, overrides: dict[str, Any] | None, history: tuple[Turn, ...]
+    ) -> Outcome:
+        outcome = target.respond(query, overrides, history)
         metrics.observe(outcome)  # in the worker thread too: it may read the policy's budgets
         return outcome
 
@@ -191,12 +206,14 @@ def create_app(
         overrides = body.config
         if instructions:
             overrides = {**(overrides or {}), "instructions": instructions}
+        target = await to_thread.run_sync(models.engine_for, body.model, "model")
         # 503 when full, 504 late
-        outcome = await admission.run(respond, body.query, overrides, history)
+        outcome = await admission.run(respond, target, body.query, overrides, history)
         s = engine.settings.server  # the settings in force (a hot reload replaces them)
         return answer_response(outcome, s.answer_policy, s.citations)
 
-    app.include_router(openai_router(engine, metrics))  # /v1/chat/completions, /v1/models
+    app.include_router(openai_router(models, metrics))  # /v1/chat/completions, /v1/models
     app.include_router(admin_router(engine, metrics, Path(config_path) if config_path else None))
+    app.include_router(collections_router(collections, metrics))  # /admin/collections
 
     return app

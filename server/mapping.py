@@ -23,8 +23,10 @@ from ragmend.settings import AnswerPolicy
 
 if TYPE_CHECKING:
     from ragmend.engine import Engine
+    from ragmend.engine.collections import CollectionInfo
     from ragmend.engine.outcome import Outcome
     from ragmend.rag.ingest import IngestReport
+    from ragmend.rag.store import DocEntry
 
 # --- requests ------------------------------------------------------------------------------------
 
@@ -370,4 +372,28 @@ def index_refresh(report: IngestReport) -> api.IndexRefresh:
         embed_s=report.embed_s,
         write_s=report.write_s,
         chunks_per_s=report.chunks_per_s,
+    )
+
+
+def collection_view(info: CollectionInfo, model_name: str) -> api.CollectionView:
+    spec = info.spec
+    return api.CollectionView(
+        name=info.name,
+        model=model_name if info.name == "default" else f"{model_name}/{info.name}",
+        sources=[str(p) for p in spec.sources],
+        policy=spec.policy,
+        declared=spec.declared,
+        documents=info.documents,
+        generation=info.generation,
+    )
+
+
+def document_list(name: str, generation: str | None, docs: Mapping[str, DocEntry]) -> api.DocumentList:
+    return api.DocumentList(
+        collection=name,
+        generation=generation,
+        data=[
+            api.DocumentView(id=doc_id, title=d.title, source=d.source, chunks=len(d.node_ids))
+            for doc_id, d in sorted(docs.items())
+        ],
     )

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, NamedTuple, cast, get_args
 
+from anyio import to_thread
 from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 
@@ -31,7 +32,7 @@ from ragmend.engine.outcome import Outcome
 from ragmend.errors import InputError, RagmendError
 from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission, admission_of
-from ragmend.server.errors import ModelNotFound, UnsupportedParameter
+from ragmend.server.errors import UnsupportedParameter
 from ragmend.server.mapping import answer_response, conversation
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_schemas import (
@@ -49,6 +50,7 @@ from ragmend.server.openai_schemas import (
     unserved,
 )
 from ragmend.server.schemas import ErrorResponse
+from ragmend.server.served_models import ServedModels
 from ragmend.server.streaming import TextPipe, tail
 from ragmend.settings import AnswerPolicy
 
@@ -196,27 +198,14 @@ def sse(chunk: ChatCompletionChunk, include_usage: bool) -> str:
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
-    """The routes. The served name is read from the engine's settings at each request: a
-    configuration reload replaces them."""
+def openai_router(models: ServedModels, metrics: Metrics) -> APIRouter:
+    """The routes. The served names are read at each request: a configuration reload replaces
+    the settings, and collections come and go (server/served_models.py)."""
     router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
     started = int(time.time())
 
-    def served() -> str:
-        return engine.settings.server.model_name
-
-    def known_models() -> set[str]:
-        # The generator's own model string too, once loaded ("ragmend/smollm2-135m-instruct"...).
-        names = {served()}
-        if engine.models.is_loaded("generator"):
-            names.add(engine.models.generator.model)
-        return names
-
-    def model_not_found(model: str, param: str | None) -> ModelNotFound:
-        message = f"The model '{model}' does not exist; this server serves '{served()}' (GET /v1/models)."
-        return ModelNotFound(message, param)  # the app's handler answers and counts it (kind input)
-
     def respond(
+        engine: Engine,
         query: str,
         overrides: dict[str, Any] | None,
         history: tuple[Turn, ...],
@@ -226,9 +215,14 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
         metrics.observe(outcome)  # in the worker thread, as /v1/answer: it may read the policy
         return outcome
 
-    @router.get("/models", response_model=ModelList, summary="The served model (OpenAI list format)")
+    @router.get(
+        "/models",
+        response_model=ModelList,
+        summary="The served models: the default corpus and `<name>/<collection>` (OpenAI list format)",
+    )
     async def list_models() -> ModelList:
-        return ModelList(data=[ModelCard(id=served(), created=started)])
+        names = await to_thread.run_sync(models.names)
+        return ModelList(data=[ModelCard(id=name, created=started) for name in names])
 
     @router.get(
         "/models/{model:path}",
@@ -237,8 +231,7 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
         responses={404: ERRORS[404]},
     )
     async def get_model(model: str) -> ModelCard:
-        if model not in known_models():
-            raise model_not_found(model, None)
+        await to_thread.run_sync(models.engine_for, model, None)  # 404 for a name it does not serve
         return ModelCard(id=model, created=started)
 
     @router.post(
@@ -258,8 +251,7 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
     async def chat_completions(
         body: ChatCompletionRequest, admission: Annotated[Admission, Depends(admission_of)]
     ) -> ChatCompletion | StreamingResponse:
-        if body.model is not None and body.model not in known_models():
-            raise model_not_found(body.model, "model")
+        engine = await to_thread.run_sync(models.engine_for, body.model, "model")
         if (refused := unserved(body)) is not None:
             raise UnsupportedParameter(refused[1], refused[0])
         query, history, instructions = turn(body)
@@ -271,15 +263,16 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
         )
         if not body.stream or verify_first:
             # Bounded concurrency, queue and deadline like /v1/answer (503 when full, 504 late).
-            outcome = await admission.run(respond, query, overrides, history)
-            result = completion(outcome, body.model or served(), s.answer_policy, s.citations)
+            outcome = await admission.run(respond, engine, query, overrides, history)
+            result = completion(outcome, body.model or models.served, s.answer_policy, s.citations)
             if not body.stream:
                 return result
             return event_stream(held(result, bool(options and options.include_usage)))
-        return await live(admission, query, overrides, history, body)
+        return await live(admission, engine, query, overrides, history, body)
 
     async def live(
         admission: Admission,
+        engine: Engine,
         query: str,
         overrides: dict[str, Any] | None,
         history: tuple[Turn, ...],
@@ -288,12 +281,12 @@ def openai_router(engine: Engine, metrics: Metrics) -> APIRouter:
         """The first answer streamed as it is generated (server/streaming.py). An error before
         its first piece is an ordinary JSON error with its status; one after it, an error event."""
         pipe = TextPipe()
-        task = asyncio.ensure_future(admission.run(respond, query, overrides, history, pipe.put))
+        task = asyncio.ensure_future(admission.run(respond, engine, query, overrides, history, pipe.put))
         first = await pipe.first(task)
         if first is None:
             await task  # raises the request's error, answered as JSON with its status
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        opening = Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model or served())
+        opening = Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model or models.served)
 
         async def events() -> AsyncIterator[str]:
             yield sse(chunk(opening, Delta(role="assistant", content="")), include_usage)

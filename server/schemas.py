@@ -56,6 +56,12 @@ class AnswerRequest(BaseModel):
         "answer's style and language (never its grounding).",
         examples=[[{"role": "user", "content": "Who founded The Conversation?"}]],
     )
+    model: str | None = Field(
+        default=None,
+        description="Which corpus answers, as GET /v1/models names it: the server's model name (the "
+        "default corpus; also when omitted) or `<model name>/<collection>`.",
+        examples=["ragmend/handbook"],
+    )
 
 
 # --- one pipeline pass -------------------------------------------------------------------------
@@ -448,6 +454,51 @@ class IndexRefresh(BaseModel):
     embed_s: float
     write_s: float
     chunks_per_s: float
+
+
+class CollectionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        description="1-40 lower-case letters, digits or _, starting with a letter (not 'default').",
+        examples=["handbook"],
+    )
+    sources: list[str] = Field(
+        default=[],
+        description="Paths on the server its index refresh reads (directories, files, JSONL); empty: "
+        "only documents sent over HTTP.",
+    )
+    policy: Literal["shared", "own"] = Field(
+        default="shared",
+        description="shared: its repairs teach the default policy; own: a policy of its own.",
+    )
+
+
+class CollectionView(BaseModel):
+    name: str = Field(description="'default' for the default corpus.")
+    model: str = Field(description="The model name that selects it in chat and /v1/answer.")
+    sources: list[str]
+    policy: Literal["shared", "own"]
+    declared: bool = Field(description="Declared in the configuration (not deletable over HTTP).")
+    documents: int
+    generation: str | None = Field(description="Its index's current generation; null: no documents yet.")
+
+
+class CollectionList(BaseModel):
+    data: list[CollectionView]
+
+
+class DocumentView(BaseModel):
+    id: str
+    title: str
+    source: str = Field(description="The source path it was read from, or 'http' when sent over HTTP.")
+    chunks: int
+
+
+class DocumentList(BaseModel):
+    collection: str
+    generation: str | None
+    data: list[DocumentView]
 
 
 class ConfigView(BaseModel):
