@@ -330,6 +330,7 @@ class Engine:
             generator_s=generated.seconds,
             usage=dict(generated.usage),
             condensed_from=asked if query != asked else None,
+            collection=self.namespace,
         )
 
     def _respond(

@@ -28,6 +28,8 @@ class Outcome:
     # A chat follow-up as the user asked it, when condensing it with the conversation changed it
     # (the answer's query is then the condensed, standalone question).
     condensed_from: str | None = None
+    # The corpus that answered: "default", or a collection's name (engine/collections.py).
+    collection: str = "default"
 
     def total_usage(self) -> TokenCount:
         """The whole request's tokens; without a tally (an Outcome built by hand), the returned

@@ -180,6 +180,12 @@ class Metrics:
             buckets=REWARD_BUCKETS,
             registry=r,
         )
+        self.collection_requests = counter(
+            "ragmend_collection_requests_total",
+            "Answered requests by the corpus that answered: default, or a collection's name "
+            "(docs/collections.md; one series per collection, which admins create).",
+            ("collection",),
+        )
         self.generator_tokens = counter(
             "ragmend_generator_tokens_total",
             "Tokens of every generator call of the answered requests, by purpose (answer: first "
@@ -373,6 +379,7 @@ class Metrics:
             self.request_seconds.labels("rerank").observe(t.rerank_s)
         self.request_seconds.labels("generate").observe(t.generate_s)
         self.request_seconds.labels("total").observe(outcome.seconds)
+        self.collection_requests.labels(outcome.collection).inc()
         for purpose, tokens in outcome.usage.items():
             label = bounded(purpose, PURPOSES)
             self.generator_tokens.labels(label, TOKEN_KINDS[0]).inc(tokens.prompt_tokens)

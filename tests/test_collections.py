@@ -25,6 +25,7 @@ from ragmend.models.registry import ModelRegistry
 from ragmend.server.app import create_app
 from ragmend.settings import settings_with
 from tests.conftest import LiveServer
+from tests.test_metrics import value
 
 NOTES = [
     {
@@ -148,6 +149,11 @@ def test_collections_end_to_end(served: Served) -> None:
     )
     assert chat.status_code == 200 and chat.json()["model"] == "ragmend/notes"
     assert {p["doc_id"] for p in chat.json()["ragmend"]["evidence"]} <= {"n1", "n2"}
+
+    # Counted per corpus (the default one answered once, the collection twice).
+    text = httpx.get(url + "/metrics").text
+    assert value(text, "ragmend_collection_requests_total", collection="notes") == 2
+    assert value(text, "ragmend_collection_requests_total", collection="default") == 1
 
     # A file upload replaces one document and keeps the other.
     changed = [dict(NOTES[0], text=NOTES[0]["text"].replace("1723", "1724"))]
