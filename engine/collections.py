@@ -171,19 +171,18 @@ class Collections:
         log.info("collection %s deleted", name)
 
     def _drop_data(self, spec: CollectionSpec) -> None:
-        settings = collection_settings(self.default.settings, spec)
-        if settings.store.kind == "postgres":
-            engine = self._open(spec)
-            try:
-                engine.store.delete_namespace()  # type: ignore[attr-defined]  # PgIndexStore
-                if engine.kg is not None:
-                    engine.kg.store.db.delete_namespace()  # type: ignore[attr-defined]  # PgGraph
-                if spec.policy == "own":
-                    engine.policy.reset()
-            finally:
-                engine.close()
-        else:
-            shutil.rmtree(settings.data_dir, ignore_errors=True)
+        """Delete a collection's index, graph and own policy state, wherever they are."""
+        engine = self._open(spec)
+        try:
+            engine.store.delete_namespace()
+            if engine.kg is not None:
+                engine.kg.store.db.delete_namespace()
+            if spec.policy == "own":
+                engine.policy.reset()
+        finally:
+            engine.close()
+        if engine.settings.store.kind == "files":  # the policy file and the directories too
+            shutil.rmtree(engine.settings.data_dir, ignore_errors=True)
 
     def upsert_documents(
         self, name: str, docs: Sequence[SourceDocument], delete: Collection[str] = ()

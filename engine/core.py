@@ -411,8 +411,9 @@ class Engine:
 
     def close(self) -> None:
         """Release what holds files and connections: the policy's state store (unless it is the
-        default engine's, which a collection shares), the graph's."""
+        default engine's, which a collection shares), the graph's, the index's."""
         if self._policy is not None and self._owns_policy:
             self._policy.close()
         if self.kg is not None:
             self.kg.close()
+        self.store.close()

@@ -56,6 +56,7 @@ class GraphDatabase(Protocol):
 
     def writing(self) -> contextlib.AbstractContextManager[GraphTx]: ...
     def reading(self) -> contextlib.AbstractContextManager[GraphTx]: ...
+    def delete_namespace(self) -> None: ...  # drop this graph (a deleted collection's)
     def close(self) -> None: ...
 
 
@@ -131,6 +132,11 @@ class SqliteGraph:
 
     def reading(self) -> contextlib.AbstractContextManager[GraphTx]:
         return self._open("DEFERRED")
+
+    def delete_namespace(self) -> None:
+        """Delete the database file (and its WAL)."""
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     def close(self) -> None:
         """Nothing held: each transaction opens and closes its own connection."""

@@ -151,6 +151,10 @@ class IndexBackend(Protocol):
 
     def write(self, manifest: Manifest, nodes: list[TextNode], matrix: np.ndarray) -> str: ...
 
+    def delete_namespace(self) -> None: ...  # forget every generation (a deleted collection)
+
+    def close(self) -> None: ...
+
 
 @dataclass(frozen=True)
 class IndexSnapshot:
@@ -186,6 +190,13 @@ class IndexSnapshot:
 class IndexStore:
     def __init__(self, root: Path):
         self.root = Path(root)
+
+    def delete_namespace(self) -> None:
+        """Remove the index directory (a deleted collection's)."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def close(self) -> None:
+        """Nothing held: each read opens its files."""
 
     # -- reading ------------------------------------------------------------------------------
 
