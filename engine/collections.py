@@ -134,7 +134,11 @@ class Collections:
         build that fails removes the record and what was written: nothing half made stays."""
         check_name(spec.name)
         for path in spec.sources:
-            if not path.exists():
+            try:
+                found = path.exists()
+            except (OSError, ValueError) as e:  # a name too long, a NUL byte
+                raise InputError(f"sources: {str(path)[:200]!r} is not a usable path: {e}") from None
+            if not found:
                 raise InputError(f"sources: {path} does not exist on this server")
         with self._lock:
             if spec.name in self.specs(fresh=True):

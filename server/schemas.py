@@ -16,7 +16,7 @@ type allows it), and a field added here must be filled by mapping.py.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -461,10 +461,12 @@ class CollectionCreate(BaseModel):
 
     name: str = Field(
         description="1-40 lower-case letters, digits or _, starting with a letter (not 'default').",
+        pattern=r"^[a-z][a-z0-9_]{0,39}$",
         examples=["handbook"],
     )
-    sources: list[str] = Field(
+    sources: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
         default=[],
+        max_length=100,
         description="Paths on the server its index refresh reads (directories, files, JSONL); empty: "
         "only documents sent over HTTP.",
     )

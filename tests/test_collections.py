@@ -178,6 +178,8 @@ def test_collections_end_to_end(served: Served) -> None:
 
     # Names and duplicates.
     assert admin.post(C, json={"name": "Bad-Name"}).status_code == 400
+    assert admin.post(C, json={"name": "default"}).status_code == 400
+    assert admin.post(C, json={"name": "nul", "sources": ["a\u0000b"]}).status_code == 400
     assert admin.post(C, json={"name": "notes"}).status_code == 409
     assert admin.post(C, json={"name": "missing", "sources": ["/no/such/path"]}).status_code == 400
     assert ask(url, "ragmend/nowhere").status_code == 404
