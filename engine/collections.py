@@ -63,6 +63,7 @@ class Collections:
         self._registry = open_registry(default.settings)
         self._lock = threading.RLock()
         self._engines: dict[str, Engine] = {}
+        self._opening: dict[str, threading.Lock] = {}  # one opening at a time per collection
         self._created: dict[str, CollectionSpec] = {}
         self._read_at = float("-inf")
         self._unfollow = default.on_tunables(self._follow)
@@ -91,21 +92,28 @@ class Collections:
         return sorted(self.specs())
 
     def get(self, name: str | None) -> Engine:
-        """The engine serving `name` (None or "default": the default corpus); opened on first use."""
+        """The engine serving `name` (None or "default": the default corpus); opened on first use.
+        Opening one collection (a declared one may build its index) holds up only requests for
+        that collection, not the others."""
         if name is None or name == DEFAULT_NAMESPACE:
             return self.default
+        spec = self.specs().get(name) or self.specs(fresh=True).get(name)  # fresh: created elsewhere
+        if spec is None:
+            raise NotFound(f"no collection '{name}' (GET /admin/collections lists them)")
         with self._lock:
             engine = self._engines.get(name)
-            if engine is not None and name in self.specs():
-                return engine
-            specs = self.specs()
-            spec = specs.get(name) or self.specs(fresh=True).get(name)
-            if spec is None:
-                raise NotFound(f"no collection '{name}' (GET /admin/collections lists them)")
-            engine = self._open(spec)
-            # A collection another replica created is opened, not built: its ingest is theirs.
-            engine.load(build_index=spec.declared, roles=())
-            self._engines[name] = engine
+            gate = self._opening.setdefault(name, threading.Lock())
+        if engine is not None:
+            return engine
+        with gate:
+            with self._lock:
+                engine = self._engines.get(name)
+            if engine is None:
+                engine = self._open(spec)
+                # A collection another replica created is opened, not built: its ingest is theirs.
+                engine.load(build_index=spec.declared, roles=())
+                with self._lock:
+                    self._engines[name] = engine
             return engine
 
     def open(self, name: str) -> Engine:
