@@ -70,7 +70,7 @@ def test_the_example_config_loads_and_shows_the_defaults() -> None:
     example = Path(__file__).resolve().parent.parent / "deploy" / "ragmend.example.yaml"
     loaded = load_settings(example)
     defaults = load_settings()
-    for section in ("models", "rag", "diagnosis", "kg", "policy", "server", "store"):
+    for section in ("models", "rag", "diagnosis", "kg", "policy", "server", "store", "collections"):
         assert getattr(loaded, section) == getattr(defaults, section), section
 
 
