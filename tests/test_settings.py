@@ -134,3 +134,14 @@ def test_one_wording_for_validation_errors() -> None:
         Inner.model_validate(3)
     assert describe_validation(root.value).startswith("(root): ")
     assert describe_validation(root.value, empty="body").startswith("body: ")
+
+
+def test_collection_names_are_checked() -> None:
+    s = load_settings(collections={"handbook": {"sources": ["/srv/h"], "policy": "own"}})
+    handbook = s.collections["handbook"]
+    assert handbook.policy == "own" and handbook.sources == (Path("/srv/h"),)
+    for bad in ("Handbook", "default", "1st", "a-b", "x" * 41):
+        with pytest.raises(ConfigError, match="collection name"):
+            load_settings(collections={bad: {}})
+    with pytest.raises(ConfigError, match="policy"):
+        load_settings(collections={"h": {"policy": "mine"}})
