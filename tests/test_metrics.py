@@ -38,7 +38,7 @@ from ragmend.rag.types import Answer, RAGConfig, StageTimings
 from ragmend.server import metrics as m
 from ragmend.server.app import create_app
 from ragmend.server.metrics import Metrics
-from ragmend.settings import PolicySettings, Settings, load_settings, settings_with
+from ragmend.settings import COLLECTION_NAME, PolicySettings, Settings, load_settings, settings_with
 from tests.conftest import REPO, LiveServer, sample_questions
 
 DEPLOY = REPO / "deploy"
@@ -91,6 +91,9 @@ ACTION_LABELLED = {
 }
 # Families whose label values are not a closed set by design: one series at a time.
 FREE_LABELS = {("ragmend_build_info", "version"), ("ragmend_index_info", "generation")}
+# Label values the operator's configuration bounds: "default" or a collection's name (one series
+# per collection, which admins declare or create; ragmend.settings.COLLECTION_NAME).
+CONFIGURED_LABELS = {("ragmend_collection_requests", "collection")}
 
 
 # --- values built from the real dataclasses --------------------------------------------------------
@@ -461,6 +464,9 @@ def assert_closed_label_sets(text: str) -> None:
         for s in fam.samples:
             for label, v in s.labels.items():
                 if label == "le" or (name, label) in FREE_LABELS:
+                    continue
+                if (name, label) in CONFIGURED_LABELS:
+                    assert v == "default" or re.fullmatch(COLLECTION_NAME, v), f"{name}{{{label}={v!r}}}"
                     continue
                 if label == "action" and name in ACTION_LABELLED:
                     allowed: Iterable[str] = (*ACTIONS, m.OTHER)

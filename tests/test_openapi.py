@@ -63,6 +63,8 @@ def classes_in(annotation: Any) -> set[type]:
         return {annotation}
     if typing.get_origin(annotation) is typing.Literal:
         return set()
+    if typing.get_origin(annotation) is typing.Annotated:  # the type, not its constraints
+        return classes_in(typing.get_args(annotation)[0])
     found: set[type] = set()
     origin = typing.get_origin(annotation)
     if isinstance(origin, type) and origin is not types.UnionType:
