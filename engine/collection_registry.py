@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,23 +98,15 @@ class PgRegistry:
     def __init__(self, dsn: str, timeout_s: float):
         self.dsn = dsn
         self.timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._conn: list[Any] = [None]
-        with self._connection() as conn:
-            pg.require_current(conn, dsn)
-
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[Any]:
-        with self._lock, pg.reconnecting(self._conn, self.dsn, self.timeout_s) as conn:
-            yield conn
+        self._db = pg.ProcessConnection(dsn, timeout_s)
 
     def list(self) -> dict[str, CollectionSpec]:
-        with self._connection() as conn:
+        with self._db.use() as conn:
             rows = conn.execute("SELECT name, spec FROM ragmend_collections ORDER BY name").fetchall()
         return {name: CollectionSpec.from_json(name, spec) for name, spec in rows}
 
     def add(self, spec: CollectionSpec) -> None:
-        with self._connection() as conn:
+        with self._db.use() as conn:
             row = conn.execute(
                 "INSERT INTO ragmend_collections (name, spec) VALUES (%s, %s) "
                 "ON CONFLICT (name) DO NOTHING RETURNING name",
@@ -125,13 +116,9 @@ class PgRegistry:
             raise Conflict(f"collection '{spec.name}' exists")
 
     def remove(self, name: str) -> bool:
-        with self._connection() as conn:
+        with self._db.use() as conn:
             row = conn.execute("DELETE FROM ragmend_collections WHERE name = %s RETURNING name", (name,))
             return row.fetchone() is not None
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn[0] is not None:
-                with contextlib.suppress(Exception):
-                    self._conn[0].close()
-                self._conn[0] = None
+        self._db.close()

@@ -11,7 +11,6 @@ their arrays only when the generation counter moved.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -28,10 +27,7 @@ class PgGraph:
         self.dsn = dsn
         self.namespace = namespace
         self.timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._conn: list[Any] = [None]
-        with self._lock, pg.reconnecting(self._conn, dsn, timeout_s) as conn:
-            pg.require_current(conn, dsn)
+        self._db = pg.ProcessConnection(dsn, timeout_s)
 
     @property
     def location(self) -> str:
@@ -52,7 +48,7 @@ class PgGraph:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[GraphTx]:
-        with self._lock, pg.reconnecting(self._conn, self.dsn, self.timeout_s) as conn, conn.transaction():
+        with self._db.use() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             yield _PgTx(conn, self.namespace)
 
@@ -63,11 +59,7 @@ class PgGraph:
             tx.drop()
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn[0] is not None:
-                with contextlib.suppress(Exception):
-                    self._conn[0].close()
-                self._conn[0] = None
+        self._db.close()
 
 
 class _PgTx:

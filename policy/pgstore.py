@@ -10,7 +10,6 @@ acknowledged. The schema comes from `ragmend db migrate` (ragmend/pg.py).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,10 +45,7 @@ class PostgresStore:
         self.dsn = dsn
         self.namespace = namespace
         self.timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._conn: list[Any] = [None]
-        with self._lock, pg.reconnecting(self._conn, dsn, timeout_s) as conn:
-            pg.require_current(conn, dsn)
+        self._db = pg.ProcessConnection(dsn, timeout_s)
 
     def __repr__(self) -> str:
         return f"PostgresStore({pg.describe(self.dsn)!r}, namespace={self.namespace!r})"
@@ -71,7 +67,7 @@ class PostgresStore:
 
     def load(self, feature_names: Sequence[str], arms: Sequence[str]) -> PolicyState:
         names = tuple(feature_names)
-        with self._lock, pg.reconnecting(self._conn, self.dsn, self.timeout_s) as conn, conn.transaction():
+        with self._db.use() as conn, conn.transaction():
             stored = self._layout(conn)
             check_layout(stored, names, f"{self!r}")
             if stored is None:
@@ -102,20 +98,20 @@ class PostgresStore:
             "xtx": np.outer(x, x).ravel().tolist(),
             "xty": (float(reward) * x).tolist(),
         }
-        with self._lock, pg.reconnecting(self._conn, self.dsn, self.timeout_s) as conn, conn.transaction():
+        with self._db.use() as conn, conn.transaction():
             row = conn.execute(_UPSERT, params).fetchone()
         return _decode(row, dim)
 
     def export_state(self) -> PolicyState:
         # REPEATABLE READ: the layout and every arm from one snapshot.
-        with self._lock, pg.reconnecting(self._conn, self.dsn, self.timeout_s) as conn, conn.transaction():
+        with self._db.use() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             names = self._layout(conn) or ()
             arms = self._arms(conn, len(names)) if names else {}
         return PolicyState(names, arms)
 
     def import_state(self, state: PolicyState) -> None:
-        with self._lock, pg.reconnecting(self._conn, self.dsn, self.timeout_s) as conn, conn.transaction():
+        with self._db.use() as conn, conn.transaction():
             self._clear(conn)
             conn.execute(
                 "INSERT INTO ragmend_policy_meta VALUES (%s, 'feature_names', %s)",
@@ -132,7 +128,7 @@ class PostgresStore:
                 )  # fmt: skip
 
     def reset(self) -> None:
-        with self._lock, pg.reconnecting(self._conn, self.dsn, self.timeout_s) as conn, conn.transaction():
+        with self._db.use() as conn, conn.transaction():
             self._clear(conn)
 
     def _clear(self, conn: Any) -> None:
@@ -140,10 +136,7 @@ class PostgresStore:
         conn.execute("DELETE FROM ragmend_policy_meta WHERE namespace = %s", (self.namespace,))
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn[0] is not None:
-                self._conn[0].close()
-                self._conn[0] = None
+        self._db.close()
 
 
 def _decode(row: Sequence[Any], dim: int) -> ArmStats:

@@ -46,7 +46,17 @@ class IngestReport:
     @classmethod
     def unchanged_index(cls, generation: str | None, documents: int, chunks: int) -> IngestReport:
         """What a refresh with no sources to read reports: nothing read, nothing written."""
-        return cls(generation or "", documents, 0, 0, documents, 0, chunks, 0, 0.0)
+        return cls(
+            generation=generation or "",
+            documents=documents,
+            added=0,
+            updated=0,
+            unchanged=documents,
+            removed=0,
+            chunks=chunks,
+            embedded_chunks=0,
+            seconds=0.0,
+        )
 
     @property
     def chunks_per_s(self) -> float:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -109,11 +108,8 @@ class PgIndexStore:
         self.namespace = namespace
         self.table = table_name(namespace)
         self.timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._conn: list[Any] = [None]
+        self._db = pg.ProcessConnection(dsn, timeout_s)
         self._stores: dict[int, Any] = {}
-        with self._connection() as conn:
-            pg.require_current(conn, dsn)
 
     @property
     def location(self) -> str:
@@ -121,10 +117,8 @@ class PgIndexStore:
 
     root = location  # what logs print for the file index's directory
 
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[Any]:
-        with self._lock, pg.reconnecting(self._conn, self.dsn, self.timeout_s) as conn:
-            yield conn
+    def _connection(self) -> contextlib.AbstractContextManager[Any]:
+        return self._db.use()
 
     def vector_store(self, dim: int) -> Any:
         """PGVectorStore for this namespace's table (created on first use, with its text column)."""
@@ -270,10 +264,7 @@ class PgIndexStore:
             conn.execute(f"DROP TABLE IF EXISTS data_{self.table}")
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn[0] is not None:
-                self._conn[0].close()
-                self._conn[0] = None
+        self._db.close()
 
 
 def _sqlalchemy_url(dsn: str, driver: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -248,6 +249,32 @@ def reconnecting(conn_box: list[psycopg.Connection | None], dsn: str, timeout_s:
             conn.close()
         conn_box[0] = None
         raise StoreUnavailable(f"PostgreSQL at {describe(dsn)}: {_first_line(e)}") from None
+
+
+class ProcessConnection:
+    """The one connection a process keeps to the shared database for a store: used by one caller
+    at a time (under its lock), reopened after it breaks (`reconnecting`), and checked against
+    the schema this ragmend reads when the store opens."""
+
+    def __init__(self, dsn: str, timeout_s: float):
+        self.dsn = dsn
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._box: list[psycopg.Connection | None] = [None]
+        with self.use() as conn:
+            require_current(conn, dsn)
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[Any]:
+        with self._lock, reconnecting(self._box, self.dsn, self.timeout_s) as conn:
+            yield conn
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._box[0] = self._box[0], None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
 
 def create_database(dsn: str, name: str, *, replace: bool = False, migrated: bool = True) -> str:
