@@ -42,12 +42,12 @@ def verdict_fit(
 
     Example: ragmend verdict fit --out ragmend/assets/verdict/verdict.json
     """
-    from ragmend.bench.suites.answers import case_sets, unanswerable_workspace
+    from ragmend.bench.suites.answers import case_sets, recorded_cases, unanswerable_workspace
     from ragmend.corpora.readers import read_jsonl
     from ragmend.engine import Engine
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_text
-    from ragmend.train.verdict import Example, examples, fit_verdict
+    from ragmend.train.verdict import Example, examples, fit_verdict, refresh_text_features
 
     saved = workdir / "verdict-examples-dev.jsonl"
 
@@ -57,6 +57,13 @@ def verdict_fit(
             if not saved.exists():
                 raise InputError(f"--reuse: no examples at {saved}; run without --reuse first")
             exs = [Example.from_json(r) for r in read_jsonl(saved)]
+            if not all(ex.id for ex in exs):
+                raise InputError(f"--reuse: the examples at {saved} predate case ids; run without --reuse")
+            # Text features (novelty, ...) as today's diagnoser computes them: no NLI runs again.
+            ws = unanswerable_workspace(workdir, data_root)
+            exs = refresh_text_features(
+                exs, recorded_cases(ws, data_root, "dev", sorted({ex.set for ex in exs}))
+            )
         else:
             ws = unanswerable_workspace(workdir, data_root)
             ws.prepare()
@@ -99,6 +106,18 @@ def verdict_score(
         ),
     ],
     verdict: Annotated[str, typer.Option(help='A verdict file, or "bundled".')] = "bundled",
+    split: Annotated[str, typer.Option(help="The split the rows are of (dev or test).")] = "test",
+    workdir: Annotated[
+        Path, typer.Option(help="bench detect's workdir (the local generator's answers).")
+    ] = DEFAULT_WORKDIR,
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            help="Compute the text features (novelty, ...) afresh from each row's case, as today's "
+            "diagnoser does, instead of reading them from the row."
+        ),
+    ] = True,
     doc: Annotated[Path | None, typer.Option(help="Write the result to this JSON file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
@@ -109,8 +128,9 @@ def verdict_score(
 
     Example: ragmend verdict score --rows var/detect/detect-test-hotpotqa+unanswerable-rows.jsonl --verdict F
     """
+    from ragmend.bench.suites.answers import recorded_cases, unanswerable_workspace
     from ragmend.bench.suites.detect import rescore, summaries
-    from ragmend.corpora.readers import read_jsonl
+    from ragmend.corpora.readers import Split, read_jsonl
     from ragmend.diagnosis.verdict import open_verdict
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
@@ -125,9 +145,22 @@ def verdict_score(
                 raise InputError(f"--rows: {path} not found (run ragmend bench detect first)")
             for r in read_jsonl(path):
                 by_set.setdefault(r["set"], []).append(r)
+        if split not in ("dev", "test"):
+            raise InputError(f"--split: dev or test, not {split!r}")
+        of_split: Split = "dev" if split == "dev" else "test"
         threshold = settings().diagnosis.relevance_threshold
-        result = summaries({k: rescore(v, model, threshold) for k, v in by_set.items()})
-        result["setup"] = {"verdict": verdict, "rows": [str(p) for p in rows], "threshold": model.threshold}
+        cases = (
+            recorded_cases(unanswerable_workspace(workdir, data_root), data_root, of_split, sorted(by_set))
+            if refresh
+            else None
+        )
+        result = summaries({k: rescore(v, model, threshold, cases) for k, v in by_set.items()})
+        result["setup"] = {
+            "verdict": verdict,
+            "rows": [str(p) for p in rows],
+            "threshold": model.threshold,
+            "text_features": "computed afresh from the cases" if refresh else "as recorded",
+        }
         if doc:
             atomic_write_json(doc, result)
         show(result, as_json)

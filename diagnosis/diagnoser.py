@@ -44,7 +44,13 @@ from ragmend.diagnosis.types import (
     Thresholds,
     Verdict,
 )
-from ragmend.diagnosis.verdict import VerdictModel, answer_features, claim_features, derive_failure
+from ragmend.diagnosis.verdict import (
+    VerdictModel,
+    answer_features,
+    claim_features,
+    derive_failure,
+    text_features,
+)
 
 
 class NLIModel(Protocol):
@@ -112,6 +118,12 @@ class DiagnosisOptions:
 
 def premise_text(p: EvidencePassage) -> str:
     return f"{p.title}: {p.text}" if p.title else p.text
+
+
+def case_text_features(query: str, passages: Sequence[EvidencePassage], response: str) -> dict[str, float]:
+    """The verdict's features that are functions of the texts alone, as `diagnose` computes them:
+    what examples and benchmark rows recorded before such a feature are given from their cases."""
+    return text_features(query, response, [premise_text(p) for p in passages])
 
 
 def premise_windows(p: EvidencePassage, sentences: int) -> list[str]:

@@ -51,6 +51,36 @@ def content_words(text: str) -> set[str]:
     return {w for w in normalise(text).split() if w not in _FUNCTION_WORDS}
 
 
+# Words too common to say anything new when an answer uses them and the evidence does not.
+_COMMON_WORDS = _FUNCTION_WORDS | frozenset(
+    """also very just only own same too so such can could will would should may might into about
+    over after before during all any each other more most some s t were while both however""".split()  # noqa: SIM905
+)
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+
+def _stem(word: str) -> str:
+    """A crude stem ("located" and "locate", "hotels" and "hotel" meet): enough to compare words,
+    never shown."""
+    for suffix in _SUFFIXES:
+        if len(word) > 4 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def novel_words(text: str, evidence: Sequence[str], exclude: str = "") -> tuple[float, int]:
+    """(share, count) of `text`'s content words, repeats counted, that neither the evidence nor
+    `exclude` (the question) holds. Content a response adds beyond its sources is where RAG
+    hallucinations live (RAGTruth's "baseless info"), and an NLI model reading a long on-topic
+    premise does not see it; (0.0, 0) for a text with no content word."""
+    words = [w for w in normalise(text).split() if w not in _COMMON_WORDS]
+    if not words:
+        return 0.0, 0
+    known = {_stem(w) for w in normalise(" ".join([*evidence, exclude])).split()}
+    novel = sum(_stem(w) not in known for w in words)
+    return novel / len(words), novel
+
+
 def key_spans(text: str) -> list[str]:
     """Names and numbers a text asserts: capitalised runs (leading stop words dropped), numbers
     and quoted titles, each once, in order."""

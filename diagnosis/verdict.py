@@ -8,7 +8,8 @@ features, fitted on DEV answers and RAGTruth's train sample (`ragmend verdict fi
   in the evidence;
 - per answer: the claims' support (mean and weakest) and the highest claim P(unsupported), the
   query statement's support, the answer's key-span coverage, its relevance to the question
-  (entity overlap, answer type), the question's coverage by one passage, the cross-encoder's
+  (entity overlap, answer type), the share of its content words the evidence does not hold
+  (novelty), the question's coverage by one passage, the cross-encoder's
   relevance of the best passage to the question (answerability), the query-evidence
   similarity, EGC, whether the response abstains, and the generator's confidence (its mean and
   lowest token log-probability) where its engine reports it.
@@ -32,7 +33,13 @@ from typing import Any
 import numpy as np
 
 import ragmend
-from ragmend.diagnosis.spans import answer_relevance, best_passage_coverage, span_coverage
+from ragmend.diagnosis.spans import (
+    answer_relevance,
+    best_passage_coverage,
+    normalise,
+    novel_words,
+    span_coverage,
+)
 from ragmend.diagnosis.types import FailureType, HypothesisVerdict, Kappa
 from ragmend.errors import ConfigError
 from ragmend.fileio import atomic_write_text
@@ -50,6 +57,8 @@ ANSWER_FEATURES = (
     "claim_p_max",
     "statement_entail",
     "span_coverage",
+    "novel_share",
+    "novel_count",
     "entity_overlap",
     "type_match",
     "question_coverage",
@@ -75,6 +84,8 @@ SIGNS: dict[str, int] = {
     "claim_p_max": 1,
     "statement_entail": -1,
     "span_coverage": -1,
+    "novel_share": 1,
+    "novel_count": 1,
     "entity_overlap": -1,
     "type_match": -1,
     "question_coverage": -1,
@@ -110,8 +121,8 @@ class LinearScore:
     coef: tuple[float, ...]
     intercept: float
 
-    def probability(self, x: Mapping[str, float]) -> float:
-        z = self.intercept
+    def probability(self, x: Mapping[str, float], intercept: float | None = None) -> float:
+        z = self.intercept if intercept is None else intercept
         for name, m, s, c in zip(self.features, self.mean, self.scale, self.coef, strict=True):
             z += c * (x.get(name, NEUTRAL.get(name, m)) - m) / s
         return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
@@ -165,12 +176,29 @@ class GeneratedAnswers:
 
 
 @dataclass(frozen=True)
+class Profile:
+    """The answer model's baseline and operating point for one kind of text judged: the weights
+    are shared (what a signal means does not change), the base rate and the scale of the signals
+    do (a claim given to check is one sentence; a summary is ten)."""
+
+    intercept: float
+    threshold: float
+
+
+def profile_of(features: Mapping[str, float]) -> str:
+    """The kind of text an answer is: a claim given to check (the response is the query itself),
+    or a response to a question or a task."""
+    return "claim" if features.get("restates_query") else "response"
+
+
+@dataclass(frozen=True)
 class VerdictModel:
     claim: LinearScore
     answer: LinearScore
     threshold: float  # P(unsupported) at or above which an answer fails (fitted on dev)
     about: dict[str, Any] = field(default_factory=dict)  # what it was fitted on, and its dev figures
     generated: GeneratedAnswers | None = None  # for answers with the generator's log-probabilities
+    profiles: Mapping[str, Profile] = field(default_factory=dict)  # by profile_of; absent: the above
 
     def score(
         self, features: Mapping[str, float], claims: Sequence[Mapping[str, float]]
@@ -180,6 +208,8 @@ class VerdictModel:
         x = {**features, "claim_p_max": max((self.claim.probability(c) for c in claims), default=1.0)}
         if self.generated is not None and "logprob_mean" in x:
             return self.generated.answer.probability(x), self.generated.threshold
+        if (profile := self.profiles.get(profile_of(x))) is not None:
+            return self.answer.probability(x, profile.intercept), profile.threshold
         return self.answer.probability(x), self.threshold
 
     @staticmethod
@@ -192,6 +222,10 @@ class VerdictModel:
                 float(d["threshold"]),
                 dict(d.get("about", {})),
                 GeneratedAnswers.from_json(d["generated"]) if d.get("generated") else None,
+                {
+                    name: Profile(float(p["intercept"]), float(p["threshold"]))
+                    for name, p in (d.get("profiles") or {}).items()
+                },
             )
         except FileNotFoundError:
             raise ConfigError(f"verdict model {path} not found (diagnosis.verdict)") from None
@@ -204,6 +238,10 @@ class VerdictModel:
             "answer": self.answer.as_json(),
             "threshold": self.threshold,
             "generated": self.generated.as_json() if self.generated else None,
+            "profiles": {
+                name: {"intercept": p.intercept, "threshold": p.threshold}
+                for name, p in self.profiles.items()
+            },
             "about": self.about,
         }
         atomic_write_text(Path(path), json.dumps(body, indent=2) + "\n")
@@ -265,6 +303,7 @@ def answer_features(
     }
     if (cov := span_coverage(response, evidence, exclude=query)) is not None:
         features["span_coverage"] = cov
+    features.update(text_features(query, response, evidence))
     if relevance is not None and len(relevance):
         features["relevance"] = float(np.max(relevance))
     if token_logprobs:
@@ -273,6 +312,18 @@ def answer_features(
         features["logprob_mean"] = float(np.mean(token_logprobs))
         features["logprob_min"] = float(min(token_logprobs))
     return features
+
+
+def text_features(query: str, response: str, evidence: Sequence[str]) -> dict[str, float]:
+    """What the response says that its evidence does not (the share of its content words absent
+    from the evidence and the question, and how many, log1p), and whether the response is the
+    query itself (a claim given to check: its profile, not a signal). Pure functions of the texts,
+    so examples and benchmark rows recorded before them can be given them from their cases."""
+    restates = normalise(query) == normalise(response)
+    # Restating the question asserts nothing new, so its words are not novel; a response that IS
+    # the query (a claim to check) is judged against the evidence alone.
+    share, count = novel_words(response, evidence, exclude="" if restates else query)
+    return {"novel_share": share, "novel_count": float(np.log1p(count)), "restates_query": float(restates)}
 
 
 def fit_score(
@@ -285,16 +336,71 @@ def fit_score(
     """Fit one score on feature rows. A missing feature takes its neutral value, or where it has
     none (the generator's log-probabilities, absent from given responses) the mean of the rows
     that have it: as `LinearScore.probability` reads a missing one, it then moves nothing."""
-    x = np.array([[r.get(f, NEUTRAL.get(f, np.nan)) for f in features] for r in rows], dtype=np.float64)
-    for j in range(x.shape[1]):
-        seen = ~np.isnan(x[:, j])
-        x[~seen, j] = x[seen, j].mean() if seen.any() else 0.0
+    x = _matrix(rows, features)
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
     signs = np.array([SIGNS.get(f, 0) for f in features], dtype=np.float64)
     fitted = fit_logistic(
         x, np.asarray(labels, dtype=bool), l2=1.0, balanced=balanced, weights=w, signs=signs
     )
     return LinearScore.of(features, fitted)
+
+
+def fit_stratified(
+    rows: Sequence[Mapping[str, float]],
+    labels: Sequence[bool] | np.ndarray,
+    features: Sequence[str],
+    strata: Sequence[str],
+    weights: Sequence[float] | None = None,
+) -> tuple[LinearScore, dict[str, float]]:
+    """One score fitted within strata: each stratum (a kind of text) has its own intercept, so
+    the weights say how a signal moves P(unsupported) among texts of one kind, not how the kinds
+    differ. Pooled, a mix confounds the two: the local generator's short answers are mostly wrong
+    and add no words to their evidence, so a pooled fit learns that new words LOWER the risk,
+    which is the reverse of what they mean within every data set. Returns the score (its
+    intercept the strata's mean) and each stratum's intercept."""
+    names = sorted(set(strata))
+    x = _matrix(rows, features)
+    dummies = np.array([[s == n for n in names[1:]] for s in strata], dtype=np.float64).reshape(
+        len(strata), -1
+    )
+    signs = np.array([SIGNS.get(f, 0) for f in features] + [0] * (len(names) - 1), dtype=np.float64)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    fitted = fit_logistic(
+        np.column_stack([x, dummies]),
+        np.asarray(labels, dtype=bool),
+        l2=1.0,
+        balanced=False,
+        weights=w,
+        signs=signs,
+    )
+    k = len(features)
+    # A stratum's intercept: the shared one plus its indicator columns' standardised terms.
+    d_coef, d_mean, d_scale = fitted.coef[k:], fitted.mean[k:], fitted.scale[k:]
+    intercepts = {
+        n: float(
+            fitted.intercept
+            + sum(
+                c * (float(i == j) - m) / s
+                for j, (c, m, s) in enumerate(zip(d_coef, d_mean, d_scale, strict=True))
+            )
+        )
+        for i, n in enumerate(names, start=-1)
+    }
+    mean_intercept = float(np.mean(list(intercepts.values())))
+    score = LinearScore.of(
+        features, Logistic(fitted.mean[:k], fitted.scale[:k], fitted.coef[:k], mean_intercept)
+    )
+    return score, {n: round(v, 6) for n, v in intercepts.items()}
+
+
+def _matrix(rows: Sequence[Mapping[str, float]], features: Sequence[str]) -> np.ndarray:
+    """The rows' features as a matrix; a missing one takes its neutral value, or the mean of the
+    rows that have it."""
+    x = np.array([[r.get(f, NEUTRAL.get(f, np.nan)) for f in features] for r in rows], dtype=np.float64)
+    for j in range(x.shape[1]):
+        seen = ~np.isnan(x[:, j])
+        x[~seen, j] = x[seen, j].mean() if seen.any() else 0.0
+    return x
 
 
 def derive_failure(

@@ -235,3 +235,94 @@ def test_answers_of_the_generator_have_their_own_model_and_the_file_keeps_it(tmp
     assert t == 0.3 and p_unsure > 0.9 > 0.1 > p_sure
     model.save(tmp_path / "v.json")
     assert open_verdict(str(tmp_path / "v.json")) == model
+
+
+def test_novelty_counts_the_words_the_evidence_never_says() -> None:
+    from ragmend.diagnosis.spans import novel_words
+
+    evidence = ["Sydney is the largest city in Australia.", "The hotels of Sydney are near the harbour."]
+    question = "What is the capital of Australia?"
+    # "capital" and "Australia" restate the question; "Canberra" is said by nothing.
+    assert novel_words("Canberra is the capital of Australia.", evidence, exclude=question) == (1 / 3, 1)
+    # Inflections meet ("hotel" / "hotels"); function words never count.
+    assert novel_words("Sydney has a hotel by the harbour.", evidence) == (0.0, 0)
+    assert novel_words("It is.", evidence) == (0.0, 0)
+
+
+def test_a_claim_given_to_check_is_judged_against_the_evidence_alone() -> None:
+    from ragmend.diagnosis.verdict import profile_of, text_features
+
+    evidence = ["Little Dorrit is a novel by Charles Dickens, published in the 1850s."]
+    claim = "Little Dorrit is a novel by Charles Dickens written in the 1950s."
+    # The claim is the query: its words are not "restated", so 1950s counts as new.
+    x = text_features(claim, claim, evidence)
+    assert x["restates_query"] == 1.0 and x["novel_share"] > 0 and profile_of(x) == "claim"
+    answer = text_features("Who wrote Little Dorrit?", "Charles Dickens wrote it.", evidence)
+    assert answer["novel_share"] == 0.0 and profile_of(answer) == "response"
+
+
+def test_a_fit_within_strata_keeps_the_direction_a_pooled_fit_reverses() -> None:
+    """Two kinds of text: one with many new words and few failures, one with few new words and
+    many failures. Within each kind, more new words mean more failures; pooled, the kinds'
+    difference reverses the sign (Simpson's paradox). log_claims has no sign constraint."""
+    from ragmend.diagnosis.verdict import fit_stratified
+
+    rng = np.random.default_rng(1)
+    rows, labels, strata = [], [], []
+    for kind, centre, base in (("long", 3.0, -2.5), ("short", 0.0, 1.5)):
+        for v in centre + rng.normal(0, 0.5, 400):
+            rows.append({"log_claims": float(v)})
+            labels.append(bool(rng.random() < 1 / (1 + np.exp(-(base + 2.0 * (v - centre))))))
+            strata.append(kind)
+    pooled = fit_score(rows, labels, ["log_claims"])
+    within, intercepts = fit_stratified(rows, labels, ["log_claims"], strata)
+    assert pooled.coef[0] < 0 < within.coef[0]
+    assert intercepts["long"] < intercepts["short"]
+    assert within.intercept == pytest.approx(np.mean(list(intercepts.values())), abs=1e-5)
+    # Each kind's own intercept puts its failures where they are: the short kind's base rate.
+    short = [r for r, s in zip(rows, strata, strict=True) if s == "short"]
+    p = np.mean([within.probability(r, intercepts["short"]) for r in short])
+    assert p == pytest.approx(
+        np.mean([lab for lab, s in zip(labels, strata, strict=True) if s == "short"]), abs=0.05
+    )
+
+
+def test_profiles_choose_the_intercept_and_threshold_and_round_trip(tmp_path: Path) -> None:
+    from ragmend.diagnosis.verdict import Profile
+
+    claim = LinearScore(("entail",), (0.5,), (0.5,), (-1.0,), 0.0)
+    answer = LinearScore(("novel_share",), (0.2,), (0.1,), (1.0,), 0.0)
+    profiles = {"claim": Profile(2.0, 0.6), "response": Profile(-2.0, 0.3)}
+    model = VerdictModel(claim, answer, 0.5, {}, None, profiles)
+    x = {"novel_share": 0.2}
+    assert model.score(x, []) == (pytest.approx(1 / (1 + np.exp(2.0))), 0.3)
+    assert model.score({**x, "restates_query": 1.0}, []) == (pytest.approx(1 / (1 + np.exp(-2.0))), 0.6)
+    model.save(tmp_path / "v.json")
+    assert open_verdict(str(tmp_path / "v.json")) == model
+    # A file written before profiles scores every answer with its one intercept and threshold.
+    old = VerdictModel(claim, answer, 0.5)
+    old.save(tmp_path / "old.json")
+    body = (tmp_path / "old.json").read_text().replace('"profiles": {},', "")
+    (tmp_path / "old.json").write_text(body)
+    reread = open_verdict(str(tmp_path / "old.json"))
+    assert reread is not None and reread.score({**x, "restates_query": 1.0}, []) == (0.5, 0.5)
+
+
+def test_examples_recorded_before_a_text_feature_get_it_from_their_cases() -> None:
+    """`ragmend verdict fit --reuse` and `verdict score` give old records today's text features
+    from their cases (no NLI runs again), the values the diagnoser computes."""
+    from ragmend.corpora.cases import Case, _passage
+    from ragmend.diagnosis.diagnoser import case_text_features
+    from ragmend.train.verdict import Example, refresh_text_features
+
+    passages = (_passage("p1", "Sydney", "Sydney is the largest city in Australia."),)
+    case = Case(
+        "ragtruth", "QA", "7", "train", "What is the capital of Australia?", passages, "Canberra.", True
+    )
+    old = Example("ragtruth", "QA", True, {"support_min": 0.2}, (), (), "7")
+    (fresh,) = refresh_text_features([old], {("ragtruth", "7"): case})
+    expected = case_text_features(case.query, case.passages, case.response)
+    assert fresh.answer == {"support_min": 0.2, **{k: round(v, 4) for k, v in expected.items()}}
+    assert fresh.answer["novel_share"] == 1.0
+    with pytest.raises(ValueError, match="no case"):
+        refresh_text_features([old], {})

@@ -5,10 +5,12 @@
 2. The claim model is fitted on the claims whose ground truth is known (RAGTruth's labelled spans,
    FEVER's claims); the answers' `claim_p_max` is then that model's highest claim probability.
 3. The answer model is fitted on every case, each data set weighing the same in total (FEVER's
-   785 dev claims would otherwise teach it FEVER's mix of signals), classes as they come, so
-   P(unsupported) is a probability on that mix; the operating threshold is the F1-best point on
-   the same dev cases (labelled so in the file's `about`: the figures to quote come from
-   `ragmend bench detect` on test splits).
+   785 dev claims would otherwise teach it FEVER's mix of signals), classes as they come, WITHIN
+   strata (a kind of text each: given responses, claims to check, the local generator's answers;
+   fit_stratified): one intercept per stratum, weights shared. Each profile a request is
+   recognised by (a response, a claim) keeps its stratum's intercept and its F1-best threshold
+   on its own dev cases; the pooled threshold stays for a file without profiles (labelled so in
+   the file's `about`: the figures to quote come from `ragmend bench detect` on test splits).
 
 The examples (features and labels, no text) are written beside the answers, so a refit with
 other choices takes seconds (`ragmend verdict fit --reuse`).
@@ -16,22 +18,24 @@ other choices takes seconds (`ragmend verdict fit --reuse`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ragmend.corpora.cases import Case, claim_labels
-from ragmend.diagnosis.diagnoser import Diagnoser
+from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features
 from ragmend.diagnosis.verdict import (
     ANSWER_FEATURES,
     CLAIM_FEATURES,
     GeneratedAnswers,
     LinearScore,
+    Profile,
     VerdictModel,
     claim_features,
     fit_score,
+    fit_stratified,
 )
 
 # The local generator's answers (bench/suites/answers.py), the data of its own answer model, and
@@ -39,6 +43,13 @@ from ragmend.diagnosis.verdict import (
 # 0.64 with every feature and 0.50 for the model of every data set; docs/diagnosis.md).
 GENERATED_SETS = ("hotpotqa", "unanswerable")
 GENERATED_FEATURES = ("logprob_min", "logprob_mean", "egc", "support_mean", "statement_entail", "relevance")
+
+# The kind of text each data set's answers are (diagnosis/verdict.py profile_of): the answer model
+# is fitted within these strata, and the two a request can be told apart by get their own
+# intercept and threshold. The local generator's answers are a stratum of their own (mostly wrong,
+# a sentence long); with log-probabilities they are scored by their own model (fit_generated).
+STRATUM_OF_SET = {"ragtruth": "response", "fever": "claim", "hotpotqa": "answer", "unanswerable": "answer"}
+PROFILES = ("response", "claim")
 
 PROBE = VerdictModel(LinearScore((), (), (), (), 0.0), LinearScore((), (), (), (), 0.0), 0.5)
 
@@ -53,6 +64,7 @@ class Example:
     answer: dict[str, float]
     claims: tuple[dict[str, float], ...]
     claim_labels: tuple[bool | None, ...]
+    id: str = ""  # the case's id: its text features can be recomputed from it (refresh_text_features)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,6 +78,7 @@ class Example:
             dict(d["answer"]),
             tuple(dict(c) for c in d["claims"]),
             tuple(d["claim_labels"]),
+            str(d.get("id", "")),
         )
 
 
@@ -90,9 +103,23 @@ def examples(
         evidence = [f"{p.title}: {p.text}" if p.title else p.text for p in c.passages]
         claims = tuple(claim_features(v, evidence, c.query) for v in d.e_r.hypotheses)
         labels = tuple(claim_labels(c, [v.hypothesis for v in d.e_r.hypotheses]))
-        out.append(Example(c.set, c.group, c.unsupported, dict(d.verdict.features), claims, labels))
+        out.append(Example(c.set, c.group, c.unsupported, dict(d.verdict.features), claims, labels, c.id))
         if n % 100 == 0:
             log(f"diagnosed {n}/{len(cases)}")
+    return out
+
+
+def refresh_text_features(exs: Sequence[Example], cases: Mapping[tuple[str, str], Case]) -> list[Example]:
+    """The examples with the text features the diagnoser computes today (case_text_features),
+    from their cases: a feature added since they were recorded needs no NLI run again."""
+    out = []
+    for ex in exs:
+        if (case := cases.get((ex.set, ex.id))) is None:
+            raise ValueError(f"example {ex.set}/{ex.id or '?'} has no case to refresh it from")
+        fresh = {
+            k: round(v, 4) for k, v in case_text_features(case.query, case.passages, case.response).items()
+        }
+        out.append(replace(ex, answer={**ex.answer, **fresh}))
     return out
 
 
@@ -133,9 +160,18 @@ def fit_verdict(exs: Sequence[Example], about: dict[str, Any] | None = None) -> 
     rows = [with_claim_model(ex, claim) for ex in exs]
     y = np.array([ex.unsupported for ex in exs])
     weights = set_weights(exs)
-    answer = fit_score(rows, y, ANSWER_FEATURES, balanced=False, weights=weights)
+    strata = [STRATUM_OF_SET.get(ex.set, ex.set) for ex in exs]
+    answer, intercepts = fit_stratified(rows, y, ANSWER_FEATURES, strata, weights=weights)
     p = np.array([answer.probability(r) for r in rows])
     threshold, f1 = f1_best_threshold(p, y, np.asarray(weights))
+    profiles = {}
+    for name in PROFILES:
+        own = np.array([s == name for s in strata])
+        if name in intercepts and len(set(y[own])) == 2:
+            p_own = np.array(
+                [answer.probability(r, intercepts[name]) for r, o in zip(rows, own, strict=True) if o]
+            )
+            profiles[name] = Profile(intercepts[name], f1_best_threshold(p_own, y[own])[0])
     sets = sorted({ex.set for ex in exs})
     info = {
         "claims": len(claim_rows),
@@ -143,6 +179,13 @@ def fit_verdict(exs: Sequence[Example], about: dict[str, Any] | None = None) -> 
         "per_set": {s: sum(ex.set == s for ex in exs) for s in sets},
         "unsupported_share": round(float(y.mean()), 4),
         "weights": "each data set weighs the same in the answer model",
+        "fitted": "within strata (one intercept per kind of text: "
+        + ", ".join(
+            f"{k} = {'+'.join(sorted({e.set for e in exs if STRATUM_OF_SET.get(e.set, e.set) == k}))}"
+            for k in sorted(intercepts)
+        )
+        + "); the profiles' thresholds are F1-best on their own cases",
+        "stratum_intercepts": intercepts,
         "f1_at_threshold_on_the_fitting_cases": round(f1, 4),
         **(about or {}),
     }
@@ -153,7 +196,7 @@ def fit_verdict(exs: Sequence[Example], about: dict[str, Any] | None = None) -> 
             "features": list(GENERATED_FEATURES),
             "threshold": "the point of largest TPR - FPR on those dev answers (Youden's J)",
         }
-    return VerdictModel(claim, answer, threshold, info, generated)
+    return VerdictModel(claim, answer, threshold, info, generated, profiles)
 
 
 def fit_generated(exs: Sequence[Example], claim: LinearScore) -> GeneratedAnswers | None:

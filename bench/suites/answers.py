@@ -57,6 +57,21 @@ def generated_cases(
     return [done[i.id] for i in wanted]
 
 
+def recorded_cases(
+    workspace: Workspace, data_root: Path, split: Split, sets: Sequence[str]
+) -> dict[tuple[str, str], Case]:
+    """The cases of `sets` by (set, id) without a model: the given ones read from the data, the
+    local generator's answers from `answers-<split>.jsonl` in the workspace, as far as made."""
+    given = [s for s in sets if s in ("ragtruth", "fever")]
+    out = {
+        (c.set, c.id): c for cs in case_sets(None, workspace, data_root, split, given).values() for c in cs
+    }
+    path = workspace.root / f"answers-{split}.jsonl"
+    if path.exists() and any(s in ("hotpotqa", "unanswerable") for s in sets):
+        out.update({(c.set, c.id): c for c in (Case.from_json(r) for r in read_jsonl(path))})
+    return out
+
+
 def unanswerable_workspace(root: Path, data_root: Path) -> Workspace:
     return Workspace(UNANSWERABLE, root, data_root)
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ragmend.bench.stats import auroc
 from ragmend.corpora.cases import Case
-from ragmend.diagnosis.diagnoser import Diagnoser, premise_text
+from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, premise_text
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.diagnosis.verdict import VerdictModel, claim_features, derive_failure
 from ragmend.errors import InputError
@@ -242,20 +242,29 @@ def summaries(all_rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, 
 
 
 def rescore(
-    rows: Sequence[Mapping[str, Any]], model: VerdictModel, relevance_threshold: float
+    rows: Sequence[Mapping[str, Any]],
+    model: VerdictModel,
+    relevance_threshold: float,
+    cases: Mapping[tuple[str, str], Case] | None = None,
 ) -> list[dict[str, Any]]:
     """The rows as another verdict model decides them, from the features they recorded (no
     diagnosis runs again): its claim model gives claim_p_max, its answer model P(unsupported),
     and the failure follows as the diagnoser derives it (`derive_failure`; answerable when the
     best passage's cross-encoder relevance reaches `relevance_threshold` and the response does
     not abstain, as Diagnoser._answerability decides with a reranker loaded; an answer off the
-    question, as recorded, is WR)."""
+    question, as recorded, is WR). With `cases`, the text features are computed afresh from each
+    row's case (case_text_features), so rows recorded before one was added are scored with it."""
     out = []
     for r in rows:
         if not r.get("features"):
             why = "diagnosed without a verdict: run bench detect with diagnosis.verdict set"
             raise InputError(f"row {r['set']}/{r['id']} has no verdict features ({why})")
         x = r["features"]
+        if cases is not None:
+            if (case := cases.get((r["set"], r["id"]))) is None:
+                raise InputError(f"row {r['set']}/{r['id']}: no such case in the data to refresh it from")
+            fresh = case_text_features(case.query, case.passages, case.response)
+            x = {**x, **{k: round(v, 4) for k, v in fresh.items()}}
         p, threshold = model.score(x, r["claim_features"])
         answerable = x.get("relevance", 1.0) >= relevance_threshold and not x.get("abstained")
         addresses = r.get("off_question") is None  # rows recorded before the check: unknown
