@@ -61,9 +61,8 @@ def verdict_fit(
                 raise InputError(f"--reuse: the examples at {saved} predate case ids; run without --reuse")
             # Text features (novelty, ...) as today's diagnoser computes them: no NLI runs again.
             ws = unanswerable_workspace(workdir, data_root)
-            exs = refresh_text_features(
-                exs, recorded_cases(ws, data_root, "dev", sorted({ex.set for ex in exs}))
-            )
+            by_id = recorded_cases(ws, data_root, "dev", sorted({ex.set for ex in exs}))
+            exs = refresh_text_features(exs, by_id, base.diagnosis.max_claims)
         else:
             ws = unanswerable_workspace(workdir, data_root)
             ws.prepare()

@@ -48,6 +48,7 @@ from ragmend.diagnosis.verdict import (
     VerdictModel,
     answer_features,
     claim_features,
+    claim_text_features,
     derive_failure,
     text_features,
 )
@@ -120,10 +121,28 @@ def premise_text(p: EvidencePassage) -> str:
     return f"{p.title}: {p.text}" if p.title else p.text
 
 
-def case_text_features(query: str, passages: Sequence[EvidencePassage], response: str) -> dict[str, float]:
-    """The verdict's features that are functions of the texts alone, as `diagnose` computes them:
-    what examples and benchmark rows recorded before such a feature are given from their cases."""
-    return text_features(query, response, [premise_text(p) for p in passages])
+def response_claims(query: str, response: str, max_claims: int) -> list[str]:
+    """The claims a response to a question is judged by: its sentences, none for an abstention."""
+    claims = [] if is_abstention(response) else split_claims(response, max_claims)
+    if claims and len(response.split()) < BARE_ANSWER_WORDS:
+        # A bare answer span ("23", "Paris") asserts nothing on its own: it is judged as the
+        # question's statement with the span in its slot.
+        claims = [question_statement(query, response)]
+    # A compound claim ("both A and B are in Michigan") is checked as its atomic claims, each
+    # against single passages: two passages read together cannot support it.
+    return [atom for c in claims for atom in decompose(c)][:max_claims]
+
+
+def case_text_features(
+    query: str, passages: Sequence[EvidencePassage], response: str, claims: Sequence[str]
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """The verdict's features that are functions of the texts alone, as `diagnose` computes them,
+    for the answer and for each of its claims: what examples and benchmark rows recorded before
+    such a feature are given from their cases."""
+    evidence = [premise_text(p) for p in passages]
+    return text_features(query, response, evidence), [
+        claim_text_features(c, evidence, query, response) for c in claims
+    ]
 
 
 def premise_windows(p: EvidencePassage, sentences: int) -> list[str]:
@@ -211,14 +230,7 @@ class Diagnoser:
         else:
             construction = o.query_hypothesis
             query_hyp = question_statement(query, response) if construction == "statement" else query
-            claims = [] if is_abstention(response) else split_claims(response, o.max_claims)
-            if claims and len(response.split()) < BARE_ANSWER_WORDS:
-                # A bare answer span ("23", "Paris") asserts nothing on its own: it is judged as
-                # the question's statement with the span in its slot.
-                claims = [question_statement(query, response)]
-            # A compound claim ("both A and B are in Michigan") is checked as its atomic claims,
-            # each against single passages: two passages read together cannot support it.
-            claims = [atom for c in claims for atom in decompose(c)][: o.max_claims]
+            claims = response_claims(query, response, o.max_claims)
         use_nli_for_query = construction != "rerank"
         query_hyps = decompose(query_hyp) if construction == "statement" else [query_hyp]
 
@@ -365,7 +377,7 @@ class Diagnoser:
     ) -> tuple[NLISignal, Verdict]:
         """Each claim's P(unsupported), then the answer's, from every signal (diagnosis/verdict.py).
         Returns e_r with the claims' probabilities filled in, and the verdict."""
-        claims = [claim_features(v, evidence, query) for v in e_r.hypotheses]
+        claims = [claim_features(v, evidence, query, response) for v in e_r.hypotheses]
         p_claims = [model.claim.probability(x) for x in claims]
         features = answer_features(
             query, response, evidence, claims, p_claims, e_q.support, egc, q_sims, relevance, token_logprobs

@@ -4,8 +4,8 @@ Algorithm 1 reads three discrete states; each hides a graded score and none alon
 from wrong answers well (docs/diagnosis.md). The verdict is two logistic regressions over named
 features, fitted on DEV answers and RAGTruth's train sample (`ragmend verdict fit`):
 
-- per claim: its best window P(entail) and P(contradict), and whether its names and numbers occur
-  in the evidence;
+- per claim: its best window P(entail) and P(contradict), whether its names and numbers occur
+  in the evidence, and the share of its content words the evidence never says (novelty);
 - per answer: the claims' support (mean and weakest) and the highest claim P(unsupported), the
   query statement's support, the answer's key-span coverage, its relevance to the question
   (entity overlap, answer type), the share of its content words the evidence does not hold
@@ -49,7 +49,7 @@ from ragmend.logistic import Logistic, fit_logistic
 # outside ragmend/, where the assets are.
 BUNDLED = Path(ragmend.__file__).parent / "assets" / "verdict" / "verdict.json"
 
-CLAIM_FEATURES = ("entail", "contradict", "span_coverage", "joint_entail")
+CLAIM_FEATURES = ("entail", "contradict", "span_coverage", "joint_entail", "novel_share", "novel_count")
 ANSWER_FEATURES = (
     "support_mean",
     "support_min",
@@ -254,18 +254,36 @@ def open_verdict(spec: str) -> VerdictModel | None:
     return VerdictModel.load(BUNDLED if spec == "bundled" else Path(spec).expanduser())
 
 
-def claim_features(v: HypothesisVerdict, evidence: Sequence[str], query: str) -> dict[str, float]:
+def claim_features(
+    v: HypothesisVerdict, evidence: Sequence[str], query: str, response: str
+) -> dict[str, float]:
     """One response claim: its best window P(entail) and P(contradict), the joint premise's
-    P(entail) where it was allowed to bridge, and the share of its names found in the evidence."""
+    P(entail) where it was allowed to bridge, the share of its names found in the evidence, and
+    its novelty (claim_text_features)."""
     own = [s for s in v.scores if s.passage != "joint"]
     x = {
         "entail": max((s.entail for s in own), default=0.0),
         "contradict": max((s.contradict for s in own), default=0.0),
         "joint_entail": max((s.entail for s in v.scores if s.passage == "joint"), default=0.0),
+        **claim_text_features(v.hypothesis, evidence, query, response),
     }
     if (cov := span_coverage(v.hypothesis, evidence, exclude=query)) is not None:
         x["span_coverage"] = cov
     return x
+
+
+def _restated(query: str, response: str) -> str:
+    """The text whose words are not new in the response: the question (restating it asserts
+    nothing), or nothing when the response IS the query (a claim given to check is judged
+    against the evidence alone)."""
+    return "" if normalise(query) == normalise(response) else query
+
+
+def claim_text_features(claim: str, evidence: Sequence[str], query: str, response: str) -> dict[str, float]:
+    """A claim's novelty: the share of its content words the evidence never says, and how many
+    (log1p). A hallucinated sentence is often one that adds words (RAGTruth's "baseless info")."""
+    share, count = novel_words(claim, evidence, exclude=_restated(query, response))
+    return {"novel_share": share, "novel_count": float(np.log1p(count))}
 
 
 def answer_features(
@@ -319,11 +337,9 @@ def text_features(query: str, response: str, evidence: Sequence[str]) -> dict[st
     from the evidence and the question, and how many, log1p), and whether the response is the
     query itself (a claim given to check: its profile, not a signal). Pure functions of the texts,
     so examples and benchmark rows recorded before them can be given them from their cases."""
-    restates = normalise(query) == normalise(response)
-    # Restating the question asserts nothing new, so its words are not novel; a response that IS
-    # the query (a claim to check) is judged against the evidence alone.
-    share, count = novel_words(response, evidence, exclude="" if restates else query)
-    return {"novel_share": share, "novel_count": float(np.log1p(count)), "restates_query": float(restates)}
+    exclude = _restated(query, response)
+    share, count = novel_words(response, evidence, exclude=exclude)
+    return {"novel_share": share, "novel_count": float(np.log1p(count)), "restates_query": float(not exclude)}
 
 
 def fit_score(

@@ -3,6 +3,7 @@ the verdict's arithmetic on hand-made inputs: pure functions, no model."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -320,9 +321,18 @@ def test_examples_recorded_before_a_text_feature_get_it_from_their_cases() -> No
         "ragtruth", "QA", "7", "train", "What is the capital of Australia?", passages, "Canberra.", True
     )
     old = Example("ragtruth", "QA", True, {"support_min": 0.2}, (), (), "7")
-    (fresh,) = refresh_text_features([old], {("ragtruth", "7"): case})
-    expected = case_text_features(case.query, case.passages, case.response)
+    sentence = "Canberra is the capital of Australia."
+    (fresh,) = refresh_text_features([old], {("ragtruth", "7"): case}, max_claims=8)
+    expected, _ = case_text_features(case.query, case.passages, case.response, [])
     assert fresh.answer == {"support_min": 0.2, **{k: round(v, 4) for k, v in expected.items()}}
     assert fresh.answer["novel_share"] == 1.0
+    # A claim gets its own: "Canberra" is said by no passage, "capital" restates the question.
+    claimed = replace(old, claims=({"entail": 0.1},), claim_labels=(True,))
+    (fresh,) = refresh_text_features([claimed], {("ragtruth", "7"): replace(case, response=sentence)}, 8)
+    assert fresh.claims[0]["entail"] == 0.1 and fresh.claims[0]["novel_share"] == round(1 / 3, 4)
     with pytest.raises(ValueError, match="no case"):
-        refresh_text_features([old], {})
+        refresh_text_features([old], {}, 8)
+    # Claims split otherwise today than when recorded: refuse, rather than pair the wrong ones.
+    two = replace(old, claims=({"entail": 0.1}, {"entail": 0.2}), claim_labels=(True, False))
+    with pytest.raises(ValueError, match="2 claims recorded, 1 split"):
+        refresh_text_features([two], {("ragtruth", "7"): replace(case, response=sentence)}, 8)

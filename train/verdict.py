@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ragmend.corpora.cases import Case, claim_labels
-from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features
+from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, response_claims
 from ragmend.diagnosis.verdict import (
     ANSWER_FEATURES,
     CLAIM_FEATURES,
@@ -101,7 +101,7 @@ def examples(
         d = probe.diagnose(c.query, c.passages, c.response, token_logprobs=c.token_logprobs)
         assert d.verdict is not None  # qa mode with a verdict model
         evidence = [f"{p.title}: {p.text}" if p.title else p.text for p in c.passages]
-        claims = tuple(claim_features(v, evidence, c.query) for v in d.e_r.hypotheses)
+        claims = tuple(claim_features(v, evidence, c.query, c.response) for v in d.e_r.hypotheses)
         labels = tuple(claim_labels(c, [v.hypothesis for v in d.e_r.hypotheses]))
         out.append(Example(c.set, c.group, c.unsupported, dict(d.verdict.features), claims, labels, c.id))
         if n % 100 == 0:
@@ -109,18 +109,31 @@ def examples(
     return out
 
 
-def refresh_text_features(exs: Sequence[Example], cases: Mapping[tuple[str, str], Case]) -> list[Example]:
+def refresh_text_features(
+    exs: Sequence[Example], cases: Mapping[tuple[str, str], Case], max_claims: int
+) -> list[Example]:
     """The examples with the text features the diagnoser computes today (case_text_features),
-    from their cases: a feature added since they were recorded needs no NLI run again."""
+    for the answer and each claim, from their cases: a feature added since they were recorded
+    needs no NLI run again."""
     out = []
     for ex in exs:
         if (case := cases.get((ex.set, ex.id))) is None:
             raise ValueError(f"example {ex.set}/{ex.id or '?'} has no case to refresh it from")
-        fresh = {
-            k: round(v, 4) for k, v in case_text_features(case.query, case.passages, case.response).items()
-        }
-        out.append(replace(ex, answer={**ex.answer, **fresh}))
+        # The claims as the diagnoser splits a response (every fitting case is diagnosed as one).
+        texts = response_claims(case.query, case.response, max_claims) if ex.claims else []
+        if len(texts) != len(ex.claims):
+            raise ValueError(
+                f"example {ex.set}/{ex.id}: {len(ex.claims)} claims recorded, {len(texts)} split "
+                "today (another max_claims or claim splitter): run without --reuse"
+            )
+        fresh, fresh_claims = case_text_features(case.query, case.passages, case.response, texts)
+        claims = tuple({**c, **_rounded(f)} for c, f in zip(ex.claims, fresh_claims, strict=True))
+        out.append(replace(ex, answer={**ex.answer, **_rounded(fresh)}, claims=claims))
     return out
+
+
+def _rounded(features: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in features.items()}
 
 
 def with_claim_model(ex: Example, claim: LinearScore) -> dict[str, float]:

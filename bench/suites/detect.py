@@ -70,7 +70,7 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "rule_failure": d.verdict.rule_failure if d.verdict else d.failure,
         "off_question": d.off_question,
         "features": d.verdict.features if d.verdict else {},
-        "claim_features": [claim_features(h, evidence, case.query) for h in d.e_r.hypotheses],
+        "claim_features": [claim_features(h, evidence, case.query, case.response) for h in d.e_r.hypotheses],
     }
 
 
@@ -259,15 +259,20 @@ def rescore(
         if not r.get("features"):
             why = "diagnosed without a verdict: run bench detect with diagnosis.verdict set"
             raise InputError(f"row {r['set']}/{r['id']} has no verdict features ({why})")
-        x = r["features"]
+        x, claims = r["features"], r["claim_features"]
         if cases is not None:
             if (case := cases.get((r["set"], r["id"]))) is None:
                 raise InputError(f"row {r['set']}/{r['id']}: no such case in the data to refresh it from")
-            fresh = case_text_features(case.query, case.passages, case.response)
-            x = {**x, **{k: round(v, 4) for k, v in fresh.items()}}
-        p, threshold = model.score(x, r["claim_features"])
+            fresh, fresh_claims = case_text_features(case.query, case.passages, case.response, r["claims"])
+            x = {**x, **_rounded(fresh)}
+            claims = [{**c, **_rounded(f)} for c, f in zip(claims, fresh_claims, strict=True)]
+        p, threshold = model.score(x, claims)
         answerable = x.get("relevance", 1.0) >= relevance_threshold and not x.get("abstained")
         addresses = r.get("off_question") is None  # rows recorded before the check: unknown
         failure = derive_failure(p >= threshold, r["rule_failure"], "missing", answerable, addresses)
         out.append({**r, "score": p, "failure": failure})
     return out
+
+
+def _rounded(features: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in features.items()}
