@@ -95,6 +95,43 @@ def verdict_fit(
     run(work)
 
 
+@verdict_app.command("cv")
+def verdict_cv(
+    workdir: Annotated[Path, typer.Option(help="Where `verdict fit` wrote its examples.")] = DEFAULT_WORKDIR,
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    folds: Annotated[
+        int, typer.Option(min=2, max=20, help="Folds (cases sharing sources stay together).")
+    ] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Out-of-fold AUROC and F1 of the verdict on its DEV examples (RAGTruth's train sample and
+    FEVER dev claims held out in turn), their text features as today's diagnoser computes them:
+    how to compare two choices without looking at a test split.
+
+    Example: ragmend verdict cv --json
+    """
+    from ragmend.bench.suites.answers import recorded_cases, unanswerable_workspace
+    from ragmend.bench.suites.verdict_cv import cross_validate
+    from ragmend.corpora.readers import read_jsonl
+    from ragmend.errors import InputError
+    from ragmend.train.verdict import Example, refresh_text_features
+
+    def work() -> None:
+        saved = workdir / "verdict-examples-dev.jsonl"
+        if not saved.exists():
+            raise InputError(f"no examples at {saved}: run `ragmend verdict fit` first")
+        exs = [Example.from_json(r) for r in read_jsonl(saved)]
+        if not all(ex.id for ex in exs):
+            raise InputError(f"the examples at {saved} predate case ids; run `ragmend verdict fit` again")
+        by_id = recorded_cases(
+            unanswerable_workspace(workdir, data_root), data_root, "dev", sorted({ex.set for ex in exs})
+        )
+        exs = refresh_text_features(exs, by_id, settings().diagnosis.max_claims)
+        show(cross_validate(exs, by_id, folds), as_json)
+
+    run(work)
+
+
 @verdict_app.command("score")
 def verdict_score(
     rows: Annotated[

@@ -336,3 +336,26 @@ def test_examples_recorded_before_a_text_feature_get_it_from_their_cases() -> No
     two = replace(old, claims=({"entail": 0.1}, {"entail": 0.2}), claim_labels=(True, False))
     with pytest.raises(ValueError, match="2 claims recorded, 1 split"):
         refresh_text_features([two], {("ragtruth", "7"): replace(case, response=sentence)}, 8)
+
+
+def test_cross_validation_scores_each_case_by_a_verdict_fitted_without_its_sources() -> None:
+    from ragmend.bench.suites.verdict_cv import cross_validate, source_group
+    from ragmend.corpora.cases import Case, _passage
+    from ragmend.train.verdict import Example
+
+    rng = np.random.default_rng(3)
+    exs, cases = [], {}
+    for n in range(120):
+        name = ("ragtruth", "fever")[n % 2]
+        bad = bool(rng.random() < 0.5)
+        support = float(np.clip(rng.normal(0.3 if bad else 0.7, 0.15), 0, 1))
+        claim = ({"entail": support, "contradict": 0.1},)
+        exs.append(Example(name, "g", bad, {"support_min": support}, claim, (bad,), str(n)))
+        # Three responses per source: they must land in one fold together.
+        source = (_passage(f"s{n // 6}", "", f"source text {n // 6}"),)
+        cases[(name, str(n))] = Case(name, "g", str(n), "dev", "q?", source, "r.", bad)
+    result = cross_validate(exs, cases, folds=4)
+    for name in ("ragtruth", "fever"):
+        assert result["sets"][name]["n"] == 60
+        assert result["sets"][name]["auroc"] > 0.85 and result["sets"][name]["f1"] > 0.7
+    assert source_group(cases[("ragtruth", "0")]) == source_group(cases[("ragtruth", "2")])
