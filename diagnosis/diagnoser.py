@@ -388,7 +388,9 @@ class Diagnoser:
         scored = tuple(
             replace(v, p_unsupported=round(p_c, 4)) for v, p_c in zip(e_r.hypotheses, p_claims, strict=True)
         )
-        verdict = Verdict(round(p, 4), threshold, p >= threshold, "NoFailure", rounded)
+        verdict = Verdict(
+            round(p, 4), threshold, p >= threshold, "NoFailure", rounded, model.profile_for(features)
+        )
         return replace(e_r, hypotheses=scored), verdict
 
     def _relevance(

@@ -113,6 +113,9 @@ class Verdict:
     unsupported: bool
     rule_failure: FailureType  # what Algorithm 1 over the discrete NLI states alone would say
     features: dict[str, float]  # every signal the verdict read, by name
+    # Whose operating point: "generated" (the generator's own answers, with its log-probabilities),
+    # "claim" (a claim given to check), "response", or "default" (a file without profiles).
+    profile: str = "default"
 
 
 @dataclass(frozen=True)

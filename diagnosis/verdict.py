@@ -206,11 +206,20 @@ class VerdictModel:
         """(P(unsupported), the threshold it is read against) of one answer from its features
         (claim_p_max is recomputed from its claims' features with this model's claim score)."""
         x = {**features, "claim_p_max": max((self.claim.probability(c) for c in claims), default=1.0)}
-        if self.generated is not None and "logprob_mean" in x:
+        name = self.profile_for(x)
+        if name == "generated":
+            assert self.generated is not None  # profile_for names it only when there is one
             return self.generated.answer.probability(x), self.generated.threshold
-        if (profile := self.profiles.get(profile_of(x))) is not None:
+        if (profile := self.profiles.get(name)) is not None:
             return self.answer.probability(x, profile.intercept), profile.threshold
         return self.answer.probability(x), self.threshold
+
+    def profile_for(self, features: Mapping[str, float]) -> str:
+        """Which operating point scores an answer with these features (the Verdict's `profile`)."""
+        if self.generated is not None and "logprob_mean" in features:
+            return "generated"
+        name = profile_of(features)
+        return name if name in self.profiles else "default"
 
     @staticmethod
     def load(path: Path) -> VerdictModel:

@@ -161,6 +161,7 @@ def verdict(v: diag.Verdict) -> api.Verdict:
         unsupported=v.unsupported,
         rule_failure=v.rule_failure,
         features=dict(v.features),
+        profile=v.profile,
     )
 
 

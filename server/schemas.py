@@ -208,6 +208,11 @@ class Verdict(BaseModel):
     unsupported: bool
     rule_failure: FailureType = Field(description="what Algorithm 1 over the discrete NLI states alone says")
     features: dict[str, float] = Field(description="every signal the verdict read, by name")
+    profile: str = Field(
+        "default",
+        description="whose operating point (intercept and threshold) scored it: generated (the "
+        "generator's own answers), claim (a claim given to check), response, or default",
+    )
 
 
 class Diagnosis(BaseModel):

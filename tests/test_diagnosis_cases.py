@@ -113,6 +113,7 @@ def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: En
     threshold = bundled_engine.settings.diagnosis.relevance_threshold
     for again, d in zip(rescore(rows, model, threshold), verdicts, strict=True):
         assert d.verdict is not None
+        assert d.verdict.profile == "response"  # given responses, no log-probabilities
         assert again["score"] == pytest.approx(d.verdict.p_unsupported, abs=2e-3)
         assert again["failure"] == d.failure
 

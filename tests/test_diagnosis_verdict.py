@@ -234,6 +234,7 @@ def test_answers_of_the_generator_have_their_own_model_and_the_file_keeps_it(tmp
     p_sure, t = model.score({"logprob_mean": -0.1, "logprob_min": -0.2}, claims)
     p_unsure, _ = model.score({"logprob_mean": -1.5, "logprob_min": -4.0}, claims)
     assert t == 0.3 and p_unsure > 0.9 > 0.1 > p_sure
+    assert model.profile_for({"logprob_mean": -0.1}) == "generated"
     model.save(tmp_path / "v.json")
     assert open_verdict(str(tmp_path / "v.json")) == model
 
@@ -298,6 +299,7 @@ def test_profiles_choose_the_intercept_and_threshold_and_round_trip(tmp_path: Pa
     x = {"novel_share": 0.2}
     assert model.score(x, []) == (pytest.approx(1 / (1 + np.exp(2.0))), 0.3)
     assert model.score({**x, "restates_query": 1.0}, []) == (pytest.approx(1 / (1 + np.exp(-2.0))), 0.6)
+    assert model.profile_for(x) == "response" and model.profile_for({"restates_query": 1.0}) == "claim"
     model.save(tmp_path / "v.json")
     assert open_verdict(str(tmp_path / "v.json")) == model
     # A file written before profiles scores every answer with its one intercept and threshold.
@@ -307,6 +309,7 @@ def test_profiles_choose_the_intercept_and_threshold_and_round_trip(tmp_path: Pa
     (tmp_path / "old.json").write_text(body)
     reread = open_verdict(str(tmp_path / "old.json"))
     assert reread is not None and reread.score({**x, "restates_query": 1.0}, []) == (0.5, 0.5)
+    assert reread.profile_for(x) == "default"
 
 
 def test_examples_recorded_before_a_text_feature_get_it_from_their_cases() -> None:
