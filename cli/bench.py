@@ -258,6 +258,68 @@ def bench_detect(
     run(work)
 
 
+@bench_app.command("answerability")
+def bench_answerability(
+    split: Annotated[str, typer.Option(help="dev (to fit on) or test (to report).")] = "test",
+    fit: Annotated[
+        Path | None, typer.Option(help="Fit on this split's questions and write the model here (dev only).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="The model to score with: bundled, a file, or off (default: the configured one)."),
+    ] = None,
+    workdir: Annotated[
+        Path, typer.Option(help="The unanswerable corpus, its index and the questions' rows (reused).")
+    ] = Path("var/detect"),
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    doc: Annotated[Path | None, typer.Option(help="Write the result to this JSON file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Answerability before any answer: the share of questions called unanswerable (what becomes
+    IE), per kind (answerable HotpotQA, gold paragraphs removed, TruthfulQA), for the model and
+    for the relevance rule it replaces. No generator: retrieval, the cross-encoder and the
+    embeddings only (about 4 minutes a split on 2 cores; the rows are kept in the workdir).
+
+    Example: ragmend bench answerability --split dev --fit ragmend/assets/verdict/answerability.json
+    """
+    from ragmend.bench.suites.answerability import evaluate, question_rows
+    from ragmend.bench.suites.answers import unanswerable_workspace
+    from ragmend.diagnosis.answerability import AnswerabilityModel, open_answerability
+    from ragmend.engine import Engine
+    from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_json
+    from ragmend.train.answerability import fit_answerability
+
+    def work() -> None:
+        if split not in ("dev", "test"):
+            raise InputError(f"--split is dev or test, not {split!r}")
+        if fit is not None and split != "dev":
+            raise InputError("--fit fits on DEV questions only: add --split dev")
+        base = settings()
+        ws = unanswerable_workspace(workdir, data_root)
+        engine = Engine(ws.settings(base, kg={"enabled": False}, policy={"repair": False}))
+        rows = question_rows(engine, ws, split, log=lambda m: err.print(m))  # type: ignore[arg-type]
+        chosen: AnswerabilityModel | None
+        if fit is not None:
+            chosen = fit_answerability(rows)
+            chosen.save(fit)
+            err.print(f"wrote {fit} (threshold {chosen.threshold})")
+        else:
+            chosen = open_answerability(model or base.diagnosis.answerability)
+        result = evaluate(rows, chosen, base.diagnosis.relevance_threshold)
+        result["setup"] = {
+            "split": split,
+            "model": str(fit) if fit is not None else (model or base.diagnosis.answerability),
+            "in_sample": fit is not None,
+            "retrieval": engine.config().model_dump(include={"mode", "k", "rerank"}),
+        }
+        if doc:
+            atomic_write_json(doc, result)
+        show(result, as_json)
+
+    run(work)
+
+
 @bench_app.command("kg")
 def bench_kg(
     data: Annotated[

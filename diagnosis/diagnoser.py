@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragmend.diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
+from ragmend.diagnosis.answerability import AnswerabilityModel, answerability_features
 from ragmend.diagnosis.egc import egc_features
 from ragmend.diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label
 from ragmend.diagnosis.hypotheses import (
@@ -88,6 +89,8 @@ class EvidencePassage(Protocol):
 
 
 Embed = Callable[[list[str]], np.ndarray]  # normalised rows
+# The vectors the index already holds for these passage ids, in order; None when it lacks one.
+StoredVectors = Callable[[list[str]], np.ndarray | None]
 BARE_ANSWER_WORDS = 4  # a response shorter than this is an answer span, not a sentence
 AlignKG = Callable[[str], KGSignal]  # response text -> kappa with its matched triples
 
@@ -115,6 +118,10 @@ class DiagnosisOptions:
     # thresholds.relevance; without a reranker, one naming answerable_coverage of the question's
     # names and numbers. An unsupported answer to an unanswerable question is IE, not WR.
     answerable_coverage: float = 0.5
+    # With a reranker: answerability from the relevance, the question's names in the passages and
+    # their titles, and the question's similarity (diagnosis/answerability.py); None: the best
+    # relevance against thresholds.relevance alone.
+    answerability: AnswerabilityModel | None = None
 
 
 def premise_text(p: EvidencePassage) -> str:
@@ -185,6 +192,11 @@ def _joint_may_support(
     Canberra), and it is left out."""
     if any(s.contradict >= t.contradict for s in scores if s.passage != "joint"):
         return False
+    return _joint_covers(hypothesis, joint_text)
+
+
+def _joint_covers(hypothesis: str, joint_text: str) -> bool:
+    """Every name and number of the hypothesis occurs in the joint premise (or it names none)."""
     coverage = span_coverage(hypothesis, [joint_text])
     return coverage is None or coverage >= 1.0
 
@@ -197,9 +209,14 @@ class Diagnoser:
         options: DiagnosisOptions | None = None,
         reranker: Reranker | None = None,
         align_kg: AlignKG | None = None,
+        stored_vectors: StoredVectors | None = None,
     ):
         self.nli = nli
         self.embed = embed
+        # Retrieved passages were embedded when they were indexed (with the same model): EGC and
+        # the query similarities read those vectors instead of encoding the passages again, the
+        # costliest step of a diagnosis on CPU. Given passages (not from the index) are embedded.
+        self.stored_vectors = stored_vectors
         self.options = options = options or DiagnosisOptions()
         self.reranker = reranker
         self.align_kg = align_kg
@@ -245,12 +262,21 @@ class Diagnoser:
         # words with it (and the joint premise): a long source is not scored window by window
         # for every claim.
         top = o.window_top if o.window_sentences > 0 else 0  # whole passages: every one
-        chosen = [select_premises(h, premises, top) for h in hypotheses]
-        pairs = [(premises[i][1], h) for h, idx in zip(hypotheses, chosen, strict=True) for i in idx]
         evidence = [premise_text(p) for p in passages]
         joint_text = " ".join(evidence[: o.joint_passages])
+        chosen = [
+            # The joint premise is read only for a hypothesis whose names and numbers it all
+            # holds: for any other, _joint_may_support would drop its score anyway, and it is the
+            # longest pair of the batch.
+            [i for i in select_premises(h, premises, top) if premises[i][0] != "joint" or covers]
+            for h in hypotheses
+            for covers in (_joint_covers(h, joint_text),)
+        ]
+        pairs = [(premises[i][1], h) for h, idx in zip(hypotheses, chosen, strict=True) for i in idx]
+        # A one-sentence answer is often its own question statement: each distinct pair once.
+        slot = {pair: n for n, pair in enumerate(dict.fromkeys(pairs))}
         t0 = time.perf_counter()
-        batch = self.nli.predict(pairs) if pairs else None
+        batch = self.nli.predict(list(slot)) if pairs else None
         timings["nli_s"] = time.perf_counter() - t0
         verdicts: list[HypothesisVerdict] = []
         row = 0
@@ -259,8 +285,9 @@ class Diagnoser:
             for i in idx:
                 assert batch is not None  # a premise and a hypothesis made a pair
                 pid = premises[i][0]
-                e, n, c = (float(x) for x in batch.probs[row])
-                s = PassageScores(pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[row])
+                k = slot[pairs[row]]
+                e, n, c = (float(x) for x in batch.probs[k])
+                s = PassageScores(pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[k])
                 row += 1
                 if pid not in best or _decisive(s) > _decisive(best[pid]):
                     best[pid] = s  # a passage's windows: the one that says most, either way
@@ -274,10 +301,7 @@ class Diagnoser:
             q_verdicts, claim_verdicts = verdicts[: len(query_hyps)], verdicts[len(query_hyps) :]
             e_q = NLISignal(signal_state(q_verdicts), tuple(q_verdicts), construction)
         else:
-            claim_verdicts = verdicts
-            t0 = time.perf_counter()
-            e_q = self._rerank_signal(query, passages, reranked)
-            timings["rerank_s"] = time.perf_counter() - t0
+            claim_verdicts = verdicts  # e_q is answerability, read after EGC (it uses q_sims)
 
         # -- e_r ----------------------------------------------------------------------------
         if mode == "claim" and not claims:
@@ -298,10 +322,19 @@ class Diagnoser:
         # Two calls: a batch is padded to its longest text, and a passage can be ten times a claim.
         short = self.embed([query, *claims])
         qv, cv = short[0], short[1:]
-        ev = self.embed(evidence) if evidence else np.zeros((0, len(qv)), dtype=np.float32)
+        ev = self._evidence_vectors(passages, evidence, len(qv))
         egc = egc_features(qv, ev, cv, t.egc_tau)
         q_sims = ev @ qv if len(passages) else np.zeros(0)
         timings["egc_s"] = time.perf_counter() - t0
+        # Each passage's cross-encoder relevance: answerability (the rerank construction's e_q, and
+        # e_q under a verdict) reads it; one call serves both.
+        relevance: np.ndarray | None = None
+        if not use_nli_for_query or (o.verdict is not None and mode == "qa"):
+            t0 = time.perf_counter()
+            relevance = self._relevance(query, passages, reranked)
+            timings["rerank_s"] = time.perf_counter() - t0
+        if not use_nli_for_query:
+            e_q = self._answerability(query, passages, evidence, relevance, q_sims)
 
         # -- failure (the verdict's where there is one), label gate, stage ------------------
         failure = failure_type(kg.kappa, e_q.state, e_r.state, label)
@@ -314,16 +347,17 @@ class Diagnoser:
         verdict: Verdict | None = None
         if o.verdict is not None and mode == "qa":
             t0 = time.perf_counter()
-            relevance = self._relevance(query, passages, reranked)
             e_r, verdict = self._verdict(
                 o.verdict, query, response, evidence, e_q, e_r, egc.score, q_sims, relevance, token_logprobs
             )
-            verdict = replace(verdict, rule_failure=failure)
             # e_q becomes answerability: does the evidence answer the QUESTION, whatever the
             # response says. The statement built from the response stays a verdict feature
             # (statement_entail); it cannot be e_q, since an answer about someone else makes a
             # statement that some passage entails.
-            e_q = self._answerability(query, passages, evidence, relevance)
+            e_q = self._answerability(query, passages, evidence, relevance, q_sims)
+            # Recorded with the verdict's features, so rows scored offline decide IE the same way.
+            answerable = {"p_answerable": e_q.support or 0.0, "answerable": float(e_q.state == "entail")}
+            verdict = replace(verdict, rule_failure=failure, features={**verdict.features, **answerable})
             failure = derive_failure(
                 verdict.unsupported,
                 failure,
@@ -361,6 +395,17 @@ class Diagnoser:
             verdict=verdict,
             off_question=off_question,
         )
+
+    def _evidence_vectors(
+        self, passages: Sequence[EvidencePassage], evidence: list[str], dim: int
+    ) -> np.ndarray:
+        if not evidence:
+            return np.zeros((0, dim), dtype=np.float32)
+        stored = self.stored_vectors([p.id for p in passages]) if self.stored_vectors else None
+        if stored is not None and stored.shape == (len(evidence), dim):
+            norms = np.linalg.norm(stored, axis=1, keepdims=True)
+            return (stored / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        return self.embed(evidence)
 
     def _verdict(
         self,
@@ -404,26 +449,35 @@ class Diagnoser:
             return None
         return relevance_of(self.reranker.score(query, [premise_text(p) for p in passages]))
 
-    def _rerank_signal(self, query: str, passages: Sequence[EvidencePassage], reranked: bool) -> NLISignal:
-        """The cross-encoder's relevance as the query signal (the rerank construction)."""
-        rel = self._relevance(query, passages, reranked)
-        assert rel is not None or not passages  # the rerank construction is built with a reranker
-        return self._answerability(query, passages, [premise_text(p) for p in passages], rel)
-
     def _answerability(
         self,
         query: str,
         passages: Sequence[EvidencePassage],
         evidence: Sequence[str],
         relevance: np.ndarray | None,
+        q_sims: np.ndarray,
     ) -> NLISignal:
-        """Whether the evidence answers the question, independently of any response: entail when
-        the best passage's cross-encoder relevance reaches thresholds.relevance (construction
-        "rerank"); without a reranker, when one passage names answerable_coverage of the
-        question's names and numbers ("coverage"; a question naming nothing counts as covered).
-        Else neutral: the evidence is insufficient (IE)."""
+        """Whether the evidence answers the question, independently of any response: with the
+        answerability model, entail when its P(answerable) reaches its threshold (construction
+        "answerability", support = that probability); else entail when the best passage's
+        cross-encoder relevance reaches thresholds.relevance ("rerank"); without a reranker, when
+        one passage names answerable_coverage of the question's names and numbers ("coverage"; a
+        question naming nothing counts as covered). Else neutral: the evidence is insufficient
+        (IE)."""
         if not passages:
             return NLISignal("neutral", (HypothesisVerdict(query, "neutral", None, ()),), "rerank")
+        model = self.options.answerability
+        if relevance is not None and model is not None:
+            features = answerability_features(query, [p.title for p in passages], evidence, relevance, q_sims)
+            p_answerable = model.probability(features)
+            verdict_state: NLIState = "entail" if p_answerable >= model.threshold else "neutral"
+            scores = tuple(
+                PassageScores(p.id, round(float(r), 4), round(float(1 - r), 4), 0.0)
+                for p, r in zip(passages, relevance, strict=True)
+            )
+            best_id = passages[int(relevance.argmax())].id if verdict_state == "entail" else None
+            h = HypothesisVerdict(query, verdict_state, best_id, scores)
+            return NLISignal(verdict_state, (h,), "answerability", round(p_answerable, 4))
         if relevance is not None:
             rel, construction, bar = relevance, "rerank", self.options.thresholds.relevance
         else:

@@ -15,6 +15,7 @@ import numpy as np
 from ragmend import clock
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import CostMeter
+from ragmend.diagnosis.answerability import open_answerability
 from ragmend.diagnosis.diagnoser import Diagnoser, DiagnosisOptions
 from ragmend.diagnosis.types import Diagnosis, Mode, Thresholds
 from ragmend.diagnosis.verdict import open_verdict
@@ -136,6 +137,7 @@ class Engine:
                 window_sentences=d.window_sentences,
                 window_top=d.window_top,
                 verdict=open_verdict(d.verdict),
+                answerability=open_answerability(d.answerability),
                 unsupported_threshold=d.unsupported_threshold,
                 answerable_coverage=d.answerable_coverage,
             )
@@ -147,8 +149,15 @@ class Engine:
                 # loads the reranker anyway, and the diagnosis reuses its scores where it ran.
                 reranker=self.models.reranker,
                 align_kg=self.kg.signal if self.kg is not None else None,
+                stored_vectors=self._stored_vectors,
             )
         return self._diagnoser
+
+    def _stored_vectors(self, node_ids: list[str]) -> np.ndarray | None:
+        """The open index's vectors of these passages (None: not all of them are in it)."""
+        if self._index is None or not self._index.is_open:
+            return None
+        return self._index.snapshot.stored_vectors(node_ids)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length embeddings for diagnosis (EGC) and the policy context."""
@@ -169,6 +178,11 @@ class Engine:
     def load(self, build_index: bool = True, roles: Sequence[str] | None = None) -> None:
         """Load the models and open the index (building it from the sources if there is none)."""
         try:
+            if self.settings.diagnosis.enabled:
+                # A verdict or answerability file that cannot be read fails the start, not the
+                # first request (ConfigError: exit 2, /readyz says why).
+                open_verdict(self.settings.diagnosis.verdict)
+                open_answerability(self.settings.diagnosis.answerability)
             for role in self.roles if roles is None else roles:
                 self.models.get(role)
             if build_index and not self.store.exists() and self.sources:

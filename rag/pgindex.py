@@ -83,6 +83,11 @@ class PgSnapshot:
     def vector_index(self, embed_model: Any) -> VectorStoreIndex:
         return VectorStoreIndex.from_vector_store(self.store, embed_model=embed_model)
 
+    def stored_vectors(self, node_ids: list[str]) -> np.ndarray | None:
+        """One query for just these nodes (the diagnosis' passages), not the generation's matrix."""
+        found = self._index.vectors(self.generation, node_ids, only=True)
+        return found if len(found) == len(node_ids) else None
+
     @cached_property
     def _bm25(self) -> Any:
         from llama_index.retrievers.bm25 import BM25Retriever
@@ -177,15 +182,22 @@ class PgIndexStore:
         nodes = [make_node(nid, meta["doc_id"], meta["title"], text) for nid, text, meta in rows]
         return PgSnapshot(gen, manifest, store, nodes, self)
 
-    def vectors(self, gen: str, node_ids: list[str]) -> np.ndarray:
+    def vectors(self, gen: str, node_ids: list[str], only: bool = False) -> np.ndarray:
+        """The generation's vectors of `node_ids`, in order. `only`: read just those rows, and
+        leave out any the generation lacks (the caller compares lengths); else read the whole
+        generation (an ingest wants most of it) and every id must be there."""
+        query = (
+            f"SELECT node_id, embedding::text FROM data_{self.table} "
+            "WHERE (metadata_->>'generation')::int = %s"
+        )
+        params: tuple[Any, ...] = (_generation_number(gen),)
+        if only:
+            query, params = query + " AND node_id = ANY(%s)", (*params, list(node_ids))
         with self._connection() as conn:
-            rows = conn.execute(
-                f"SELECT node_id, embedding::text FROM data_{self.table} "
-                "WHERE (metadata_->>'generation')::int = %s",
-                (_generation_number(gen),),
-            ).fetchall()
+            rows = conn.execute(query, params).fetchall()
         by_id = {nid: np.asarray(json.loads(v), dtype=np.float32) for nid, v in rows}
-        return np.stack([by_id[n] for n in node_ids]) if node_ids else np.zeros((0, 0), np.float32)
+        wanted = [n for n in node_ids if n in by_id] if only else node_ids
+        return np.stack([by_id[n] for n in wanted]) if wanted else np.zeros((0, 0), np.float32)
 
     # -- writing ------------------------------------------------------------------------------
 

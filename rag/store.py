@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -132,6 +133,11 @@ class Snapshot(Protocol):
 
     def bm25_retriever(self, k: int) -> Any: ...
 
+    def stored_vectors(self, node_ids: list[str]) -> np.ndarray | None:
+        """The vectors this generation holds for these nodes, in order (unit rows); None when
+        one of them is not in it (a passage retrieved from another generation)."""
+        ...
+
 
 class IndexBackend(Protocol):
     """Where generations are kept (IndexStore: files; rag/pgindex.PgIndexStore: PostgreSQL)."""
@@ -178,6 +184,16 @@ class IndexSnapshot:
 
     def vector_index(self, embed_model: Any) -> VectorStoreIndex:
         return VectorStoreIndex.from_vector_store(self.store, embed_model=embed_model)
+
+    @functools.cached_property
+    def _rows(self) -> dict[str, int]:
+        return {n.node_id: i for i, n in enumerate(self.nodes)}
+
+    def stored_vectors(self, node_ids: list[str]) -> np.ndarray | None:
+        rows = [self._rows.get(n) for n in node_ids]
+        if any(r is None for r in rows):
+            return None
+        return self.matrix[[r for r in rows if r is not None]]
 
     def bm25_retriever(self, k: int) -> Any:
         from llama_index.retrievers.bm25 import BM25Retriever

@@ -182,6 +182,12 @@ class DiagnosisSettings(_Section):
     # when one passage names answerable_coverage of the question's names and numbers. An
     # unsupported answer to a question the evidence does not answer is IE, not WR.
     answerable_coverage: float = Field(0.5, ge=0, le=1)
+    # How answerability is decided where a reranker is loaded (diagnosis/answerability.py):
+    # "bundled" (a model over the passages' relevance, whether they name and are titled by the
+    # question's names, and their similarity, fitted on DEV questions: `ragmend bench
+    # answerability --fit`), a path to such a file, or "off" (the best relevance against
+    # relevance_threshold alone).
+    answerability: str = "bundled"
 
 
 class PolicySettings(_Section):

@@ -32,6 +32,7 @@ runner = CliRunner()
         ["bench", "startup"],
         ["bench", "load"],
         ["bench", "judge"],
+        ["bench", "answerability"],
         ["nli", "label"],
         ["nli", "train"],
     ],
@@ -50,6 +51,16 @@ def test_ingest_missing_path_exits_2(tmp_path: Path) -> None:
 def test_bench_judge_without_the_data_exits_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--data-dir", str(tmp_path), "bench", "judge", "--data-root", str(tmp_path)])
     assert result.exit_code == 2 and "TruthfulQA.csv not found" in result.output.replace("\n", "")
+
+
+def test_bench_answerability_fits_on_dev_only_and_reads_a_model_it_can(tmp_path: Path) -> None:
+    base = ["--data-dir", str(tmp_path), "bench", "answerability", "--workdir", str(tmp_path)]
+    result = runner.invoke(app, [*base, "--split", "test", "--fit", str(tmp_path / "a.json")])
+    assert result.exit_code == 2 and "DEV questions only" in result.output.replace("\n", " ")
+    result = runner.invoke(app, [*base, "--split", "train"])
+    assert result.exit_code == 2 and "dev or test" in result.output
+    result = runner.invoke(app, [*base, "--data-root", str(tmp_path)])
+    assert result.exit_code == 2 and "not found" in result.output.replace("\n", "")
 
 
 def test_eval_unknown_suite_and_missing_ragtruth_exit_2(tmp_path: Path) -> None:

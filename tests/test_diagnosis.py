@@ -67,9 +67,16 @@ def test_all_pairs_of_one_answer_go_in_one_nli_call(engine: Engine) -> None:
     d = Diagnoser(CountingNLI(engine.models.nli), engine.diagnoser.embed, DiagnosisOptions())
     response = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
     diagnosis = d.diagnose("Where was Marie Curie born?", [CURIE, OFF_TOPIC], response)
-    # (query statement + 2 claims) x (2 passages + the joint premise), in one call.
-    assert calls == [3 * 3]
+    # (query statement + 2 claims) x (2 passages + the joint premise) at most, in one call: a
+    # pair repeated (an answer sentence that is its own question statement) goes once, and the
+    # joint premise only meets a hypothesis whose names and numbers it holds.
+    assert len(calls) == 1 and 2 * 3 <= calls[0] <= 3 * 3
     assert len(diagnosis.e_r.hypotheses) == 2
+    for h in (*diagnosis.e_q.hypotheses, *diagnosis.e_r.hypotheses):
+        assert {s.passage for s in h.scores} >= {CURIE.id, OFF_TOPIC.id}
+    # A one-sentence answer is its own question statement: one text, each premise once.
+    d.diagnose("Where was Marie Curie born?", [CURIE, OFF_TOPIC], "Marie Curie was born in Warsaw.")
+    assert len(calls) == 2 and calls[1] <= 3
 
 
 def test_supported_and_contradicted_answers_differ(engine: Engine) -> None:

@@ -81,7 +81,7 @@ def test_e_q_is_answerability_whatever_the_answer_says(bundled_engine: Engine) -
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     right = diagnose(question, passages, "Andrew Jaspan co-founded The Conversation.")
     other = diagnose(question, passages, "Marsha Albert was born 1948.")
-    assert right.e_q == other.e_q and right.e_q.construction == "rerank"
+    assert right.e_q == other.e_q and right.e_q.construction == "answerability"
     assert right.e_q.state == "entail" and other.failure != "NoFailure"
     assert right.verdict is not None and other.verdict is not None
     assert other.verdict.p_unsupported > right.verdict.p_unsupported
@@ -147,3 +147,27 @@ def test_the_user_reads_citations_and_what_the_policy_says(bundled_engine: Engin
     assert abstained.text.startswith(ABSTAINED) and "Canberra" not in abstained.text
     assert f"[1] {passages[0].title}" in abstained.text
     assert present(wrong, d, evidence, "off").text == wrong
+
+
+def test_retrieved_passages_are_read_with_the_vectors_the_index_holds(bundled_engine: Engine) -> None:
+    """The engine's diagnoser takes its passages' vectors from the index (no second encoding);
+    EGC and the query similarities come out as from encoding the passages afresh (the index
+    encoded them with their title as metadata, the diagnosis as "title: text"), and the
+    decisions are the same. Passages the index does not hold are encoded."""
+    base = bundled_engine.diagnoser
+    assert base.stored_vectors is not None
+    encoded = Diagnoser(base.nli, base.embed, base.options, reranker=base.reranker)
+    for question, response in [
+        *CASES,
+        ("Which airport is located in Elko, Nevada?", "Elko Regional Airport."),
+    ]:
+        passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+        assert base.stored_vectors([p.id for p in passages]) is not None
+        stored, fresh = (
+            base.diagnose(question, passages, response),
+            encoded.diagnose(question, passages, response),
+        )
+        assert stored.egc.score == pytest.approx(fresh.egc.score, abs=0.05)
+        assert (stored.failure, stored.stage) == (fresh.failure, fresh.stage)
+    given = [p.model_copy(update={"id": f"given-{n}"}) for n, p in enumerate(passages)]
+    assert base.stored_vectors([p.id for p in given]) is None

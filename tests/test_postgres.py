@@ -218,6 +218,12 @@ def test_the_index_in_pgvector_retrieves_as_the_file_index(pg_engine: Engine, en
             files = [p.id for p in engine.index.retriever.retrieve(q, mode, 5)]
             # pgvector computes the same cosine distances in float4: the same passages, in order.
             assert here == files, (mode, q)
+    # The diagnosis reads the stored vectors of its passages (one query for just those rows).
+    ids = [p.id for p in engine.index.retriever.retrieve(QUERIES[0], "dense", 5)]
+    stored, on_files = snapshot.stored_vectors(ids), engine.index.snapshot.stored_vectors(ids)
+    assert stored is not None and on_files is not None
+    assert np.allclose(stored, on_files, atol=1e-5)
+    assert snapshot.stored_vectors([*ids, "no-such-node"]) is None
 
 
 def test_a_failed_ingest_leaves_readers_unchanged_and_readers_keep_their_generation(

@@ -267,7 +267,12 @@ def rescore(
             x = {**x, **_rounded(fresh)}
             claims = [{**c, **_rounded(f)} for c, f in zip(claims, fresh_claims, strict=True)]
         p, threshold = model.score(x, claims)
-        answerable = x.get("relevance", 1.0) >= relevance_threshold and not x.get("abstained")
+        # As the diagnoser decided it where the row records it (the answerability model's
+        # decision); rows from before that model: the relevance rule.
+        evidence_answers = (
+            x["answerable"] > 0 if "answerable" in x else x.get("relevance", 1.0) >= relevance_threshold
+        )
+        answerable = evidence_answers and not x.get("abstained")
         addresses = r.get("off_question") is None  # rows recorded before the check: unknown
         failure = derive_failure(p >= threshold, r["rule_failure"], "missing", answerable, addresses)
         out.append({**r, "score": p, "failure": failure})
