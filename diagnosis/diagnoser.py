@@ -362,8 +362,9 @@ class Diagnoser:
                 verdict.unsupported,
                 failure,
                 kg.kappa,
-                e_q.state == "entail" and not is_abstention(response),
+                e_q.state == "entail",
                 addresses_question=off_question is None,
+                abstained=verdict.features.get("abstained", 0.0) > 0,  # no claim: as rescoring reads it
             )
             timings["verdict_s"] = time.perf_counter() - t0
         doc_ids = [p.doc_id for p in passages]

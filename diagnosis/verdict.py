@@ -434,18 +434,22 @@ def derive_failure(
     kappa: Kappa,
     answerable: bool,
     addresses_question: bool = True,
+    abstained: bool = False,
 ) -> FailureType:
     """Algorithm 1's types, in its order, from the verdict: WP stays the knowledge graph's (a
-    conflict with the corpus graph is a failure whatever the text scores say); then IE when the
-    evidence does not answer the question (answerability replaces the answer-built e_q, and
-    Algorithm 1 checks it before the response: an answer, however well worded, to a question the
-    evidence cannot answer is not supported by it); then a supported verdict is NoFailure; an
-    unsupported one takes the rule's type where it found one, else WR. An answer that does not
-    address the question (another subject or relation, spans.py) is WR whatever its verdict: a
-    passage may well entail what it says."""
+    conflict with the corpus graph is a failure whatever the text scores say); then IE for an
+    abstention, and for an unsupported answer to a question the evidence does not answer
+    (answerability replaces the answer-built e_q); an answer the evidence supports is not a
+    failure because the question looked unanswerable: answerability is judged from the question
+    and the passages alone, and a supported answer is better evidence that they answer it (on
+    RAGTruth's DEV questions, whose given passages answer them, the answerability gate alone made
+    61% of the responses IE). Then a supported verdict is NoFailure; an unsupported one takes
+    the rule's type where it found one, else WR. An answer that does not address the question
+    (another subject or relation, spans.py) is WR whatever its verdict: a passage may well
+    entail what it says."""
     if kappa == "conflict":
         return "WP"
-    if not answerable:
+    if abstained or (not answerable and unsupported):
         return "IE"
     if not addresses_question:
         return "WR"

@@ -121,10 +121,10 @@ def test_fit_learns_the_direction_of_a_signal_and_the_file_round_trips(tmp_path:
     [
         (False, "IE", "missing", True, "NoFailure"),  # the verdict clears what the rule flagged
         (True, "NoFailure", "missing", True, "WR"),  # ... and flags what it passed
-        (True, "NoFailure", "missing", False, "IE"),  # nothing covers the question
-        (False, "NoFailure", "missing", False, "IE"),  # ... whatever the verdict (IE comes first)
+        (True, "NoFailure", "missing", False, "IE"),  # an unsupported answer, evidence that does not answer
+        (False, "NoFailure", "missing", False, "NoFailure"),  # a supported answer shows it does
         (True, "IE", "missing", True, "IE"),  # the rule's type stays where it found one
-        (True, "WR", "missing", False, "IE"),  # ... unless nothing covers the question
+        (True, "WR", "missing", False, "IE"),  # ... IE where the evidence does not answer
         (False, "NoFailure", "conflict", True, "WP"),  # a conflict with the graph always fails
     ],
 )
@@ -134,9 +134,12 @@ def test_failure_type_from_the_verdict(
     assert derive_failure(unsupported, rule, kappa, answerable) == expected  # type: ignore[arg-type]
 
 
-def test_an_answer_that_does_not_address_the_question_fails_whatever_the_verdict() -> None:
+def test_an_abstention_is_ie_and_an_answer_off_the_question_wr() -> None:
+    assert derive_failure(False, "NoFailure", "missing", True, abstained=True) == "IE"
+    assert derive_failure(False, "NoFailure", "missing", False, abstained=True) == "IE"
     assert derive_failure(False, "WR", "missing", True, addresses_question=False) == "WR"
-    assert derive_failure(False, "WR", "missing", False, addresses_question=False) == "IE"
+    assert derive_failure(True, "WR", "missing", False, addresses_question=False) == "IE"
+    assert derive_failure(False, "WR", "missing", False, addresses_question=False) == "WR"
 
 
 def test_an_answer_stating_another_relation_is_caught() -> None:

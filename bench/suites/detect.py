@@ -269,12 +269,14 @@ def rescore(
         p, threshold = model.score(x, claims)
         # As the diagnoser decided it where the row records it (the answerability model's
         # decision); rows from before that model: the relevance rule.
-        evidence_answers = (
-            x["answerable"] > 0 if "answerable" in x else x.get("relevance", 1.0) >= relevance_threshold
-        )
-        answerable = evidence_answers and not x.get("abstained")
+        if "answerable" in x:
+            answerable = x["answerable"] > 0
+        else:
+            answerable = x.get("relevance", 1.0) >= relevance_threshold
         addresses = r.get("off_question") is None  # rows recorded before the check: unknown
-        failure = derive_failure(p >= threshold, r["rule_failure"], "missing", answerable, addresses)
+        failure = derive_failure(
+            p >= threshold, r["rule_failure"], "missing", answerable, addresses, bool(x.get("abstained"))
+        )
         out.append({**r, "score": p, "failure": failure})
     return out
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ragmend.errors import ModelUnavailable
 from ragmend.models import bundled
-from ragmend.models.runtime import prepare_libraries, quiet_transformers
+from ragmend.models.runtime import onnx_session_options, prepare_libraries, quiet_transformers
 from ragmend.settings import ModelsSettings
 
 NLI_ORDER = ("entailment", "neutral", "contradiction")
@@ -181,10 +181,7 @@ class OnnxNLI(_CrossEncoderNLI):
             min(max_length, limit),
             batch_size,
         )
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if threads:
-            opts.intra_op_num_threads = threads
+        opts = onnx_session_options(threads)
         try:
             self._session = ort.InferenceSession(
                 str(files["model.onnx"]), opts, providers=["CPUExecutionProvider"]

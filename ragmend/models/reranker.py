@@ -15,7 +15,7 @@ import numpy as np
 
 from ragmend.errors import ModelUnavailable
 from ragmend.models import bundled
-from ragmend.models.runtime import prepare_libraries
+from ragmend.models.runtime import onnx_session_options, prepare_libraries
 from ragmend.settings import ModelsSettings
 
 
@@ -34,10 +34,7 @@ class OnnxCrossEncoder:
         for p in (onnx_path, tok_path):
             if not p.exists():
                 raise ModelUnavailable(f"reranker file missing: {p}")
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if threads:
-            opts.intra_op_num_threads = threads
+        opts = onnx_session_options(threads)
         try:
             self._session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime raises its own untyped errors on a corrupt graph

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any
 
 from ragmend.errors import InputError
 from ragmend.settings import library_env
@@ -49,3 +50,18 @@ def torch_device(spec: str) -> str:
     if spec.startswith("cuda") and not torch.cuda.is_available():
         raise InputError(f"device '{spec}' asked for, but torch sees no CUDA GPU (use --device cpu)")
     return spec
+
+
+def onnx_session_options(threads: int = 0) -> Any:
+    """onnxruntime options for the request path's CPU graphs (NLI, cross-encoder). Worker threads
+    do not spin after a run: a diagnosis runs the NLI graph, then the cross-encoder, then torch
+    (the embeddings) back to back on the same cores, and threads left spinning by one steal them
+    from the next (RAGTruth responses: p50 463 -> 418 ms on 2 cores, docs/diagnosis.md)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if threads:
+        opts.intra_op_num_threads = threads
+    return opts
