@@ -230,6 +230,11 @@ def bench_detect(
         ws.prepare()
         engine = Engine(ws.settings(base, kg={"enabled": False}, policy={"repair": False}))
         cases = case_sets(engine, ws, data_root, split, chosen, limit, log=lambda m: err.print(m))  # type: ignore[arg-type]
+        if not engine.ready and {"hotpotqa", "unanswerable"} & set(chosen):
+            # The generated answers' passages are the index's: open it (as a served request
+            # finds it), so the diagnosis reads their stored vectors, also when every answer
+            # was already made and nothing else loaded the engine.
+            engine.load(roles=("embeddings", "reranker", "nli"))
         judge = LLMJudge(engine.models.generator) if judge_limit else None
         rows = workdir / f"detect-{split}-{'+'.join(chosen)}-rows.jsonl"
         result = run_detect(
