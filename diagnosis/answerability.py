@@ -75,12 +75,11 @@ def answerability_features(
     scores = np.asarray(relevance if relevance is not None else [], dtype=np.float64)
     rel = np.sort(scores)[::-1]
     names = key_spans(query)
-    titled = [i for i, t in enumerate(titles) if title_coverage(names, [t]) > 0] if names else []
-    rel_titled = (
-        float(rel[0])
-        if not names and len(rel)
-        else max((float(scores[i]) for i in titled if i < len(scores)), default=0.0)
-    )
+    if names:  # the best relevance among the passages titled by one of the question's names
+        titled = [i for i, t in enumerate(titles) if i < len(scores) and title_coverage(names, [t]) > 0]
+        rel_titled = max((float(scores[i]) for i in titled), default=0.0)
+    else:
+        rel_titled = float(rel[0]) if len(rel) else 0.0
     name_cov = span_coverage(query, evidence) if evidence else 0.0
     best_cov = best_passage_coverage(query, evidence)
     return {
