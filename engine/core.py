@@ -24,7 +24,7 @@ from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import Repairer
 from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
-from ragmend.errors import ConfigError, Conflict, InputError, NotReady
+from ragmend.errors import ConfigError, Conflict, InputError, NotFound, NotReady
 from ragmend.kg.phrases import embed_with
 from ragmend.models.embeddings import token_counter
 from ragmend.models.registry import ModelRegistry
@@ -271,8 +271,15 @@ class Engine:
     ) -> Answer:
         if not self.ready:
             raise NotReady("ragmend is still loading its models and index")
+        was_open = self.index.is_open
+        if was_open and self.index.reload_if_changed() and self.kg is not None:
+            # Another process (a replica, `ragmend ingest`) made a new generation current: this
+            # replica's graph follows it (only the documents whose fingerprints changed).
+            self.kg.sync(self.index.snapshot)
         if not self.index.is_open:
             if not self.store.exists():
+                if was_open:  # its generations went since the last request: deleted elsewhere
+                    raise NotFound(f"collection '{self.namespace}' was deleted")
                 raise Conflict(
                     f"collection '{self.namespace}' has no documents yet: add some "
                     f"(POST /admin/collections/{self.namespace}/documents)"
@@ -280,10 +287,6 @@ class Engine:
             self.index.open()  # the first documents came through another replica
             if self.kg is not None:
                 self.kg.sync(self.index.snapshot)
-        elif self.index.reload_if_changed() and self.kg is not None:
-            # Another process (a replica, `ragmend ingest`) made a new generation current: this
-            # replica's graph follows it (only the documents whose fingerprints changed).
-            self.kg.sync(self.index.snapshot)
         return self.pipeline.answer(query, self.config(overrides), on_text=on_text)
 
     def diagnose(self, answer: Answer) -> Diagnosis:

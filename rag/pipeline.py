@@ -36,6 +36,12 @@ class IndexHandle:
         """Pick up a generation another process (`ragmend ingest`) made current. One small read."""
         current = self.store.current_generation()
         r = self._retriever
+        if r is not None and current is None:
+            # Every generation is gone (a collection another replica deleted): nothing is left
+            # to serve; the handle is closed and the caller finds the store empty.
+            with self._lock:
+                self._retriever = None
+            return False
         if r is None or current is None or current == r.snapshot.generation:
             return False
         with self._lock:
