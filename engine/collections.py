@@ -8,7 +8,8 @@ collection is an Engine of its own over the default engine's loaded models: its 
 own policy live under `<data_dir>/collections/<name>/` (files) or under its name as namespace
 (PostgreSQL); a collection with `policy: shared` teaches the default engine's policy object.
 A collection created on another replica is opened on its first request here; one deleted there
-is dropped here when the registry is read again (at most `store.max_staleness_s` later).
+is dropped here when the registry is read again (at most `store.max_staleness_s` later); a request
+for it before then is a 404 (Engine.answer finds its index generations gone).
 """
 
 from __future__ import annotations
