@@ -354,7 +354,8 @@ class Diagnoser:
             # response says. The statement built from the response stays a verdict feature
             # (statement_entail); it cannot be e_q, since an answer about someone else makes a
             # statement that some passage entails.
-            e_q = self._answerability(query, passages, evidence, relevance, q_sims)
+            if use_nli_for_query:  # else e_q is answerability already (read above)
+                e_q = self._answerability(query, passages, evidence, relevance, q_sims)
             # Recorded with the verdict's features, so rows scored offline decide IE the same way.
             answerable = {"p_answerable": e_q.support or 0.0, "answerable": float(e_q.state == "entail")}
             verdict = replace(verdict, rule_failure=failure, features={**verdict.features, **answerable})
@@ -467,33 +468,27 @@ class Diagnoser:
         (IE)."""
         if not passages:
             return NLISignal("neutral", (HypothesisVerdict(query, "neutral", None, ()),), "rerank")
-        model = self.options.answerability
+        model, p_answerable = self.options.answerability, None
         if relevance is not None and model is not None:
             features = answerability_features(query, [p.title for p in passages], evidence, relevance, q_sims)
             p_answerable = model.probability(features)
-            verdict_state: NLIState = "entail" if p_answerable >= model.threshold else "neutral"
-            scores = tuple(
-                PassageScores(p.id, round(float(r), 4), round(float(1 - r), 4), 0.0)
-                for p, r in zip(passages, relevance, strict=True)
-            )
-            best_id = passages[int(relevance.argmax())].id if verdict_state == "entail" else None
-            h = HypothesisVerdict(query, verdict_state, best_id, scores)
-            return NLISignal(verdict_state, (h,), "answerability", round(p_answerable, 4))
-        if relevance is not None:
-            rel, construction, bar = relevance, "rerank", self.options.thresholds.relevance
+            rel, construction, answers = relevance, "answerability", p_answerable >= model.threshold
+        elif relevance is not None:
+            rel, construction = relevance, "rerank"
+            answers = rel.max() >= self.options.thresholds.relevance
         else:
             rel = np.array([best_passage_coverage(query, [e]) or 0.0 for e in evidence])
             if best_passage_coverage(query, evidence) is None:
                 rel = np.ones(len(evidence))
-            construction, bar = "coverage", self.options.answerable_coverage
+            construction, answers = "coverage", rel.max() >= self.options.answerable_coverage
         scores = tuple(
             PassageScores(p.id, round(float(r), 4), round(float(1 - r), 4), 0.0)
             for p, r in zip(passages, rel, strict=True)
         )
-        best = int(rel.argmax())
-        state: NLIState = "entail" if rel[best] >= bar else "neutral"
-        verdict = HypothesisVerdict(query, state, passages[best].id if state == "entail" else None, scores)
-        return NLISignal(state, (verdict,), construction)
+        state: NLIState = "entail" if answers else "neutral"
+        best = passages[int(rel.argmax())].id if answers else None
+        support = None if p_answerable is None else round(p_answerable, 4)  # None: from the scores
+        return NLISignal(state, (HypothesisVerdict(query, state, best, scores),), construction, support)
 
 
 def _off_question(query: str, response: str) -> OffQuestion | None:
