@@ -12,6 +12,13 @@
 | hotpot_statement | both gold paragraphs' windows | the question + gold answer as a statement | entailment |
 | hotpot_statement_swap | the same | the statement with a wrong answer in the slot | contradiction |
 | hotpot_statement_distractor | a distractor paragraph | the statement | neutral |
+| hotpot_long_statement* | the three above, up to 200 words (2 gold, 2 distractors) | as above | as above |
+| fever_long | evidence, then other pages' evidence to 100 words | the claim | as fever_claim; NEI: neutral |
+
+The long files (issue 19) teach that length is not support: a paragraph-length premise that does
+not hold the claim (distractors on the topic, padding from other pages) stays neutral, and one
+that contradicts it stays a contradiction however much else it says. The NLI suite's long-premise
+set is built by the same functions from the TEST splits.
 
 The statement pairs are the diagnosis' own query-signal pairs (diagnosis/hypotheses.py
 `question_statement`: the question with an answer in its slot, judged against the retrieved
@@ -28,7 +35,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +49,7 @@ from ragmend.corpora.readers import (
     load_hotpotqa,
     load_sufficient_facts,
 )
-from ragmend.diagnosis.hypotheses import question_statement
+from ragmend.diagnosis.hypotheses import question_statement, split_sentences
 
 # Entity types whose swap changes what a sentence asserts.
 SWAP_LABELS = frozenset(
@@ -72,6 +79,12 @@ SWAP_LABELS = frozenset(
 # the model is trained on looks like the one the diagnosis gives it and the supporting sentence
 # survives truncation (at full length, 22% of them were cut away at 128 tokens).
 PREMISE_WORDS = 90
+# Long premises (issue 19: paragraph-length premises must not read as entailment by length). The
+# statement pairs' premises at up to 200 words (both gold paragraphs, or two distractors), FEVER
+# evidence padded with other claims' evidence to 100 words: the NLI suite's long-premise set is
+# built the same way from the TEST splits (bench/suites/nli.py), the training files from DEV.
+HOTPOT_PREMISE_WORDS = 200
+FEVER_PREMISE_WORDS = 100
 
 
 @dataclass(frozen=True)
@@ -219,6 +232,32 @@ def hotpot_statement_pairs(
     return dict(out)
 
 
+def fever_long_premise_pairs(
+    claims: Sequence[FeverClaim],
+    insufficient: Sequence[FeverClaim],
+    seed: int = 0,
+    min_words: int = FEVER_PREMISE_WORDS,
+) -> list[NLIPair]:
+    """FEVER claims against their evidence followed by distractor evidence: that of other claims
+    (drawn from `claims`, seeded) on pages other than the premise's so far, appended until the
+    premise has `min_words` words. SUPPORTS -> entailment, REFUTES -> contradiction, and the
+    SufficientFacts NOT ENOUGH claims (`insufficient`) -> neutral."""
+    rng = random.Random(seed)
+    pairs = []
+    for prefix, group in (("fever-long", claims), ("fever-long-nei", insufficient)):
+        for i, c in enumerate(group):
+            premise, titles = c.evidence_text, {t for t, _ in c.evidence}
+            for _ in range(50 if claims else 0):  # enough draws for min_words; a small pool stops short
+                if len(premise.split()) >= min_words:
+                    break
+                other = claims[rng.randrange(len(claims))]
+                if other.evidence and titles.isdisjoint(t for t, _ in other.evidence):
+                    premise += " " + other.evidence_text
+                    titles |= {t for t, _ in other.evidence}
+            pairs.append(NLIPair(premise, c.claim, FEVER_TO_NLI[c.label], f"{prefix}-{i}"))
+    return pairs
+
+
 def _distractor(
     rng: random.Random, distractors: list[tuple[str, str]], n: int = 1, words: int = PREMISE_WORDS
 ) -> str:
@@ -246,8 +285,45 @@ def build_in_domain_pairs(
     pool = [c.claim for c in claims] + [s for c in claims for _, s in c.evidence]
     pool += [p for item in hotpot for _, p in item.context]
     swapper = EntitySwapper(nlp, pool, seed=seed)
+    long = hotpot_statement_pairs(
+        hotpot, swapper, seed=seed + 1, premise_words=HOTPOT_PREMISE_WORDS, distractors=2
+    )
     return (
         fever_pairs(claims, insufficient, swapper, seed=seed)
         | hotpot_pairs(hotpot, swapper, seed=seed)
         | hotpot_statement_pairs(hotpot, swapper, seed=seed)
+        | {k.replace("hotpot_", "hotpot_long_"): _retag(v, "long") for k, v in long.items()}
+        | {"fever_long": fever_long_premise_pairs(claims, insufficient, seed=seed)}
     )
+
+
+def _retag(pairs: list[NLIPair], tag: str) -> list[NLIPair]:
+    """The same pairs with `tag` in their ids (the long files' ids differ from the short ones')."""
+    return [NLIPair(p.premise, p.hypothesis, p.label, f"{tag}-{p.id}") for p in pairs]
+
+
+def lengthen_premises(
+    pairs: Sequence[NLIPair], filler: Sequence[str], max_words: int, seed: int = 0
+) -> list[NLIPair]:
+    """Each pair again with its premise inside unrelated text: sentences of `filler` (paragraphs
+    from other sources) before and after it, to a length drawn between the premise's own and
+    `max_words` words. The label stands: added text that says nothing about the hypothesis
+    neither creates nor removes support. The filler must come from other sources than the pairs'
+    (MNLI's and SNLI's own premises describe the same scenes and could entail a hypothesis).
+    Ids get "-long"; the premise's position among the fillers is drawn too, so that the model
+    cannot learn where the evidence sits."""
+    sentences = [s for text in filler for s in split_sentences(text) if len(s.split()) >= 4]
+    if not sentences:
+        raise ValueError("lengthen_premises needs filler text")
+    rng = random.Random(seed)
+    out = []
+    for p in pairs:
+        own = len(p.premise.split())
+        target = rng.randint(min(own, max_words), max_words)
+        added: list[str] = []
+        while own + sum(len(s.split()) for s in added) < target:
+            added.append(rng.choice(sentences))
+        at = rng.randint(0, len(added))
+        premise = " ".join([*added[:at], p.premise, *added[at:]])
+        out.append(NLIPair(premise, p.hypothesis, p.label, f"{p.id}-long"))
+    return out

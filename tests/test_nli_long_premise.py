@@ -16,11 +16,11 @@ from ragmend.bench.suites.nli import (
     SUITE,
     SuiteSet,
     evaluate_set,
-    fever_long_premise_pairs,
     long_premise_test,
     most_decisive,
     suite_markdown,
 )
+from ragmend.corpora.nli_pairs import fever_long_premise_pairs
 from ragmend.corpora.readers import NLI_LABELS, NLIPair, load_fever_claims, load_hotpotqa, split_of
 from ragmend.models.nli import NLIBatch
 from tests.test_datasets import DATA, needs_data

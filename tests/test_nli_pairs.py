@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragmend.corpora.nli_pairs import EntitySwapper, build_in_domain_pairs
@@ -45,6 +46,10 @@ def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: Mode
         "hotpot_statement": {"entailment"},
         "hotpot_statement_swap": {"contradiction"},
         "hotpot_statement_distractor": {"neutral"},
+        "hotpot_long_statement": {"entailment"},
+        "hotpot_long_statement_swap": {"contradiction"},
+        "hotpot_long_statement_distractor": {"neutral"},
+        "fever_long": {"entailment", "contradiction", "neutral"},
     }
     assert set(pairs) == set(expected)
     for source, labels in expected.items():
@@ -69,6 +74,14 @@ def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: Mode
         answer = answers[swap.id.removeprefix("hotpot-st-swap-")].lower()
         statement = statements[swap.id.removeprefix("hotpot-st-swap-")].hypothesis.lower()
         assert swap.hypothesis.lower().count(answer) < statement.count(answer)
+    # Issue 19's long files: the same statements against premises about twice as long (both gold
+    # paragraphs, or two distractors), FEVER evidence padded with other pages' evidence.
+    short_words = np.median([len(p.premise.split()) for p in pairs["hotpot_statement"]])
+    assert np.median([len(p.premise.split()) for p in pairs["hotpot_long_statement"]]) > 1.5 * short_words
+    assert all(p.premise.count(": ") >= 2 for p in pairs["hotpot_long_statement_distractor"])
+    for p in pairs["fever_long"]:
+        assert split_of(p.hypothesis) == "dev"
+    assert np.median([len(p.premise.split()) for p in pairs["fever_long"]]) >= 100
     again = build_in_domain_pairs(DATA, registry.spacy, seed=0, limit=30)
     assert again["hotpot_swap"] == pairs["hotpot_swap"]  # seeded: the same data every time
 
@@ -84,6 +97,6 @@ def test_pairs_cli_writes_one_file_per_source(tmp_path: Path, limit: int) -> Non
         app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(DATA), "--limit", str(limit)]
     )
     assert result.exit_code == 0, result.output
-    assert len(list(tmp_path.glob("*.jsonl"))) == 10
+    assert len(list(tmp_path.glob("*.jsonl"))) == 14
     result = CliRunner().invoke(app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(tmp_path)])
     assert result.exit_code == 2 and "does not hold the shared data" in " ".join(result.output.split())

@@ -55,6 +55,36 @@ def test_dev_only_keeps_dev_split_claims(tmp_path: Path) -> None:
     assert kept and len(kept) < 40 and all(split_of(p.hypothesis) == "dev" for p in kept)
 
 
+def test_lengthen_keeps_premise_label_and_hypothesis_whole(tmp_path: Path) -> None:
+    """Issue 19: a mix entry with `lengthen_to` sets each premise inside filler sentences (other
+    sources' paragraphs) up to that length; the premise itself, its label and its hypothesis stay
+    as they were, its place among the fillers varies, and the same mix gives the same pairs."""
+    filler = [
+        NLIPair(
+            f"Town {i}: Town {i} is a village in the district. It had {i} inhabitants in 2001. "
+            "The church dates from the twelfth century.",
+            "x",
+            "neutral",
+        )
+        for i in range(30)
+    ]
+    _write(tmp_path / "filler.jsonl", filler)
+    _write(tmp_path / "p.jsonl", PAIRS)
+    entry = MixEntry("p.jsonl", lengthen_to=80, filler="filler.jsonl")
+    cfg = TrainConfig(mix=(entry,))
+    long = resolve_mix(cfg, tmp_path, tmp_path)
+    assert long == resolve_mix(cfg, tmp_path, tmp_path)
+    assert len(long) == len(PAIRS)
+    for short, p in zip(PAIRS, long, strict=True):
+        assert (p.label, p.hypothesis) == (short.label, short.hypothesis) and short.premise in p.premise
+        assert len(p.premise.split()) <= 80 + 25 and p.id.endswith("-long")
+    assert max(len(p.premise.split()) for p in long) > 60
+    starts = {p.premise.startswith(PAIRS[0].premise) for p in long}
+    assert starts == {True, False}  # the evidence is not always first
+    with pytest.raises(InputError, match="filler"):
+        resolve_mix(TrainConfig(mix=(MixEntry("p.jsonl", lengthen_to=80),)), tmp_path, tmp_path)
+
+
 def _tiny(base: Path, **overrides: object) -> TrainConfig:
     """A config for the small random BERT: short sequences, small batches, one fake mix entry."""
     fields = {"base": str(base), "batch_size": 8, "max_length": 32, "mix": (MixEntry("p.jsonl"),)}

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ragmend.corpora.nli_pairs import lengthen_premises
 from ragmend.corpora.readers import NLI_LABELS, NLI_SETS, NLIPair, load_nli, split_of
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
@@ -38,6 +39,11 @@ class MixEntry:
     dev_only: bool = False
     # Show these pairs this many times per epoch (small in-domain sets next to large generic ones).
     repeat: int = 1
+    # Issue 19: the entry's pairs with each premise set inside unrelated sentences from `filler`
+    # (a pair file or set whose premises are the filler) up to this many words, labels kept
+    # (corpora.nli_pairs.lengthen_premises): long premises that are not support by length.
+    lengthen_to: int | None = None
+    filler: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,21 +111,31 @@ def shared_set_path(name: str, data_root: Path) -> Path:
 
 
 def resolve_mix(cfg: TrainConfig, data_root: Path, relative_to: Path) -> list[NLIPair]:
-    sets = {s.name for s in NLI_SETS}
     pairs: list[NLIPair] = []
-    for entry in cfg.mix:
-        if entry.source in sets:
-            path = shared_set_path(entry.source, data_root)
-        else:
-            path = Path(entry.source)
-            path = path if path.is_absolute() else relative_to / path
-        if not path.is_file():
-            raise InputError(f"mix entry '{entry.source}': no such file {path}")
-        rows = load_nli(path)
+    for n, entry in enumerate(cfg.mix):
+        rows = _load_source(entry.source, data_root, relative_to)
         if entry.dev_only:
             rows = [p for p in rows if split_of(p.hypothesis) == "dev"]
-        pairs.extend(rows[: entry.limit] * max(1, entry.repeat))
+        rows = rows[: entry.limit]
+        if entry.lengthen_to is not None:
+            if entry.filler is None:
+                raise InputError(f"mix entry '{entry.source}': lengthen_to needs a filler source")
+            filler = [p.premise for p in _load_source(entry.filler, data_root, relative_to)]
+            # Seeded by the entry's place in the mix: the same mix file gives the same premises.
+            rows = lengthen_premises(rows, filler, entry.lengthen_to, seed=cfg.seed + n)
+        pairs.extend(rows * max(1, entry.repeat))
     return pairs
+
+
+def _load_source(source: str, data_root: Path, relative_to: Path) -> list[NLIPair]:
+    if source in {s.name for s in NLI_SETS}:
+        path = shared_set_path(source, data_root)
+    else:
+        path = Path(source)
+        path = path if path.is_absolute() else relative_to / path
+    if not path.is_file():
+        raise InputError(f"mix entry '{source}': no such file {path}")
+    return load_nli(path)
 
 
 def is_held_out(pair: NLIPair, fraction: float) -> bool:

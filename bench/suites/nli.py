@@ -8,7 +8,6 @@ long-premise set (issue 19: paragraph-length premises, read whole and as the dia
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,6 +18,7 @@ import numpy as np
 
 from ragmend.bench.harness.nli_eval import classification_metrics, score_nli
 from ragmend.bench.markdown import markdown_table
+from ragmend.corpora.nli_pairs import HOTPOT_PREMISE_WORDS, fever_long_premise_pairs
 from ragmend.corpora.readers import (
     FEVER_TO_NLI,
     NLI_LABELS,
@@ -96,37 +96,10 @@ def _hotpot_statements(root: Path, limit: int | None = None, **kw: Any) -> dict[
 
 # Issue 19: the long-premise set. A premise is paragraph-length: HotpotQA's two gold paragraphs
 # (up to 100 words of each around the supporting sentences, whole for most) or two distractor
-# paragraphs; FEVER evidence followed by other claims' evidence up to FEVER_PREMISE_WORDS. At
-# 200 words a premise still mostly fits the role's 256 tokens (the truncated count is reported).
+# paragraphs; FEVER evidence followed by other claims' evidence up to FEVER_PREMISE_WORDS
+# (corpora.nli_pairs, which builds the DEV-split training pairs the same way). At 200 words a
+# premise still mostly fits the role's 256 tokens (the truncated count is reported).
 LONG_PREMISE_MIN_WORDS = 60
-HOTPOT_PREMISE_WORDS = 200
-FEVER_PREMISE_WORDS = 100
-
-
-def fever_long_premise_pairs(
-    claims: Sequence[FeverClaim],
-    insufficient: Sequence[FeverClaim],
-    seed: int = 0,
-    min_words: int = FEVER_PREMISE_WORDS,
-) -> list[NLIPair]:
-    """FEVER claims against their evidence followed by distractor evidence: that of other claims
-    (drawn from `claims`, seeded) on pages other than the premise's so far, appended until the
-    premise has `min_words` words. SUPPORTS -> entailment, REFUTES -> contradiction, and the
-    SufficientFacts NOT ENOUGH claims (`insufficient`) -> neutral."""
-    rng = random.Random(seed)
-    pairs = []
-    for prefix, group in (("fever-long", claims), ("fever-long-nei", insufficient)):
-        for i, c in enumerate(group):
-            premise, titles = c.evidence_text, {t for t, _ in c.evidence}
-            for _ in range(50 if claims else 0):  # enough draws for min_words; a small pool stops short
-                if len(premise.split()) >= min_words:
-                    break
-                other = claims[rng.randrange(len(claims))]
-                if other.evidence and titles.isdisjoint(t for t, _ in other.evidence):
-                    premise += " " + other.evidence_text
-                    titles |= {t for t, _ in other.evidence}
-            pairs.append(NLIPair(premise, c.claim, FEVER_TO_NLI[c.label], f"{prefix}-{i}"))
-    return pairs
 
 
 def interleave(groups: Iterable[Sequence[NLIPair]]) -> list[NLIPair]:

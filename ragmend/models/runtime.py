@@ -11,7 +11,6 @@ import threading
 from typing import Any
 
 from ragmend.errors import InputError
-from ragmend.settings import library_env
 
 _lock = threading.Lock()
 
@@ -24,6 +23,10 @@ def quiet_transformers() -> None:
 
 
 def prepare_libraries(allow_hub: bool) -> None:
+    # Imported here, not at the top: the trainer uses this module's other helpers on machines
+    # that hold torch and transformers but not the server's settings stack (a lent GPU).
+    from ragmend.settings import library_env
+
     with _lock:
         env = library_env(allow_hub)
         for key, value in env.items():
