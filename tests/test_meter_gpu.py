@@ -8,6 +8,7 @@ with NVML's own reason, and the fallback (RSS, labelled so) is tested in tests/t
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.skipif(not METER.nvml_available, reason=f"no NVIDIA GPU
 
 
 @pytest.fixture(scope="module")
-def torch_cuda():  # type: ignore[no-untyped-def]
+def torch_cuda() -> Any:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("NVML sees a GPU but torch does not run on CUDA")
@@ -29,7 +30,7 @@ def torch_cuda():  # type: ignore[no-untyped-def]
     return torch
 
 
-def test_a_pass_that_holds_a_gib_on_the_device_costs_a_gib(torch_cuda) -> None:  # type: ignore[no-untyped-def]
+def test_a_pass_that_holds_a_gib_on_the_device_costs_a_gib(torch_cuda: Any) -> None:
     torch = torch_cuda
     with METER.measure() as m:
         block = torch.ones(GIB, dtype=torch.uint8, device="cuda")
@@ -50,7 +51,7 @@ def test_a_pass_that_holds_a_gib_on_the_device_costs_a_gib(torch_cuda) -> None: 
     assert cost.torch_cuda_peak_bytes is not None and GIB <= cost.torch_cuda_peak_bytes < 1.1 * GIB
 
 
-def test_a_pass_that_allocates_nothing_costs_about_nothing(torch_cuda) -> None:  # type: ignore[no-untyped-def]
+def test_a_pass_that_allocates_nothing_costs_about_nothing(torch_cuda: Any) -> None:
     with METER.measure() as m:
         time.sleep(0.02)
     cost = m.cost
