@@ -63,13 +63,17 @@ clean:
 # On a lent GPU machine without the shared data, scripts/nli_gpu.py carries the same pairs there.
 NLI_LONG ?= data/nli-minilm-long
 NLI_ASSET := ragmend/assets/nli-minilm-l6
+# $(call export_nli,TRAINED,OUT): int8 ONNX of TRAINED/model in OUT, calibrated on its held-out pairs.
+define export_nli
+	$(VENV)/bin/ragmend nli export --model $(1)/model --out $(2)
+	cp $(1)/heldout.jsonl $(2)/heldout.jsonl
+	$(VENV)/bin/ragmend nli calibrate --model $(2) --data $(2)/heldout.jsonl
+endef
 .PHONY: nli-model nli-distilled nli-v0
 nli-model: install
 	$(VENV)/bin/ragmend nli pairs --out data/nli-pairs
 	$(VENV)/bin/ragmend nli train --mix train/mixes/minilm-long.yaml --out $(NLI_LONG)
-	$(VENV)/bin/ragmend nli export --model $(NLI_LONG)/model --out $(NLI_ASSET)
-	cp $(NLI_LONG)/heldout.jsonl $(NLI_ASSET)/heldout.jsonl
-	$(VENV)/bin/ragmend nli calibrate --model $(NLI_ASSET) --data $(NLI_ASSET)/heldout.jsonl
+	$(call export_nli,$(NLI_LONG),$(NLI_ASSET))
 	$(VENV)/bin/ragmend bench nli --suite --model $(NLI_ASSET)
 
 # The model shipped from 2026-11-22 to 2026-11-26, kept to compare against: the distillation
@@ -99,6 +103,4 @@ NLI_V0_OUT ?= $(NLI_V0)/onnx-int8
 nli-v0: install
 	$(VENV)/bin/ragmend nli pairs --out data/nli-pairs
 	$(VENV)/bin/ragmend nli train --mix train/mixes/minilm-v0.yaml --out $(NLI_V0)
-	$(VENV)/bin/ragmend nli export --model $(NLI_V0)/model --out $(NLI_V0_OUT)
-	cp $(NLI_V0)/heldout.jsonl $(NLI_V0_OUT)/heldout.jsonl
-	$(VENV)/bin/ragmend nli calibrate --model $(NLI_V0_OUT) --data $(NLI_V0_OUT)/heldout.jsonl
+	$(call export_nli,$(NLI_V0),$(NLI_V0_OUT))

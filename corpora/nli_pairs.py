@@ -318,11 +318,12 @@ def lengthen_premises(
     rng = random.Random(seed)
     out = []
     for p in pairs:
-        own = len(p.premise.split())
-        target = rng.randint(min(own, max_words), max_words)
+        words = len(p.premise.split())
+        target = rng.randint(min(words, max_words), max_words)
         added: list[str] = []
-        while own + sum(len(s.split()) for s in added) < target:
+        while words < target:
             added.append(rng.choice(sentences))
+            words += len(added[-1].split())
         at = rng.randint(0, len(added))
         premise = " ".join([*added[:at], p.premise, *added[at:]])
         out.append(NLIPair(premise, p.hypothesis, p.label, f"{p.id}-long"))
