@@ -14,6 +14,8 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from ragmend.diagnosis.types import OffQuestion
+
 # A key span: a run of capitalised words (joined by a few lower-case connectors: "Gerald R. Ford
 # International Airport", "Bank of America"; never by "and", which joins two names), a number, or
 # a quoted title.
@@ -148,6 +150,24 @@ _HAS_TIME = re.compile(
 )
 
 
+# A task over text the request itself gives ("Summarize the following news.", "Write an overview
+# of the local business in the provided JSON data."): its subject is that text, and the words
+# that are capitalised in it ("Summarize", "JSON") name nothing the answer must restate. Without
+# this, every summary and data-to-text answer was "off the question" (RAGTruth TEST: 824 of 828
+# Summary and 842 of 900 Data2txt responses, all judged WR whatever their support).
+_GIVEN_TEXT = re.compile(
+    r"\b(?:the\s+(?:following|provided|given|above|below|attached)"
+    r"|th(?:is|ese)\s+(?:article|text|passage|document|news|data|record|review|story|report|email)s?)\b",
+    re.I,
+)
+
+
+def is_instruction(query: str) -> bool:
+    """The request is a task over text it gives (no question mark, and it points at "the
+    following", "the provided", "this article" ...), not a question about a named subject."""
+    return "?" not in query and bool(_GIVEN_TEXT.search(query))
+
+
 def answer_relevance(question: str, response: str) -> tuple[float, float]:
     """(entity overlap, type match) of a response to a question.
 
@@ -156,7 +176,10 @@ def answer_relevance(question: str, response: str) -> tuple[float, float]:
     question names nothing or the response is a bare span (a bare "Canberra" answers "What is the
     capital of Australia?" without naming Australia).
     Type match: 1.0 when the response has the kind of answer asked for (a number for "how many",
-    a date or year for "when"), 0.0 when it lacks it, 1.0 when the question asks for no kind."""
+    a date or year for "when"), 0.0 when it lacks it, 1.0 when the question asks for no kind.
+    (1.0, 1.0) for an instruction over a given text (is_instruction): it asks about no name."""
+    if is_instruction(question):
+        return 1.0, 1.0
     spans = key_spans(question)
     bare = len(response.split()) < 4
     overlap = 1.0
@@ -188,7 +211,9 @@ def off_topic(question: str, response: str) -> bool:
     not a bare span) names none of them and names other things instead ("When was Marie Curie
     born?" -> "Marsha Albert was born 1948."). A response naming nothing ("He was born in 1867.")
     or one opening with a pronoun ("She was born in Warsaw.") is not judged here: the pronoun
-    may stand for the question's subject."""
+    may stand for the question's subject. Nor is an instruction over a given text."""
+    if is_instruction(question):
+        return False
     asked = key_spans(question)
     words = response.split()
     if not asked or len(words) < 4 or words[0].lower().strip(",") in _PRONOUNS:
@@ -236,11 +261,43 @@ def other_relation(question: str, response: str) -> bool:
     """The response states another relation than the one asked: the question names relations,
     the response (a sentence, not a bare span) names none of them and names another ("When did
     Andrew Jaspan found it?" -> "Andrew Jaspan was born on April 20, 1952."). A response naming
-    no listed relation ("It started in 2011.") is not judged here."""
-    if len(response.split()) < 4:
+    no listed relation ("It started in 2011.") is not judged here, nor an instruction over a
+    given text."""
+    if len(response.split()) < 4 or is_instruction(question):
         return False
     asked, said = relations(question), relations(response)
     return bool(asked) and bool(said) and not asked & said
+
+
+def anchored_passages(question: str, passages: Sequence[tuple[str, str]]) -> list[bool] | None:
+    """For each passage (title, text): whether it is about what the question asks, i.e. it names
+    one of the question's key spans, or a passage that does names it by its title (the bridge of a
+    two-hop question: "the county where East Lempster is" leads to the county's own page). None
+    when there is nothing to anchor to: the question names nothing, or it is an instruction over
+    a given text."""
+    asked = key_spans(question)
+    if not asked or is_instruction(question):
+        return None
+    texts = [normalise(f"{title} {text}") for title, text in passages]
+    direct = [any(_found(s, t) for s in asked) for t in texts]
+    titles = [normalise(title) for title, _ in passages]
+    return [
+        direct[i]
+        or (
+            bool(titles[i])
+            and any(direct[j] and f" {titles[i]} " in f" {texts[j]} " for j in range(len(texts)) if j != i)
+        )
+        for i in range(len(texts))
+    ]
+
+
+def unaddressed(query: str, response: str) -> OffQuestion | None:
+    """What of the question a response does not address: its subject, its relation, or None."""
+    if off_topic(query, response):
+        return "subject"
+    if other_relation(query, response):
+        return "relation"
+    return None
 
 
 # "Both A and B are ...", "A and B are both ...", "Neither A nor B ...": one claim per subject.

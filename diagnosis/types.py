@@ -12,7 +12,7 @@ Stage = Literal["none", "chunking", "retrieval", "reranking", "generation"]
 Mode = Literal["qa", "claim"]
 # What of the question an answer does not address: its subject (an answer about someone else) or
 # its relation (born, when asked founded).
-OffQuestion = Literal["subject", "relation"]
+OffQuestion = Literal["subject", "relation", "support"]
 
 NLI_STATES: tuple[NLIState, ...] = ("entail", "neutral", "contradict")
 KAPPAS: tuple[Kappa, ...] = ("consistent", "conflict", "missing", "no_triplet")

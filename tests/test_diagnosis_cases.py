@@ -70,6 +70,25 @@ def test_a_right_answer_passes_on_the_bundled_corpus(bundled_engine: Engine) -> 
     assert d.failure == "NoFailure", d.verdict
 
 
+def test_a_faithful_summary_of_given_text_passes(bundled_engine: Engine) -> None:
+    """A task over text the request gives (RAGTruth's Summary and Data2txt) names no subject of
+    its own: a summary its passage entails is neither off the question nor a failure, under the
+    rule and under the verdict."""
+    passages, _ = bundled_engine.pipeline.retrieve("Elko Regional Airport", bundled_engine.config())
+    base = bundled_engine.diagnoser
+    verdict = Diagnoser(
+        base.nli, base.embed, replace(base.options, verdict=open_verdict("bundled")), reranker=base.reranker
+    )
+    for diagnoser in (base, verdict):
+        d = diagnoser.diagnose(
+            "Summarize the following text.",
+            passages[:1],
+            "Elko Regional Airport is an airport in Elko, Nevada.",
+        )
+        assert d.off_question is None
+        assert d.e_r.state == "entail", d.e_r
+
+
 def test_e_q_is_answerability_whatever_the_answer_says(bundled_engine: Engine) -> None:
     """With the verdict on, e_q asks whether the evidence answers the question: two answers to
     one question, one right and one about someone else, get the same e_q; a question the corpus

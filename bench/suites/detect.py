@@ -32,6 +32,7 @@ import numpy as np
 from ragmend.bench.stats import auroc
 from ragmend.corpora.cases import Case
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, premise_text
+from ragmend.diagnosis.spans import unaddressed
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.diagnosis.verdict import VerdictModel, claim_features, derive_failure
 from ragmend.errors import InputError
@@ -252,8 +253,9 @@ def rescore(
     and the failure follows as the diagnoser derives it (`derive_failure`; answerable when the
     best passage's cross-encoder relevance reaches `relevance_threshold` and the response does
     not abstain, as Diagnoser._answerability decides with a reranker loaded; an answer off the
-    question, as recorded, is WR). With `cases`, the text features are computed afresh from each
-    row's case (case_text_features), so rows recorded before one was added are scored with it."""
+    question, as recorded, is WR). With `cases`, the text features and whether the answer
+    addresses the question are computed afresh from each row's case (case_text_features,
+    spans.unaddressed), so rows recorded before a change to either are scored with it."""
     out = []
     for r in rows:
         if not r.get("features"):
@@ -266,6 +268,9 @@ def rescore(
             fresh, fresh_claims = case_text_features(case.query, case.passages, case.response, r["claims"])
             x = {**x, **_rounded(fresh)}
             claims = [{**c, **_rounded(f)} for c, f in zip(claims, fresh_claims, strict=True)]
+            # "support" is read from the NLI scores, which rows do not keep: as recorded.
+            kept = r.get("off_question") if r.get("off_question") == "support" else None
+            r = {**r, "off_question": kept or unaddressed(case.query, case.response)}
         p, threshold = model.score(x, claims)
         # As the diagnoser decided it where the row records it (the answerability model's
         # decision); rows from before that model: the relevance rule.
