@@ -505,18 +505,21 @@ def _support_off_question(
     about the county of East Lempster, entailed by the Strafford County page alone. On the local
     generator's HotpotQA answers it caught 6 of 100 wrong answers and none of 30 right ones
     (DEV and TEST, docs/diagnosis.md)."""
-    anchored = anchored_passages(query, [(p.title, p.text) for p in passages])
-    if anchored is None:
-        return False
-    about = {p.id: a for p, a in zip(passages, anchored, strict=True)}
+    ids = {p.id for p in passages}
     support = {
         s.passage
         for v in verdicts
         if v.state == "entail"
         for s in v.scores
-        if s.passage in about and s.entail >= entail
+        if s.passage in ids and s.entail >= entail
     }
-    return bool(support) and not any(about[pid] for pid in support)
+    if not support:  # nothing entailed: no passage text needs reading
+        return False
+    anchored = anchored_passages(query, [(p.title, p.text) for p in passages])
+    if anchored is None:
+        return False
+    about = {p.id: a for p, a in zip(passages, anchored, strict=True)}
+    return not any(about[pid] for pid in support)
 
 
 def relevance_of(logits: Sequence[float]) -> np.ndarray:

@@ -168,6 +168,12 @@ def is_instruction(query: str) -> bool:
     return "?" not in query and bool(_GIVEN_TEXT.search(query))
 
 
+def asked_spans(question: str) -> list[str]:
+    """The names and numbers a question asks about: its key spans, none for a task over a given
+    text (its capitalised words, "Summarize", "JSON", name nothing an answer must restate)."""
+    return [] if is_instruction(question) else key_spans(question)
+
+
 def answer_relevance(question: str, response: str) -> tuple[float, float]:
     """(entity overlap, type match) of a response to a question.
 
@@ -177,10 +183,8 @@ def answer_relevance(question: str, response: str) -> tuple[float, float]:
     capital of Australia?" without naming Australia).
     Type match: 1.0 when the response has the kind of answer asked for (a number for "how many",
     a date or year for "when"), 0.0 when it lacks it, 1.0 when the question asks for no kind.
-    (1.0, 1.0) for an instruction over a given text (is_instruction): it asks about no name."""
-    if is_instruction(question):
-        return 1.0, 1.0
-    spans = key_spans(question)
+    An instruction over a given text asks about no name (asked_spans): overlap 1.0."""
+    spans = asked_spans(question)
     bare = len(response.split()) < 4
     overlap = 1.0
     if spans and not bare:
@@ -211,10 +215,8 @@ def off_topic(question: str, response: str) -> bool:
     not a bare span) names none of them and names other things instead ("When was Marie Curie
     born?" -> "Marsha Albert was born 1948."). A response naming nothing ("He was born in 1867.")
     or one opening with a pronoun ("She was born in Warsaw.") is not judged here: the pronoun
-    may stand for the question's subject. Nor is an instruction over a given text."""
-    if is_instruction(question):
-        return False
-    asked = key_spans(question)
+    may stand for the question's subject. Nor is an instruction over a given text (asked_spans)."""
+    asked = asked_spans(question)
     words = response.split()
     if not asked or len(words) < 4 or words[0].lower().strip(",") in _PRONOUNS:
         return False
@@ -275,8 +277,8 @@ def anchored_passages(question: str, passages: Sequence[tuple[str, str]]) -> lis
     two-hop question: "the county where East Lempster is" leads to the county's own page). None
     when there is nothing to anchor to: the question names nothing, or it is an instruction over
     a given text."""
-    asked = key_spans(question)
-    if not asked or is_instruction(question):
+    asked = asked_spans(question)
+    if not asked:
         return None
     texts = [normalise(f"{title} {text}") for title, text in passages]
     direct = [any(_found(s, t) for s in asked) for t in texts]

@@ -10,8 +10,9 @@ Kappa = Literal["consistent", "conflict", "missing", "no_triplet"]
 FailureType = Literal["NoFailure", "WP", "IE", "WR", "LEM"]
 Stage = Literal["none", "chunking", "retrieval", "reranking", "generation"]
 Mode = Literal["qa", "claim"]
-# What of the question an answer does not address: its subject (an answer about someone else) or
-# its relation (born, when asked founded).
+# What of the question an answer does not address: its subject (an answer about someone else),
+# its relation (born, when asked founded), or its support (only passages about something the
+# question does not name entail it).
 OffQuestion = Literal["subject", "relation", "support"]
 
 NLI_STATES: tuple[NLIState, ...] = ("entail", "neutral", "contradict")
