@@ -14,6 +14,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.diagnosis.types import OffQuestion
 
 # A key span: a run of capitalised words (joined by a few lower-case connectors: "Gerald R. Ford
@@ -142,7 +143,13 @@ def best_passage_coverage(question: str, evidence: Sequence[str]) -> float | Non
 _EXPECTS_NUMBER = re.compile(
     r"^\s*(how (many|much|old|long|tall|far|big)|in what year|what year|which year)\b", re.I
 )
-_EXPECTS_TIME = re.compile(r"^\s*(when|in what year|what year|which year|what date)\b", re.I)
+# "When" asks for a time only as a question word ("When did ...?"): "When you have a bowel
+# movement, do you lose weight?" (a RAGTruth QA question) sets a condition and asks yes or no.
+_EXPECTS_TIME = re.compile(
+    r"^\s*(when\s+(is|was|were|are|did|does|do|will|would|could|can|has|have|had)"
+    r"|in (what|which) year|what year|which year|what date)\b",
+    re.I,
+)
 _HAS_TIME = re.compile(
     r"\b(\d{3,4}s?|\d{1,2}(st|nd|rd|th)?\s+century|january|february|march|april|may|june|july|august|"
     r"september|october|november|december|spring|summer|autumn|fall|winter)\b",
@@ -293,12 +300,52 @@ def anchored_passages(question: str, passages: Sequence[tuple[str, str]]) -> lis
     ]
 
 
+def wrong_kind(question: str, response: str) -> bool:
+    """The question asks for a time or a number and the response gives none ("How long is the
+    bridge ...?" -> "The bridge ... connects Copenhagen and Malmo."): whatever a passage says of
+    it, it is not the kind of answer asked for. An abstention gives no answer to judge."""
+    return answer_relevance(question, response)[1] == 0.0 and not is_abstention(response)
+
+
+# A question that offers its answers ("Which is older, A or B?") or asks yes or no is answered
+# in its own words; any other is not answered by a sentence made only of them.
+_POSSESSIVE = re.compile(r"['\u2019]s\b")
+_YES_NO = re.compile(r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I)
+
+
+def restates_question(question: str, response: str) -> bool:
+    """The response only restates the question: a sentence whose every content word the question
+    already holds and which names nothing the question does not ("... represented what public
+    research university in Lubbock, Texas?" -> "The 1974 Texas Tech Raiders football team
+    represented Lubbock, Texas."; "... as which father of Malcolm and Donalbain?" -> "... as
+    Malcolm's father."). Not judged: a bare span, a yes or no (said, or a yes/no question's
+    restatement, which asserts it), a choice among the alternatives the question offers, a name
+    the answer composes from the question's words ("Indooroopilly Shopping Centre" for "which
+    shopping centre in Indooroopilly"), and an instruction over a given text."""
+    words = response.split()
+    if len(words) < 4 or is_instruction(question) or _YES_NO.match(question):
+        return False
+    if words[0].lower().strip(",.!") in ("yes", "no") or re.search(r"\bor\b", question, re.I):
+        return False
+    asked = {_stem(w) for w in content_words(question)}
+    said = {_stem(w) for w in content_words(_POSSESSIVE.sub("", response)) if w not in _COMMON_WORDS}
+    if not said or not said <= asked:
+        return False
+    heard = f" {normalise(question)} "  # each name whole: _found's "most of its words" is too lax
+    return all(f" {normalise(_POSSESSIVE.sub('', s))} " in heard for s in key_spans(response))
+
+
 def unaddressed(query: str, response: str) -> OffQuestion | None:
-    """What of the question a response does not address: its subject, its relation, or None."""
+    """What of the question a response does not address: its subject, its relation, the kind of
+    answer asked for, or anything beyond the question's own words; None when it does."""
     if off_topic(query, response):
         return "subject"
     if other_relation(query, response):
         return "relation"
+    if wrong_kind(query, response):
+        return "kind"
+    if restates_question(query, response):
+        return "restated"
     return None
 
 

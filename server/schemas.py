@@ -231,11 +231,13 @@ class Diagnosis(BaseModel):
     final_label: str | None = Field(description="the label, or the abstention when the evidence gate closes")
     timings: dict[str, float] = Field(description="seconds per diagnosis step")
     verdict: Verdict | None = Field(description="the calibrated verdict (null: diagnosis.verdict is off)")
-    off_question: Literal["subject", "relation", "support"] | None = Field(
+    off_question: Literal["subject", "relation", "kind", "restated", "support"] | None = Field(
         default=None,
         description="what of the question the answer does not address (its subject: an answer about "
-        "someone else; its relation: born when asked founded; support: only passages about something "
-        "the question does not name support it); such an answer is WR. Null: it does",
+        "someone else; its relation: born when asked founded; kind: no date when asked when, no "
+        "number when asked how many; restated: it only repeats the question's words; support: only "
+        "passages about something the question does not name support it); such an answer is WR. "
+        "Null: it does",
     )
 
 

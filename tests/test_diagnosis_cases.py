@@ -70,6 +70,29 @@ def test_a_right_answer_passes_on_the_bundled_corpus(bundled_engine: Engine) -> 
     assert d.failure == "NoFailure", d.verdict
 
 
+@pytest.mark.parametrize(
+    ("question", "response", "off"),
+    [
+        # Asked when, told what: a passage entails it, and it is no date.
+        ("When did Andrew Jaspan found The Conversation?", "Andrew Jaspan founded The Conversation.", "kind"),
+        # Asked which airport, given the question back.
+        (
+            "Which airport in Nevada is located in Elko?",
+            "The airport in Nevada is located in Elko.",
+            "restated",
+        ),
+    ],
+    ids=["no-date", "restated"],
+)
+def test_an_answer_that_gives_nothing_asked_fails(
+    bundled_engine: Engine, question: str, response: str, off: str
+) -> None:
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    d = bundled_engine.diagnoser.diagnose(question, passages, response)
+    assert d.off_question == off
+    assert d.failure != "NoFailure", (d.e_q, d.e_r)
+
+
 def test_a_faithful_summary_of_given_text_passes(bundled_engine: Engine) -> None:
     """A task over text the request gives (RAGTruth's Summary and Data2txt) names no subject of
     its own: a summary its passage entails is neither off the question nor a failure, under the

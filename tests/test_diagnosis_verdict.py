@@ -210,6 +210,57 @@ def test_a_task_over_given_text_asks_about_no_name() -> None:
     )
 
 
+def test_the_kind_of_answer_asked_for() -> None:
+    """A time for "when", a number for "how long": an answer without one does not answer, however
+    well a passage supports it; "when" that sets a condition asks for no time."""
+    from ragmend.diagnosis.spans import unaddressed
+
+    bridge = "How long is the bridge in the Oresund Region that connects Copenhagen and Malmo?"
+    assert unaddressed(bridge, "The bridge in the Oresund Region connects Copenhagen and Malmo.") == "kind"
+    assert unaddressed(bridge, "The bridge in the Oresund Region is nearly 8 kilometres long.") is None
+    assert unaddressed("When was Marie Curie born?", "Marie Curie was born in Warsaw.") == "kind"
+    assert unaddressed("When was Marie Curie born?", "Marie Curie was born on 7 November 1867.") is None
+    assert unaddressed("How many members does the band have?", "The band has five members.") is None
+    conditional = "When you have a bowel movement, do you lose weight?"
+    assert unaddressed(conditional, "No, a bowel movement does not make you lose weight.") is None
+    # An abstention answers nothing, and is judged as one (IE), not as the wrong kind.
+    assert unaddressed("When was Marie Curie born?", "I don't know from these passages.") is None
+
+
+RESTATED = [
+    (
+        "The 1974 Texas Tech Raiders football team represented what public research university in "
+        "Lubbock, Texas?",
+        "The 1974 Texas Tech Raiders football team represented Lubbock, Texas.",
+    ),
+    (
+        "David Thewlis had a performance in the film Macbeth as which father of Malcolm and Donalbain?",
+        "David Thewlis had a performance in the film Macbeth as Malcolm's father.",
+    ),
+]
+# Answered in the question's words, and still answered: a new name, a choice among the
+# alternatives the question offers, a yes/no question's restatement (it asserts yes), a name
+# composed of the question's words.
+ANSWERED_IN_ITS_WORDS = [
+    (RESTATED[0][0], "The team represented Texas Tech University in Lubbock."),
+    ("Who is older, Annie Morton or Terry Richardson?", "Annie Morton is older than Terry Richardson."),
+    ("Is brown sugar healthier than white sugar?", "Brown sugar is healthier than white sugar."),
+    (
+        "Which shopping centre in the suburb of Indooroopilly is served by TransLink bus routes?",
+        "Indooroopilly Shopping Centre is served by TransLink bus routes.",
+    ),
+]
+
+
+def test_an_answer_in_the_questions_own_words_answers_nothing() -> None:
+    from ragmend.diagnosis.spans import unaddressed
+
+    for question, response in RESTATED:
+        assert unaddressed(question, response) == "restated", response
+    for question, response in ANSWERED_IN_ITS_WORDS:
+        assert unaddressed(question, response) is None, response
+
+
 def test_a_passage_is_about_the_question_when_it_names_it_or_is_led_to() -> None:
     from ragmend.diagnosis.spans import anchored_passages
 
