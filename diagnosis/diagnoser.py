@@ -110,6 +110,12 @@ class DiagnosisOptions:
     # > 0: each hypothesis is scored against only this many windows, those sharing most words
     # with it (select_premises); 0: against every window. Bounds the cost on long sources.
     window_top: int = 0
+    # > 0: a whole passage longer than this many words is read as consecutive windows of whole
+    # sentences of at most this many words (overlapping by one sentence), its score being its most
+    # decisive window's, as with window_sentences. The NLI model reads a fixed number of tokens and
+    # drops the rest of a premise: without this, a claim about the second half of a news article
+    # (RAGTruth's Summary sources run to 400-1,100 tokens) met a premise that no longer held it.
+    premise_words: int = 0
     # The calibrated verdict (diagnosis/verdict.py); None: Algorithm 1's rule alone decides.
     verdict: VerdictModel | None = None
     unsupported_threshold: float | None = None  # None: the verdict model's own operating point
@@ -151,17 +157,44 @@ def case_text_features(
     ]
 
 
-def premise_windows(p: EvidencePassage, sentences: int) -> list[str]:
+def premise_windows(p: EvidencePassage, sentences: int, max_words: int = 0) -> list[str]:
     """The premises one passage is judged by: the whole passage, or its windows of `sentences`
     sentences (stride sentences - 1, so a fact split across a sentence boundary stays in one
-    window), each led by the title, which names the subject a window's pronouns refer to."""
-    parts = split_sentences(p.text) if sentences > 0 else []
-    if len(parts) <= sentences or sentences <= 0:
-        return [premise_text(p)]
-    stride = max(1, sentences - 1)
-    starts = range(0, len(parts) - sentences + stride, stride)
-    windows = [" ".join(parts[i : i + sentences]) for i in starts if i < len(parts)]
+    window), or, for a whole passage over `max_words` words, consecutive runs of sentences within
+    that many (each after the first opening with the previous one's last sentence); each led by
+    the title, which names the subject a window's pronouns refer to."""
+    if sentences > 0:
+        parts = split_sentences(p.text)
+        if len(parts) > sentences:
+            stride = max(1, sentences - 1)
+            starts = range(0, len(parts) - sentences + stride, stride)
+            return _titled(p, [" ".join(parts[i : i + sentences]) for i in starts if i < len(parts)])
+    elif max_words > 0 and len(p.text.split()) > max_words:
+        return _titled(p, _word_windows(split_sentences(p.text), max_words))
+    return [premise_text(p)]
+
+
+def _titled(p: EvidencePassage, windows: list[str]) -> list[str]:
     return [f"{p.title}: {w}" if p.title else w for w in windows]
+
+
+def _word_windows(sentences: list[str], max_words: int) -> list[str]:
+    """Consecutive runs of whole sentences of at most `max_words` words (a longer sentence alone),
+    each after the first opening with the previous run's last sentence."""
+    windows: list[str] = []
+    run: list[str] = []
+    words = 0
+    for sentence in sentences:
+        n = len(sentence.split())
+        if run and words + n > max_words:
+            windows.append(" ".join(run))
+            run = run[-1:] if len(run) > 1 and len(run[-1].split()) + n <= max_words else []
+            words = sum(len(r.split()) for r in run)
+        run.append(sentence)
+        words += n
+    if run:  # it holds the last sentence: a flush is always followed by one
+        windows.append(" ".join(run))
+    return windows
 
 
 def select_premises(hypothesis: str, premises: Sequence[tuple[str, str]], top: int) -> list[int]:
@@ -251,7 +284,9 @@ class Diagnoser:
         query_hyps = decompose(query_hyp) if construction == "statement" else [query_hyp]
 
         # -- one batched NLI call -----------------------------------------------------------
-        premises = [(p.id, text) for p in passages for text in premise_windows(p, o.window_sentences)]
+        premises = [
+            (p.id, text) for p in passages for text in premise_windows(p, o.window_sentences, o.premise_words)
+        ]
         if o.joint_premise and len(passages) > 1:
             joint = " ".join(premise_text(p) for p in passages[: o.joint_passages])
             premises.append(("joint", joint))
@@ -260,7 +295,9 @@ class Diagnoser:
         # Each hypothesis meets every premise, or with window_top only the windows that share most
         # words with it (and the joint premise): a long source is not scored window by window
         # for every claim.
-        top = o.window_top if o.window_sentences > 0 else 0  # whole passages: every one
+        # Whole passages, none of them split: every one.
+        windowed = o.window_sentences > 0 or len(premise_ids) < len(premises) - ("joint" in premise_ids)
+        top = o.window_top if windowed else 0
         evidence = [premise_text(p) for p in passages]
         joint_text = " ".join(evidence[: o.joint_passages])
         chosen = [

@@ -309,6 +309,9 @@ def wrong_kind(question: str, response: str) -> bool:
 
 # A question that offers its answers ("Which is older, A or B?") or asks yes or no is answered
 # in its own words; any other is not answered by a sentence made only of them.
+# A question: it asks (a question mark, or a question word first: HotpotQA drops some marks); a
+# claim to verify or an instruction over a given text does not.
+_QUESTION = re.compile(r"\?|^\s*(who|whom|whose|what|when|where|which|why|how)\b", re.I)
 _POSSESSIVE = re.compile(r"['\u2019]s\b")
 _YES_NO = re.compile(r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I)
 
@@ -323,8 +326,8 @@ def restates_question(question: str, response: str) -> bool:
     the answer composes from the question's words ("Indooroopilly Shopping Centre" for "which
     shopping centre in Indooroopilly"), and an instruction over a given text."""
     words = response.split()
-    if len(words) < 4 or is_instruction(question) or _YES_NO.match(question):
-        return False
+    if len(words) < 4 or not _QUESTION.search(question) or _YES_NO.match(question):
+        return False  # a claim given to check (FEVER's) is restated by its own verdict
     if words[0].lower().strip(",.!") in ("yes", "no") or re.search(r"\bor\b", question, re.I):
         return False
     asked = {_stem(w) for w in content_words(question)}

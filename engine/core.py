@@ -136,6 +136,9 @@ class Engine:
                 max_claims=d.max_claims,
                 window_sentences=d.window_sentences,
                 window_top=d.window_top,
+                premise_words=self.settings.models.nli.max_length // 2
+                if d.premise_words is None
+                else d.premise_words,
                 verdict=open_verdict(d.verdict),
                 answerability=open_answerability(d.answerability),
                 unsupported_threshold=d.unsupported_threshold,

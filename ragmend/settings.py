@@ -168,6 +168,11 @@ class DiagnosisSettings(_Section):
     # > 0: each claim is scored against only this many windows, those sharing most words with it
     # (a Summary source has 20+ windows; the rest name nothing of the claim). 0: every window.
     window_top: int = Field(4, ge=0, le=64)
+    # A whole passage over this many words is read as consecutive windows of sentences within it
+    # (the NLI model drops what exceeds models.nli.max_length tokens; a premise cut short cannot
+    # support a claim about its tail). None: half of models.nli.max_length in words, which leaves
+    # a claim room beside the premise; 0: never split (truncate).
+    premise_words: int | None = Field(None, ge=0, le=4096)
     max_claims: int = Field(8, ge=1, le=64)
     # The calibrated verdict (P(unsupported) over every signal; docs/diagnosis.md): "bundled" (the
     # model fitted on dev data, shipped in ragmend/assets/verdict), a path to a file written by

@@ -166,3 +166,24 @@ def test_a_bare_answer_span_is_judged_in_the_question_context(engine: Engine) ->
     assert max(s.entail for s in good.e_r.hypotheses[0].scores) > max(
         s.entail for s in d.e_r.hypotheses[0].scores
     )
+
+
+def test_a_claim_about_the_tail_of_a_long_passage_is_read_where_it_is(engine: Engine) -> None:
+    """The NLI model reads 256 tokens and drops the rest of a premise: a fact in the last sentence
+    of a long passage was out of its sight, so no summary of it could be supported. Read in
+    windows of whole sentences (diagnosis.premise_words), the passage supports it."""
+    filler = " ".join(
+        f"In {year} the society held its annual meeting in the town hall and elected a new committee."
+        for year in range(1901, 1921)
+    )
+    long = passage("Society#0", "Society", f"{filler} The society was dissolved in 1987 in Leeds.")
+    claim = "The society was dissolved in 1987."
+    options = engine.diagnoser.options
+    assert options.premise_words == 128  # half of the NLI model's 256 tokens, by default
+    truncated = Diagnoser(engine.models.nli, engine.diagnoser.embed, DiagnosisOptions())
+    windowed = Diagnoser(engine.models.nli, engine.diagnoser.embed, DiagnosisOptions(premise_words=128))
+    before = truncated.diagnose("Summarize the following text.", [long], claim)
+    after = windowed.diagnose("Summarize the following text.", [long], claim)
+    assert before.e_r.hypotheses[0].scores[0].truncated and before.e_r.state != "entail"
+    assert after.e_r.state == "entail", after.e_r
+    assert not after.e_r.hypotheses[0].scores[0].truncated

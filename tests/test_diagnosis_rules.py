@@ -159,3 +159,26 @@ def test_premise_windows_overlap_by_one_sentence_and_keep_the_title() -> None:
     ]
     three = premise_windows(p, 3)
     assert len(three) == 2 and three[1].endswith("It has two runways. It opened in 1930.")
+
+
+def test_a_passage_over_the_word_budget_is_read_in_windows_of_whole_sentences() -> None:
+    from ragmend.diagnosis.diagnoser import premise_windows
+    from ragmend.rag.types import Passage
+
+    sentences = [f"Sentence {i} says " + "word " * n + "here." for i, n in enumerate([20, 30, 25, 60, 10])]
+    text = " ".join(sentences)
+    p = Passage(id="a", doc_id="a", title="T", text=text, score=1.0, retriever="dense")
+    assert premise_windows(p, 0) == [f"T: {text}"]  # no budget: the whole passage
+    assert premise_windows(p, 0, 500) == [f"T: {text}"]  # within the budget
+    windows = premise_windows(p, 0, 70)
+    assert all(w.startswith("T: ") for w in windows)
+    bodies = [w[3:] for w in windows]
+    # Whole sentences, each window within 70 words where its sentences allow, each after the
+    # first opening with the previous one's last sentence when both fit; every sentence is read.
+    assert bodies[0] == " ".join(sentences[:2])
+    assert bodies[1] == " ".join(sentences[1:3])
+    assert bodies[2:] == [sentences[3], sentences[4]]  # 64 + 14 words: no room to overlap
+    assert all(len(b.split()) <= 70 for b in bodies)
+    assert all(any(sentence in b for b in bodies) for sentence in sentences)
+    # Sentence windows, where configured, take precedence over the word budget.
+    assert len(premise_windows(p, 2, 70)) == 4

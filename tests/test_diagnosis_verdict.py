@@ -259,6 +259,9 @@ def test_an_answer_in_the_questions_own_words_answers_nothing() -> None:
         assert unaddressed(question, response) == "restated", response
     for question, response in ANSWERED_IN_ITS_WORDS:
         assert unaddressed(question, response) is None, response
+    # A claim given to check is judged as its own response (claim mode, FEVER): it asks nothing.
+    claim = "Nikolaj Coster-Waldau worked with the Fox Broadcasting Company."
+    assert unaddressed(claim, claim) is None
 
 
 def test_a_passage_is_about_the_question_when_it_names_it_or_is_led_to() -> None:
