@@ -180,20 +180,17 @@ def _titled(p: EvidencePassage, windows: list[str]) -> list[str]:
 
 def _word_windows(sentences: list[str], max_words: int) -> list[str]:
     """Consecutive runs of whole sentences of at most `max_words` words (a longer sentence alone),
-    each after the first opening with the previous run's last sentence."""
+    each after the first opening with the previous run's last sentence where both fit."""
     windows: list[str] = []
-    run: list[str] = []
-    words = 0
+    run: list[tuple[str, int]] = []  # (sentence, its words)
     for sentence in sentences:
         n = len(sentence.split())
-        if run and words + n > max_words:
-            windows.append(" ".join(run))
-            run = run[-1:] if len(run) > 1 and len(run[-1].split()) + n <= max_words else []
-            words = sum(len(r.split()) for r in run)
-        run.append(sentence)
-        words += n
+        if run and sum(w for _, w in run) + n > max_words:
+            windows.append(" ".join(t for t, _ in run))
+            run = run[-1:] if len(run) > 1 and run[-1][1] + n <= max_words else []
+        run.append((sentence, n))
     if run:  # it holds the last sentence: a flush is always followed by one
-        windows.append(" ".join(run))
+        windows.append(" ".join(t for t, _ in run))
     return windows
 
 
@@ -284,9 +281,8 @@ class Diagnoser:
         query_hyps = decompose(query_hyp) if construction == "statement" else [query_hyp]
 
         # -- one batched NLI call -----------------------------------------------------------
-        premises = [
-            (p.id, text) for p in passages for text in premise_windows(p, o.window_sentences, o.premise_words)
-        ]
+        windows = [premise_windows(p, o.window_sentences, o.premise_words) for p in passages]
+        premises = [(p.id, text) for p, texts in zip(passages, windows, strict=True) for text in texts]
         if o.joint_premise and len(passages) > 1:
             joint = " ".join(premise_text(p) for p in passages[: o.joint_passages])
             premises.append(("joint", joint))
@@ -296,7 +292,7 @@ class Diagnoser:
         # words with it (and the joint premise): a long source is not scored window by window
         # for every claim.
         # Whole passages, none of them split: every one.
-        windowed = o.window_sentences > 0 or len(premise_ids) < len(premises) - ("joint" in premise_ids)
+        windowed = o.window_sentences > 0 or any(len(texts) > 1 for texts in windows)
         top = o.window_top if windowed else 0
         evidence = [premise_text(p) for p in passages]
         joint_text = " ".join(evidence[: o.joint_passages])

@@ -181,6 +181,21 @@ def asked_spans(question: str) -> list[str]:
     return [] if is_instruction(question) else key_spans(question)
 
 
+_NUMBER_WORD = re.compile(
+    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|dozen|hundred|thousand|million)\b", re.I
+)
+
+
+def has_kind_asked(question: str, response: str) -> bool:
+    """The response has the kind of answer the question asks for: a date or year for "when", a
+    number for "how many"; True when the question asks for no kind."""
+    if _EXPECTS_TIME.search(question):
+        return bool(_HAS_TIME.search(response))
+    if _EXPECTS_NUMBER.search(question):
+        return bool(_NUMBER.search(response) or _NUMBER_WORD.search(response))
+    return True
+
+
 def answer_relevance(question: str, response: str) -> tuple[float, float]:
     """(entity overlap, type match) of a response to a question.
 
@@ -197,21 +212,7 @@ def answer_relevance(question: str, response: str) -> tuple[float, float]:
     if spans and not bare:
         said = normalise(response)
         overlap = sum(_found(s, said) for s in spans) / len(spans)
-    kind = 1.0
-    if _EXPECTS_TIME.search(question):
-        kind = float(bool(_HAS_TIME.search(response)))
-    elif _EXPECTS_NUMBER.search(question):
-        kind = float(
-            bool(_NUMBER.search(response))
-            or bool(
-                re.search(
-                    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|dozen|hundred|thousand|million)\b",
-                    response,
-                    re.I,
-                )
-            )
-        )
-    return overlap, kind
+    return overlap, float(has_kind_asked(question, response))
 
 
 _PRONOUNS = frozenset(["he", "she", "it", "they", "his", "her", "its", "their", "this", "these", "those"])
@@ -304,16 +305,17 @@ def wrong_kind(question: str, response: str) -> bool:
     """The question asks for a time or a number and the response gives none ("How long is the
     bridge ...?" -> "The bridge ... connects Copenhagen and Malmo."): whatever a passage says of
     it, it is not the kind of answer asked for. An abstention gives no answer to judge."""
-    return answer_relevance(question, response)[1] == 0.0 and not is_abstention(response)
+    return not has_kind_asked(question, response) and not is_abstention(response)
 
 
-# A question that offers its answers ("Which is older, A or B?") or asks yes or no is answered
-# in its own words; any other is not answered by a sentence made only of them.
 # A question: it asks (a question mark, or a question word first: HotpotQA drops some marks); a
 # claim to verify or an instruction over a given text does not.
 _QUESTION = re.compile(r"\?|^\s*(who|whom|whose|what|when|where|which|why|how)\b", re.I)
-_POSSESSIVE = re.compile(r"['\u2019]s\b")
+# A question that asks yes or no, or offers its answers ("Which is older, A or B?"), is answered
+# in its own words; any other is not answered by a sentence made only of them.
 _YES_NO = re.compile(r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I)
+_CHOICE = re.compile(r"\bor\b", re.I)
+_POSSESSIVE = re.compile(r"['\u2019]s\b")
 
 
 def restates_question(question: str, response: str) -> bool:
@@ -326,9 +328,9 @@ def restates_question(question: str, response: str) -> bool:
     the answer composes from the question's words ("Indooroopilly Shopping Centre" for "which
     shopping centre in Indooroopilly"), and an instruction over a given text."""
     words = response.split()
-    if len(words) < 4 or not _QUESTION.search(question) or _YES_NO.match(question):
-        return False  # a claim given to check (FEVER's) is restated by its own verdict
-    if words[0].lower().strip(",.!") in ("yes", "no") or re.search(r"\bor\b", question, re.I):
+    if len(words) < 4 or not _QUESTION.search(question):
+        return False  # a claim given to check (FEVER's) is its own response
+    if _YES_NO.match(question) or _CHOICE.search(question) or words[0].lower().strip(",.!") in ("yes", "no"):
         return False
     asked = {_stem(w) for w in content_words(question)}
     said = {_stem(w) for w in content_words(_POSSESSIVE.sub("", response)) if w not in _COMMON_WORDS}
