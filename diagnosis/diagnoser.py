@@ -15,6 +15,7 @@ import numpy as np
 
 from ragmend.diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
 from ragmend.diagnosis.answerability import AnswerabilityModel, answerability_features
+from ragmend.diagnosis.comparison import check_comparison, settle
 from ragmend.diagnosis.egc import egc_features
 from ragmend.diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label
 from ragmend.diagnosis.hypotheses import (
@@ -407,6 +408,13 @@ class Diagnoser:
                 abstained=verdict.features.get("abstained", 0.0) > 0,  # no claim: as rescoring reads it
             )
             timings["verdict_s"] = time.perf_counter() - t0
+        # A comparison in time is checked hop by hop against the passages' dates (comparison.py).
+        comparison = (
+            check_comparison(query, response, [(p.title, p.text) for p in passages]) if mode == "qa" else None
+        )
+        failure = settle(
+            failure, comparison.outcome if comparison else None, off_question is None, len(claims)
+        )
         doc_ids = [p.doc_id for p in passages]
         truncated = any(s.truncated for v in verdicts for s in v.scores if s.passage != "joint")
         stage, reason_line = attribute_stage(
@@ -435,6 +443,7 @@ class Diagnoser:
             timings={k: round(v, 4) for k, v in timings.items()},
             verdict=verdict,
             off_question=off_question,
+            comparison=comparison,
         )
 
     def _evidence_vectors(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.diagnosis.types import OffQuestion
@@ -141,7 +143,11 @@ def best_passage_coverage(question: str, evidence: Sequence[str]) -> float | Non
 
 
 _EXPECTS_NUMBER = re.compile(
-    r"^\s*(how (many|much|old|long|tall|far|big)|in what year|what year|which year)\b", re.I
+    r"^\s*(how (many|much|old|long|tall|far|big|high|deep|wide|large|heavy|fast)"
+    r"|in what year|what year|which year"
+    r"|(?:(?:at|to|of|from|by)\s+)?what (height|length|elevation|altitude|distance|age|depth|population|speed"
+    r"|capacity|weight|area|temperature|percentage|size|width|amount))\b",
+    re.I,
 )
 # "When" asks for a time only as a question word ("When did ...?"): "When you have a bowel
 # movement, do you lose weight?" (a RAGTruth QA question) sets a condition and asks yes or no.
@@ -340,9 +346,104 @@ def restates_question(question: str, response: str) -> bool:
     return all(f" {normalise(_POSSESSIVE.sub('', s))} " in heard for s in key_spans(response))
 
 
+# -- choice questions: "Who is older, Steven Tyler, or Elizabeth Fraser?" ------------------------
+
+# A question that offers its answers opens with a question word and ends in "A or B".
+_CHOICE_QUESTION = re.compile(r"^\s*(which|who|whom|whose|what)\b", re.I)
+_OR = re.compile(r"\s+or\s+", re.I)
+_MAX_ALTERNATIVE_WORDS = 12
+_QUOTES = "\"'\u201c\u201d\u2018\u2019"
+_CLAUSE_AFTER = re.compile(r",\s+(?=[a-z])")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A question's offered answers and what it asks of them (the text before them)."""
+
+    ask: str
+    alternatives: tuple[str, str]
+
+
+def offered_choice(question: str) -> Choice | None:
+    """The two answers a question offers ("Which came out first, Dinosaur or McFarland, USA" ->
+    "Dinosaur", "McFarland, USA"; "who is younger Ulrich Walter or Luca Parmitano?"), None for any
+    other question. The first alternative runs from the last comma before "or" (a comma right
+    before "or" aside) or, without one, is the last name before it."""
+    q = question.strip().rstrip("?").strip()
+    if not _CHOICE_QUESTION.match(q):
+        return None
+    parts = _OR.split(q)
+    if len(parts) != 2:
+        return None
+    before, b = parts[0].rstrip(" ,"), parts[1]
+    # "A or B, have a campus abroad?": the question goes on after B ("McFarland, USA" does not).
+    b, *rest = _CLAUSE_AFTER.split(b, 1)
+    b = b.strip(" ,.:;" + _QUOTES)
+    if "," in before:
+        ask, a = before.rsplit(",", 1)
+    elif ":" in before:
+        ask, a = before.rsplit(":", 1)
+    else:
+        names = key_spans(before)
+        if not names or not before.endswith(names[-1]):
+            return None
+        a, ask = names[-1], before[: -len(names[-1])]
+    a = a.strip(" " + _QUOTES)
+    if not a or not b or max(len(a.split()), len(b.split())) > _MAX_ALTERNATIVE_WORDS:
+        return None
+    return Choice(" ".join([ask.strip(), *rest]).strip(), (a, b))
+
+
+def _names_alternative(alternative: str, said: str, loosely: bool = False) -> int | None:
+    """Where (a character offset into normalised text) an answer names an alternative: the whole
+    of it, or one of its names ("Doris Lessing" for "British novelist Doris Lessing"); `loosely`,
+    the last word of one of its names ("Kenneth Eliot Flach" for "Ken Flach")."""
+    spans = [alternative, *(s for s in key_spans(alternative) if not _NUMBER.fullmatch(s))]
+    spans = [s for s in spans if normalise(s)]
+    if loosely:
+        last = {normalise(s).split()[-1] for s in spans}
+        at = [f" {said} ".find(f" {w} ") for w in last if len(w) > 3 and w not in _COMMON_WORDS]
+    else:
+        at = [said.find(normalise(s).split()[0]) for s in spans if _found(s, said)]
+    return min((i for i in at if i >= 0), default=None)
+
+
+def picked_alternative(question: str, response: str) -> int | Literal["neither"] | None:
+    """Which offered answer a response names as its subject (0 or 1; "Jed Hoyer is older than
+    John William Henry II." picks 0), "neither" when it names something else instead ("Steven
+    Nathan Zwicker is older than Elizabeth Fraser."), None when there is no choice to judge (no
+    offered answers, a yes or no, an abstention, a pronoun)."""
+    choice = offered_choice(question)
+    if choice is None or not response.strip() or is_abstention(response):
+        return None
+    said = normalise(response)
+    if not said or said.split()[0] in ("yes", "no"):
+        return None
+    asked = normalise(question)
+    subject, _, compared = said.partition(" than ")  # "A is older than B": A is the one named
+    for loosely in (False, True):
+        at = [_names_alternative(alt, subject, loosely) for alt in choice.alternatives]
+        if at[0] is None and at[1] is None:
+            continue
+        pick = 0 if at[1] is None or (at[0] is not None and at[0] <= at[1]) else 1
+        # Compared with something the question did not offer: "Meg Ryan is older than Keith
+        # Richards." does not choose between Nicki Minaj and Meg Ryan.
+        other = choice.alternatives[1 - pick]
+        if compared and not any(_names_alternative(other, compared, lo) is not None for lo in (False, True)):
+            tail = response.split(" than ", 1)[-1]
+            if any(not _NUMBER.fullmatch(s) and not _found(s, asked) for s in key_spans(tail)):
+                return "neither"
+        return pick
+    names_other = any(not _NUMBER.fullmatch(s) and not _found(s, asked) for s in key_spans(response))
+    return "neither" if names_other else None
+
+
 def unaddressed(query: str, response: str) -> OffQuestion | None:
     """What of the question a response does not address: its subject, its relation, the kind of
-    answer asked for, or anything beyond the question's own words; None when it does."""
+    answer asked for, the answers it offered, or anything beyond the question's own words; None
+    when it does."""
+    if picked_alternative(query, response) == "neither":
+        return "choice"
     if off_topic(query, response):
         return "subject"
     if other_relation(query, response):

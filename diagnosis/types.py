@@ -14,7 +14,7 @@ Mode = Literal["qa", "claim"]
 # its relation (born, when asked founded), the kind of answer (no date for "when", no number for
 # "how many"), anything beyond the question's own words (restated), or its support (only passages
 # about something the question does not name entail it).
-OffQuestion = Literal["subject", "relation", "kind", "restated", "support"]
+OffQuestion = Literal["subject", "relation", "kind", "restated", "support", "choice"]
 
 NLI_STATES: tuple[NLIState, ...] = ("entail", "neutral", "contradict")
 KAPPAS: tuple[Kappa, ...] = ("consistent", "conflict", "missing", "no_triplet")
@@ -120,6 +120,32 @@ class Verdict:
     profile: str = "default"
 
 
+Direction = Literal["earlier", "later"]
+Outcome = Literal["agrees", "disagrees", "undecided"]
+
+
+@dataclass(frozen=True)
+class Date:
+    year: int
+    month: int = 0  # 0: not given
+    day: int = 0
+
+    def __str__(self) -> str:
+        return "-".join([f"{self.year:04d}", *(f"{v:02d}" for v in (self.month, self.day) if v)])
+
+
+@dataclass(frozen=True)
+class ComparisonCheck:
+    """A comparison in time against the passages' own dates (diagnosis/comparison.py)."""
+
+    alternatives: tuple[str, str]
+    direction: Direction
+    dates: tuple[Date | None, Date | None]  # each alternative's, from its passage's opening
+    expected: int | None  # the alternative the dates pick; None: they do not decide
+    picked: int  # the alternative the answer picks
+    outcome: Outcome
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     mode: Mode
@@ -136,6 +162,7 @@ class Diagnosis:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per diagnosis step
     verdict: Verdict | None = None  # None: no verdict model (Algorithm 1's rule decides)
     off_question: OffQuestion | None = None  # None: the answer addresses the question (or no check)
+    comparison: ComparisonCheck | None = None  # None: not a comparison in time the answer answers
 
     @property
     def kappa(self) -> Kappa:

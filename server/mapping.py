@@ -151,6 +151,18 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
         timings=dict(d.timings),
         verdict=None if d.verdict is None else verdict(d.verdict),
         off_question=d.off_question,
+        comparison=None if d.comparison is None else comparison(d.comparison),
+    )
+
+
+def comparison(c: diag.ComparisonCheck) -> api.Comparison:
+    return api.Comparison(
+        alternatives=list(c.alternatives),
+        direction=c.direction,
+        dates=[None if x is None else str(x) for x in c.dates],
+        expected=c.expected,
+        picked=c.picked,
+        outcome=c.outcome,
     )
 
 

@@ -215,6 +215,24 @@ class Verdict(BaseModel):
     )
 
 
+class Comparison(BaseModel):
+    """A comparison in time ("Who is older, A or B?") checked against the passages' own dates."""
+
+    alternatives: list[str] = Field(description="the two answers the question offers")
+    direction: Literal["earlier", "later"] = Field(description="whether it asks for the earlier or the later")
+    dates: list[str | None] = Field(
+        description="each alternative's date (YYYY, YYYY-MM or YYYY-MM-DD) from the opening of its own "
+        "passage; null: no passage of its own, or no date there"
+    )
+    expected: int | None = Field(
+        description="the alternative (0 or 1) the dates pick; null: they do not decide"
+    )
+    picked: int = Field(description="the alternative (0 or 1) the answer picks")
+    outcome: Literal["agrees", "disagrees", "undecided"] = Field(
+        description="disagrees: the answer is WR; agrees: a one-claim answer is NoFailure"
+    )
+
+
 class Diagnosis(BaseModel):
     """The diagnosis of one answer (docs/diagnosis.md)."""
 
@@ -231,13 +249,16 @@ class Diagnosis(BaseModel):
     final_label: str | None = Field(description="the label, or the abstention when the evidence gate closes")
     timings: dict[str, float] = Field(description="seconds per diagnosis step")
     verdict: Verdict | None = Field(description="the calibrated verdict (null: diagnosis.verdict is off)")
-    off_question: Literal["subject", "relation", "kind", "restated", "support"] | None = Field(
+    off_question: Literal["subject", "relation", "kind", "restated", "support", "choice"] | None = Field(
         default=None,
         description="what of the question the answer does not address (its subject: an answer about "
         "someone else; its relation: born when asked founded; kind: no date when asked when, no "
         "number when asked how many; restated: it only repeats the question's words; support: only "
-        "passages about something the question does not name support it); such an answer is WR. "
-        "Null: it does",
+        "passages about something the question does not name support it; choice: it names neither "
+        "of the answers the question offers); such an answer is WR. Null: it does",
+    )
+    comparison: Comparison | None = Field(
+        default=None, description="a comparison in time checked against the passages' dates; null: none"
     )
 
 

@@ -93,6 +93,28 @@ def test_an_answer_that_gives_nothing_asked_fails(
     assert d.failure != "NoFailure", (d.e_q, d.e_r)
 
 
+def test_a_comparison_in_time_is_checked_against_the_passages_dates(bundled_engine: Engine) -> None:
+    """ "Who was born first, A or B?" is answered by two birth dates in two passages and a step
+    the NLI model does not take: the wrong pick fails, the right one passes, an answer that
+    compares with someone not offered fails, under the rule and under the verdict."""
+    question = "Who was born first, Nicki Minaj or Meg Ryan?"
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    base = bundled_engine.diagnoser
+    verdict = Diagnoser(
+        base.nli, base.embed, replace(base.options, verdict=open_verdict("bundled")), reranker=base.reranker
+    )
+    for diagnoser in (base, verdict):
+        wrong = diagnoser.diagnose(question, passages, "Nicki Minaj was born first.")
+        assert wrong.comparison is not None and wrong.comparison.outcome == "disagrees"
+        assert [str(d) for d in wrong.comparison.dates] == ["1982-12-08", "1961-11-19"]
+        assert wrong.failure == "WR"
+        right = diagnoser.diagnose(question, passages, "Meg Ryan was born first.")
+        assert right.comparison is not None and right.comparison.outcome == "agrees"
+        assert right.failure == "NoFailure"
+        other = diagnoser.diagnose(question, passages, "Meg Ryan is older than Keith Richards.")
+        assert other.off_question == "choice" and other.failure != "NoFailure"
+
+
 def test_a_faithful_summary_of_given_text_passes(bundled_engine: Engine) -> None:
     """A task over text the request gives (RAGTruth's Summary and Data2txt) names no subject of
     its own: a summary its passage entails is neither off the question nor a failure, under the

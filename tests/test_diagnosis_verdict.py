@@ -221,6 +221,9 @@ def test_the_kind_of_answer_asked_for() -> None:
     assert unaddressed("When was Marie Curie born?", "Marie Curie was born in Warsaw.") == "kind"
     assert unaddressed("When was Marie Curie born?", "Marie Curie was born on 7 November 1867.") is None
     assert unaddressed("How many members does the band have?", "The band has five members.") is None
+    # A quantity asked by its name: "at what height", "what population".
+    assert unaddressed("At what height does the road start?", "The road starts at an interchange.") == "kind"
+    assert unaddressed("What population did Elko have in 2010?", "Elko had 18,297 people in 2010.") is None
     conditional = "When you have a bowel movement, do you lose weight?"
     assert unaddressed(conditional, "No, a bowel movement does not make you lose weight.") is None
     # An abstention answers nothing, and is judged as one (IE), not as the wrong kind.

@@ -31,6 +31,7 @@ import numpy as np
 
 from ragmend.bench.stats import auroc
 from ragmend.corpora.cases import Case
+from ragmend.diagnosis.comparison import check_comparison, settle
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, premise_text
 from ragmend.diagnosis.spans import unaddressed
 from ragmend.diagnosis.types import Diagnosis
@@ -70,6 +71,7 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         # rule's figures come from the same run and another verdict can be scored on these rows.
         "rule_failure": d.verdict.rule_failure if d.verdict else d.failure,
         "off_question": d.off_question,
+        "comparison": d.comparison.outcome if d.comparison else None,
         "features": d.verdict.features if d.verdict else {},
         "claim_features": [claim_features(h, evidence, case.query, case.response) for h in d.e_r.hypotheses],
     }
@@ -270,7 +272,12 @@ def rescore(
             claims = [{**c, **_rounded(f)} for c, f in zip(claims, fresh_claims, strict=True)]
             # "support" is read from the NLI scores, which rows do not keep: as recorded.
             kept = r.get("off_question") if r.get("off_question") == "support" else None
-            r = {**r, "off_question": kept or unaddressed(case.query, case.response)}
+            check = check_comparison(case.query, case.response, [(p.title, p.text) for p in case.passages])
+            r = {
+                **r,
+                "off_question": kept or unaddressed(case.query, case.response),
+                "comparison": check.outcome if check else None,
+            }
         p, threshold = model.score(x, claims)
         # As the diagnoser decided it where the row records it (the answerability model's
         # decision); rows from before that model: the relevance rule.
@@ -282,6 +289,7 @@ def rescore(
         failure = derive_failure(
             p >= threshold, r["rule_failure"], "missing", answerable, addresses, bool(x.get("abstained"))
         )
+        failure = settle(failure, r.get("comparison"), addresses, len(r["claims"]))
         out.append({**r, "score": p, "failure": failure})
     return out
 

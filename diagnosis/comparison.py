@@ -1,0 +1,194 @@
+"""Comparisons in time ("Who is older, A or B?", "Which came out first, A or B"), checked hop by hop.
+
+Such a question is answered by two facts in two passages (each alternative's date) and one step
+of reasoning the NLI model does not take: "The Muppet Christmas Carol is older." is neutral to a
+passage saying it is a 1992 film and to one saying Bedknobs and Broomsticks is a 1971 film, and
+the joint premise cannot be trusted to compare years. Here each alternative's date is read from
+the opening sentence of its own passage (where an encyclopaedic text gives a birth date, a
+release or founding year), the two are compared, and the result is set against the alternative
+the answer picks (spans.picked_alternative): the passages' dates agree with the pick, disagree,
+or do not decide (a passage or a date missing, two dates of the same year without months).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ragmend.diagnosis.spans import key_spans, normalise, offered_choice, picked_alternative
+from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, FailureType, Outcome
+
+# What a question asks of the two alternatives' dates. "older" needs no verb; "first" does (a
+# "first" that is a rank, "Which came first in the race", is not a date); a question about a
+# death, an end, an age at some time or a rank compares something else than the opening date.
+_SELF_TEMPORAL: dict[str, Direction] = {
+    **dict.fromkeys(["older", "oldest", "elder"], "earlier"),
+    **dict.fromkeys(["younger", "youngest", "newer", "newest"], "later"),
+}
+_ORDER_WORDS = re.compile(
+    r"\b(?P<earlier>first|earlier|earliest|sooner)\b"
+    r"|\b(?P<later>later|latest|last|more recent(?:ly)?|most recent(?:ly)?)\b",
+    re.I,
+)
+_TEMPORAL_VERB = re.compile(
+    r"\b(born|found(?:ed)?|establish(?:ed)?|formed|form|created?|released?|came|come|publish(?:ed)?|"
+    r"opened|built|started|began|begun|premiered|debuted|aired|launched|introduced|made|produced|"
+    r"completed|incorporated|occurred|happened|took place|fought|signed|discovered|invented|written|"
+    r"wrote|erected|constructed|developed|recorded|composed|held|named|designed)\b",
+    re.I,
+)
+_OTHER_TIME = re.compile(
+    r"\b(died|die|death|dead|retired?|ended|end|closed|disbanded|dissolved|when they|at the time"
+    r"|race|place|placed|rank|ranked|position|finish|finished|alphabetical(?:ly)?)\b",
+    re.I,
+)
+
+_MONTHS = "january february march april may june july august september october november december".split()  # noqa: SIM905
+_MONTH = (
+    r"(?P<{}>"
+    + "|".join(m.capitalize() for m in _MONTHS)
+    + r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?"
+)
+_YEAR = r"(?P<{}>1\d{{3}}|20\d{{2}})"
+_DATE = re.compile(
+    "|".join(
+        [
+            _MONTH.format("m1") + r"\s+(?P<d1>\d{1,2}),?\s+" + _YEAR.format("y1"),  # June 20, 1941
+            r"(?P<d2>\d{1,2})\s+" + _MONTH.format("m2") + r",?\s+" + _YEAR.format("y2"),  # 7 April 1941
+            _MONTH.format("m3") + r",?\s+" + _YEAR.format("y3"),  # April 1941
+            r"(?<![\d,.$])" + _YEAR.format("y4") + r"(?![\d,]\d)",  # a 1971 film
+        ]
+    )
+)
+# A sentence ends at a full stop before a capital, not after an initial or a title ("Dr. Ulf
+# Merbold", "c. 1613", "Gerald R. Ford").
+_SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z\"\u201c])")
+_ABBREVIATION = re.compile(r"(?:\b[A-Za-z]|\bDr|\bMr|\bMrs|\bMs|\bSt|\bJr|\bSr|\bc|\bca|\bNo|\bvs)\.$")
+_OPENING_CHARS = 400
+_PAREN = re.compile(r"\s*\([^)]*\)")
+_ABOUT_PEOPLE = re.compile(r"^\s*(who|whom)\b", re.I)
+_WORK = re.compile(
+    r"\b(album|song|single|film|movie|novel|book|play|band|group|series|show|ep|magazine|game|ship|opera)\b",
+    re.I,
+)
+
+
+def time_direction(ask: str) -> Direction | None:
+    """Whether a choice question asks for the earlier or the later date, None when it asks
+    something else ("Which band has more members", "Who died first")."""
+    if _OTHER_TIME.search(ask):
+        return None
+    words = normalise(ask).split()
+    for w in words:
+        if w in _SELF_TEMPORAL:
+            return _SELF_TEMPORAL[w]
+    m = _ORDER_WORDS.search(ask)
+    if m is None or not _TEMPORAL_VERB.search(ask):
+        return None
+    return "earlier" if m.group("earlier") else "later"
+
+
+def opening_sentence(text: str) -> str:
+    """A passage's first sentence (at most _OPENING_CHARS characters)."""
+    head = text[:_OPENING_CHARS]
+    for m in _SENTENCE_END.finditer(head):
+        if not _ABBREVIATION.search(head[: m.start()]):
+            return head[: m.start()]
+    return head
+
+
+def first_date(text: str) -> Date | None:
+    m = _DATE.search(text)
+    if m is None:
+        return None
+    g = {k: v for k, v in m.groupdict().items() if v}
+    year = int(next(v for k, v in g.items() if k.startswith("y")))
+    month_name = next((v for k, v in g.items() if k.startswith("m")), "")
+    month = next((i + 1 for i, name in enumerate(_MONTHS) if name.startswith(month_name.lower()[:3])), 0)
+    day = int(next((v for k, v in g.items() if k.startswith("d")), "0"))
+    return Date(year, month if month_name else 0, day if 0 < day <= 31 else 0)
+
+
+def _is_about(alternative: str, title: str, opening: str, person: bool) -> bool:
+    """The passage is the alternative's own: its title (a "(film)" qualifier aside) is the
+    alternative or a whole name within it, and its opening sentence names it. Asked about people ("Who is
+    younger"), a title qualified as a work is not the person's ("Lionel Richie (album)")."""
+    if person and (q := _PAREN.search(title)) and _WORK.search(q.group(0)):
+        return False
+    t = normalise(_PAREN.sub("", title))
+    # The alternative's own name, or one whole name within it ("Doris Lessing" in "British
+    # novelist Doris Lessing"); part of a name is another's ("William Henry" for "John William
+    # Henry II").
+    if not t or t not in {normalise(alternative), *(normalise(k) for k in key_spans(alternative))}:
+        return False
+    said = f" {normalise(opening)} "
+    words = t.split()
+    return sum(f" {w} " in said for w in words) * 2 > len(words)  # "Dr. Ulf Dietrich Merbold"
+
+
+def date_of(alternative: str, passages: Sequence[tuple[str, str]], person: bool = False) -> Date | None:
+    """The date an alternative's own passage opens with (a birth date, a release or founding
+    year), None when no passage retrieved is its own or its opening gives no date."""
+    for title, text in passages:
+        opening = opening_sentence(text)
+        if _is_about(alternative, title, opening, person) and (date := first_date(opening)):
+            return date
+    return None
+
+
+def _order(a: Date, b: Date) -> int | None:
+    """-1, 0 or 1 as a is before, the same as or after b; None where precision runs out."""
+    for x, y in ((a.year, b.year), (a.month, b.month), (a.day, b.day)):
+        if not x or not y:
+            return None
+        if x != y:
+            return -1 if x < y else 1
+    return 0
+
+
+def check_comparison(
+    question: str, response: str, passages: Sequence[tuple[str, str]]
+) -> ComparisonCheck | None:
+    """The passages' dates against the answer's pick, for a choice question in time that the
+    answer answers by naming one alternative; None for any other question or answer."""
+    choice = offered_choice(question)
+    direction = time_direction(choice.ask) if choice else None
+    picked = picked_alternative(question, response) if direction else None
+    if choice is None or direction is None or not isinstance(picked, int):
+        return None
+    if _answer_direction(response) not in (None, direction):  # "A is younger than B" asked "older"
+        picked = 1 - picked
+    person = bool(_ABOUT_PEOPLE.match(question))
+    a, b = (date_of(alt, passages, person) for alt in choice.alternatives)
+    dates = (a, b)
+    order = _order(dates[0], dates[1]) if dates[0] and dates[1] else None
+    expected = None if not order else (0 if (order < 0) == (direction == "earlier") else 1)
+    outcome: Outcome = "undecided" if expected is None else "agrees" if expected == picked else "disagrees"
+    return ComparisonCheck(choice.alternatives, direction, dates, expected, picked, outcome)
+
+
+def _answer_direction(response: str) -> Direction | None:
+    """The direction an answer's own words state ("older", "came out first"), if one."""
+    said = normalise(response).split()
+    found: set[Direction] = {_SELF_TEMPORAL[w] for w in said if w in _SELF_TEMPORAL}
+    m = _ORDER_WORDS.search(response)
+    if m:
+        found.add("earlier" if m.group("earlier") else "later")
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def settle(
+    failure: FailureType, outcome: Outcome | None, addresses_question: bool, claims: int
+) -> FailureType:
+    """The failure once the comparison is checked (`outcome` None: no comparison): dates that
+    pick the other alternative make the answer WR whatever the text scores say; dates that pick
+    the same one make a one-claim answer that addresses the question NoFailure (the comparison is
+    the whole answer, and it is what the passages say). A conflict with the knowledge graph (WP)
+    stands either way."""
+    if outcome is None or failure == "WP":
+        return failure
+    if outcome == "disagrees":
+        return "WR"
+    if outcome == "agrees" and addresses_question and claims <= 1:
+        return "NoFailure"
+    return failure

@@ -1,0 +1,178 @@
+"""Choice questions and comparisons in time (diagnosis/spans.py, diagnosis/comparison.py): which
+answer a question offers, which one a response picks, and whether the passages' own dates agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragmend.diagnosis.comparison import (
+    check_comparison,
+    first_date,
+    opening_sentence,
+    settle,
+    time_direction,
+)
+from ragmend.diagnosis.spans import offered_choice, picked_alternative, unaddressed
+from ragmend.diagnosis.types import Date
+
+# HotpotQA-style passages: (title, text), each opening with its subject's date.
+BEDKNOBS = ("Bedknobs and Broomsticks", "Bedknobs and Broomsticks is a 1971 musical fantasy film.")
+MUPPETS = ("The Muppet Christmas Carol", "The Muppet Christmas Carol is a 1992 musical fantasy film.")
+MERBOLD = ("Ulf Merbold", "Dr. Ulf Dietrich Merbold (born June 20, 1941) is a German astronaut.")
+HERMASZEWSKI = ("Mirosław Hermaszewski", "Mirosław Hermaszewski (born 15 September 1941) is a cosmonaut.")
+
+
+@pytest.mark.parametrize(
+    ("question", "alternatives"),
+    [
+        ("Who is older, Steven Tyler, or Elizabeth Fraser?", ("Steven Tyler", "Elizabeth Fraser")),
+        ("Which came out first, Dinosaur or McFarland, USA", ("Dinosaur", "McFarland, USA")),
+        ("who is younger Ulrich Walter or  Luca Parmitano?", ("Ulrich Walter", "Luca Parmitano")),
+        ('Which came to market first, "Hey Pa!" or "Poleconomy"', ("Hey Pa!", "Poleconomy")),
+        (
+            "Which of these, Northwestern University or Johns Hopkins University, have a campus abroad?",
+            ("Northwestern University", "Johns Hopkins University"),
+        ),
+    ],
+)
+def test_the_answers_a_question_offers(question: str, alternatives: tuple[str, str]) -> None:
+    choice = offered_choice(question)
+    assert choice is not None and choice.alternatives == alternatives
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Was Kanako Momota or Mark Hollis born first?",
+        "What is the capital of Australia?",
+        "Is it A or B or C",
+    ],
+)
+def test_no_offered_answers(question: str) -> None:
+    assert offered_choice(question) is None
+
+
+@pytest.mark.parametrize(
+    ("response", "picked"),
+    [
+        ("Jed Hoyer is older than John William Henry II.", 0),
+        ("John William Henry II is older than Jed Hoyer.", 1),
+        ("John William Henry II", 1),
+        ("Jedediah Hoyer", 0),  # a fuller name than the question's
+        ("Theo Epstein is older than Jed Hoyer.", "neither"),  # the one named is neither
+        ("Jed Hoyer is older than Theo Epstein.", "neither"),  # compared with another
+        ("Jed Hoyer is older than him.", 0),
+        ("He is older.", None),  # a pronoun: not judged
+        ("No.", None),
+        ("I don't know.", None),
+    ],
+)
+def test_the_alternative_an_answer_picks(response: str, picked: object) -> None:
+    assert picked_alternative("Who is older, Jed Hoyer or John William Henry II?", response) == picked
+
+
+def test_naming_neither_offered_answer_does_not_address_the_question() -> None:
+    question = "Who is older, Steven Tyler, or Elizabeth Fraser?"
+    assert unaddressed(question, "Steven Nathan Zwicker is older than Elizabeth Fraser.") == "choice"
+    assert unaddressed(question, "Steven Tyler is older than Elizabeth Fraser.") is None
+
+
+@pytest.mark.parametrize(
+    ("ask", "direction"),
+    [
+        ("Who is older", "earlier"),
+        ("Which documentary is newer", "later"),
+        ("Who was born first", "earlier"),
+        ("Which film was released more recently", "later"),
+        ("Which band was formed first", "earlier"),
+        ("Who died first", None),  # the opening date is a birth date
+        ("Who was older when they died", None),
+        ("Which band has more members", None),
+        ("Which came first in the race", None),  # a rank, no date
+    ],
+)
+def test_what_a_choice_asks_of_the_dates(ask: str, direction: str | None) -> None:
+    assert time_direction(ask) == direction
+
+
+@pytest.mark.parametrize(
+    ("text", "date"),
+    [
+        ("Ulf Merbold (born June 20, 1941) is a physicist.", Date(1941, 6, 20)),
+        ("Elizabeth Fraser (born 7 April 1941) is a swimmer.", Date(1941, 4, 7)),
+        ("Bedknobs and Broomsticks is a 1971 film.", Date(1971)),
+        ("Zbigniew Firlej (c. 1613–1649) was a noble.", Date(1613)),
+        ("The club has 1,500 members.", None),
+    ],
+)
+def test_the_first_date_of_an_opening(text: str, date: Date | None) -> None:
+    assert first_date(text) == date
+
+
+def test_an_opening_sentence_runs_past_initials_and_titles() -> None:
+    text = "Dr. Ulf D. Merbold (born June 20, 1941) is a physicist. He flew in 1983."
+    assert opening_sentence(text) == "Dr. Ulf D. Merbold (born June 20, 1941) is a physicist."
+
+
+def test_a_comparison_against_the_passages_dates() -> None:
+    question = "Which musical fantasy film is older, Bedknobs and Broomsticks or The Muppet Christmas Carol?"
+    passages = [MUPPETS, BEDKNOBS]
+    wrong = check_comparison(question, "The Muppet Christmas Carol is older.", passages)
+    assert wrong is not None and wrong.outcome == "disagrees" and wrong.expected == 0 and wrong.picked == 1
+    assert [str(d) for d in wrong.dates if d] == ["1971", "1992"]
+    right = check_comparison(question, "Bedknobs and Broomsticks", passages)
+    assert right is not None and right.outcome == "agrees"
+    # The answer's own words can state the other direction: "newer" asked "older".
+    flipped = check_comparison(question, "The Muppet Christmas Carol is newer.", passages)
+    assert flipped is not None and flipped.outcome == "agrees"
+
+
+def test_dates_of_one_year_compare_by_month_and_day() -> None:
+    question = "Who was born first, Ulf Merbold or Mirosław Hermaszewski?"
+    check = check_comparison(question, "Ulf Merbold was born June 20, 1941.", [HERMASZEWSKI, MERBOLD])
+    assert check is not None and check.outcome == "agrees"
+    # A year alone against a date of the same year does not decide.
+    vague = ("Ulf Merbold", "Ulf Merbold (born 1941) is a German physicist.")
+    check = check_comparison(question, "Ulf Merbold", [HERMASZEWSKI, vague])
+    assert check is not None and check.outcome == "undecided" and check.expected is None
+
+
+def test_only_an_alternatives_own_passage_dates_it() -> None:
+    """Part of a name is someone else's page, and a person is not dated by a work named after
+    them: neither decides."""
+    question = "Who is younger, Jenny Bae or Lionel Richie?"
+    bae = ("Jenny Bae", "Jenny Bae (born 1980) is a South Korean violinist.")
+    album = (
+        "Lionel Richie (album)",
+        "Lionel Richie is the debut album by Lionel Richie, released October 1982.",
+    )
+    check = check_comparison(question, "Jenny Bae is younger than Lionel Richie.", [bae, album])
+    assert check is not None and check.dates[1] is None and check.outcome == "undecided"
+    question = "Who is older, Jed Hoyer or John William Henry II?"
+    other = ("William Henry (brother of Patrick Henry)", "William Henry (1734–1785) was a son of John Henry.")
+    check = check_comparison(question, "Jed Hoyer", [other])
+    assert check is not None and check.dates == (None, None)
+
+
+def test_not_a_comparison_in_time() -> None:
+    passages = [MUPPETS, BEDKNOBS]
+    assert check_comparison("Which band has more members, Lilys or Ratatat?", "Lilys.", passages) is None
+    assert check_comparison("What is a musical fantasy film?", "Bedknobs and Broomsticks", passages) is None
+
+
+@pytest.mark.parametrize(
+    ("failure", "outcome", "addresses", "claims", "settled"),
+    [
+        ("NoFailure", "disagrees", True, 1, "WR"),
+        ("IE", "agrees", True, 1, "NoFailure"),
+        ("WR", "agrees", True, 2, "WR"),  # more than the comparison is claimed
+        ("WR", "agrees", False, 1, "WR"),  # off the question (another relation, say)
+        ("WP", "disagrees", True, 1, "WP"),
+        ("IE", "undecided", True, 1, "IE"),
+        ("NoFailure", None, True, 1, "NoFailure"),
+    ],
+)
+def test_the_failure_once_the_comparison_is_checked(
+    failure: str, outcome: str | None, addresses: bool, claims: int, settled: str
+) -> None:
+    assert settle(failure, outcome, addresses, claims) == settled  # type: ignore[arg-type]
