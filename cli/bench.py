@@ -263,6 +263,34 @@ def bench_detect(
     run(work)
 
 
+@bench_app.command("comparison")
+def bench_comparison(
+    split: Annotated[str, typer.Option(help="dev (where the check was written) or test.")] = "test",
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """The comparison check (diagnosis/comparison.py) against HotpotQA's gold answers, no model:
+    gold answers judged to name neither offered answer, and comparisons in time that the
+    passages' dates decide, agreeing with the gold answer or not. Seconds.
+
+    Example: ragmend bench comparison --split test --json
+    """
+    from ragmend.bench.suites.comparison import evaluate
+    from ragmend.corpora.readers import load_hotpotqa
+    from ragmend.corpora.tasks import HOTPOTQA_FILE
+    from ragmend.errors import InputError
+
+    def work() -> None:
+        if split not in ("dev", "test"):
+            raise InputError(f"--split is dev or test, not {split!r}")
+        path = data_root / HOTPOTQA_FILE
+        if not path.exists():
+            raise InputError(f"{path} not found: --data-root names the shared data directory")
+        show(evaluate(load_hotpotqa(path, split=split)), as_json)  # type: ignore[arg-type]
+
+    run(work)
+
+
 @bench_app.command("answerability")
 def bench_answerability(
     split: Annotated[str, typer.Option(help="dev (to fit on) or test (to report).")] = "test",

@@ -176,3 +176,29 @@ def test_the_failure_once_the_comparison_is_checked(
     failure: str, outcome: str | None, addresses: bool, claims: int, settled: str
 ) -> None:
     assert settle(failure, outcome, addresses, claims) == settled  # type: ignore[arg-type]
+
+
+def test_the_benchmark_against_gold_answers() -> None:
+    """`ragmend bench comparison` on two HotpotQA-shaped items: one decided by the dates (the gold
+    answer agrees, the other alternative disagrees), one with no dated passage (undecided)."""
+    from ragmend.bench.suites.comparison import evaluate
+    from ragmend.corpora.readers import HotpotItem
+
+    def item(question: str, answer: str, context: tuple[tuple[str, str], ...]) -> HotpotItem:
+        return HotpotItem(question, question, answer, "comparison", "easy", (), context, (), ())
+
+    result = evaluate(
+        [
+            item(
+                "Which film is older, Bedknobs and Broomsticks or The Muppet Christmas Carol?",
+                "Bedknobs and Broomsticks",
+                (BEDKNOBS, MUPPETS),
+            ),
+            item("Who was born first, Ulf Merbold or Theo Epstein?", "Ulf Merbold", (MERBOLD,)),
+            item("What is the capital of Australia?", "Canberra", ()),
+        ]
+    )
+    assert result["choice_questions"] == 2 and result["gold_responses_judged_neither"] == 0
+    assert result["comparisons_in_time"] == 2 and result["decided"] == 1
+    assert result["agrees_with_gold"] == 1 and result["other_alternative_disagrees"] == 1
+    assert result["undecided"] == 1
