@@ -266,6 +266,14 @@ def bench_detect(
 @bench_app.command("comparison")
 def bench_comparison(
     split: Annotated[str, typer.Option(help="dev (where the check was written) or test.")] = "test",
+    corpus_lookup: Annotated[
+        bool,
+        typer.Option(
+            "--corpus-lookup",
+            help="Date an alternative missing from an item's paragraphs from the whole file's (as the "
+            "engine looks titles up in its index).",
+        ),
+    ] = False,
     data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
@@ -275,6 +283,7 @@ def bench_comparison(
 
     Example: ragmend bench comparison --split test --json
     """
+    from ragmend.bench.suites.comparison import corpus_lookup as lookup_over
     from ragmend.bench.suites.comparison import evaluate
     from ragmend.corpora.readers import load_hotpotqa
     from ragmend.corpora.tasks import HOTPOTQA_FILE
@@ -286,7 +295,9 @@ def bench_comparison(
         path = data_root / HOTPOTQA_FILE
         if not path.exists():
             raise InputError(f"{path} not found: --data-root names the shared data directory")
-        show(evaluate(load_hotpotqa(path, split=split)), as_json)  # type: ignore[arg-type]
+        items = load_hotpotqa(path, split=split)  # type: ignore[arg-type]
+        titled = lookup_over(load_hotpotqa(path)) if corpus_lookup else None
+        show(evaluate(items, titled), as_json)
 
     run(work)
 

@@ -13,7 +13,7 @@ or do not decide (a passage or a date missing, two dates of the same year withou
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ragmend.diagnosis.spans import key_spans, normalise, offered_choice, picked_alternative
 from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, FailureType, Outcome
@@ -66,6 +66,9 @@ _SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z\"\u201c])")
 _ABBREVIATION = re.compile(r"(?:\b[A-Za-z]|\bDr|\bMr|\bMrs|\bMs|\bSt|\bJr|\bSr|\bc|\bca|\bNo|\bvs)\.$")
 _OPENING_CHARS = 400
 _PAREN = re.compile(r"\s*\([^)]*\)")
+# The corpus's passages (title, text) whose title has this key (title_key): each document's
+# opening passage, so an alternative the retrieval missed can still be dated.
+TitleLookup = Callable[[str], Sequence[tuple[str, str]]]
 _ABOUT_PEOPLE = re.compile(r"^\s*(who|whom)\b", re.I)
 _WORK = re.compile(
     r"\b(album|song|single|film|movie|novel|book|play|band|group|series|show|ep|magazine|game|ship|opera)\b",
@@ -115,15 +118,25 @@ def _is_about(alternative: str, title: str, opening: str, person: bool) -> bool:
     younger"), a title qualified as a work is not the person's ("Lionel Richie (album)")."""
     if person and (q := _PAREN.search(title)) and _WORK.search(q.group(0)):
         return False
-    t = normalise(_PAREN.sub("", title))
+    t = title_key(title)
     # The alternative's own name, or one whole name within it ("Doris Lessing" in "British
     # novelist Doris Lessing"); part of a name is another's ("William Henry" for "John William
     # Henry II").
-    if not t or t not in {normalise(alternative), *(normalise(k) for k in key_spans(alternative))}:
+    if not t or t not in {normalise(k) for k in lookup_keys(alternative)}:
         return False
     said = f" {normalise(opening)} "
     words = t.split()
     return sum(f" {w} " in said for w in words) * 2 > len(words)  # "Dr. Ulf Dietrich Merbold"
+
+
+def title_key(title: str) -> str:
+    """How a passage's title is looked up: normalised, its "(film)" qualifier dropped."""
+    return normalise(_PAREN.sub("", title))
+
+
+def lookup_keys(alternative: str) -> list[str]:
+    """The title keys an alternative's own page may have: its whole text, or a whole name in it."""
+    return list(dict.fromkeys(k for k in (alternative, *key_spans(alternative)) if normalise(k)))
 
 
 def date_of(alternative: str, passages: Sequence[tuple[str, str]], person: bool = False) -> Date | None:
@@ -147,10 +160,16 @@ def _order(a: Date, b: Date) -> int | None:
 
 
 def check_comparison(
-    question: str, response: str, passages: Sequence[tuple[str, str]]
+    question: str,
+    response: str,
+    passages: Sequence[tuple[str, str]],
+    titled: TitleLookup | None = None,
 ) -> ComparisonCheck | None:
     """The passages' dates against the answer's pick, for a choice question in time that the
-    answer answers by naming one alternative; None for any other question or answer."""
+    answer answers by naming one alternative; None for any other question or answer. With
+    `titled` (the corpus's passages titled by a name), an alternative whose own page was not
+    retrieved is dated from the corpus: the second hop is looked up, as a person checking the
+    answer would."""
     choice = offered_choice(question)
     direction = time_direction(choice.ask) if choice else None
     picked = picked_alternative(question, response) if direction else None
@@ -159,12 +178,25 @@ def check_comparison(
     if _answer_direction(response) not in (None, direction):  # "A is younger than B" asked "older"
         picked = 1 - picked
     person = bool(_ABOUT_PEOPLE.match(question))
-    a, b = (date_of(alt, passages, person) for alt in choice.alternatives)
-    dates = (a, b)
+    dates_found, looked_up = [], []
+    for alt in choice.alternatives:
+        date = date_of(alt, passages, person)
+        from_corpus = False
+        if date is None and titled is not None:
+            # Its whole name first: a name within it ("Bedknobs" of "Bedknobs and Broomsticks")
+            # may title another page.
+            pages = next((found for key in lookup_keys(alt) if (found := titled(key))), [])
+            date = date_of(alt, pages, person)
+            from_corpus = date is not None
+        dates_found.append(date)
+        looked_up.append(from_corpus)
+    dates = (dates_found[0], dates_found[1])
     order = _order(dates[0], dates[1]) if dates[0] and dates[1] else None
     expected = None if not order else (0 if (order < 0) == (direction == "earlier") else 1)
     outcome: Outcome = "undecided" if expected is None else "agrees" if expected == picked else "disagrees"
-    return ComparisonCheck(choice.alternatives, direction, dates, expected, picked, outcome)
+    return ComparisonCheck(
+        choice.alternatives, direction, dates, expected, picked, outcome, (looked_up[0], looked_up[1])
+    )
 
 
 def _answer_direction(response: str) -> Direction | None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ragmend.diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
 from ragmend.diagnosis.answerability import AnswerabilityModel, answerability_features
-from ragmend.diagnosis.comparison import check_comparison, settle
+from ragmend.diagnosis.comparison import TitleLookup, check_comparison, settle
 from ragmend.diagnosis.egc import egc_features
 from ragmend.diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label
 from ragmend.diagnosis.hypotheses import (
@@ -240,6 +240,7 @@ class Diagnoser:
         reranker: Reranker | None = None,
         align_kg: AlignKG | None = None,
         stored_vectors: StoredVectors | None = None,
+        titled: TitleLookup | None = None,
     ):
         self.nli = nli
         self.embed = embed
@@ -247,6 +248,9 @@ class Diagnoser:
         # the query similarities read those vectors instead of encoding the passages again, the
         # costliest step of a diagnosis on CPU. Given passages (not from the index) are embedded.
         self.stored_vectors = stored_vectors
+        # The corpus's pages by title: a comparison whose alternative the retrieval missed is
+        # dated from that alternative's own page (comparison.py).
+        self.titled = titled
         self.options = options = options or DiagnosisOptions()
         self.reranker = reranker
         self.align_kg = align_kg
@@ -410,7 +414,9 @@ class Diagnoser:
             timings["verdict_s"] = time.perf_counter() - t0
         # A comparison in time is checked hop by hop against the passages' dates (comparison.py).
         comparison = (
-            check_comparison(query, response, [(p.title, p.text) for p in passages]) if mode == "qa" else None
+            check_comparison(query, response, [(p.title, p.text) for p in passages], self.titled)
+            if mode == "qa"
+            else None
         )
         failure = settle(
             failure, comparison.outcome if comparison else None, off_question is None, len(claims)

@@ -144,6 +144,7 @@ class ComparisonCheck:
     expected: int | None  # the alternative the dates pick; None: they do not decide
     picked: int  # the alternative the answer picks
     outcome: Outcome
+    from_corpus: tuple[bool, bool] = (False, False)  # a date read from the corpus, not the passages
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,7 @@ def comparison(c: diag.ComparisonCheck) -> api.Comparison:
         dates=[None if x is None else str(x) for x in c.dates],
         expected=c.expected,
         picked=c.picked,
+        from_corpus=list(c.from_corpus),
         outcome=c.outcome,
     )
 

@@ -228,6 +228,10 @@ class Comparison(BaseModel):
         description="the alternative (0 or 1) the dates pick; null: they do not decide"
     )
     picked: int = Field(description="the alternative (0 or 1) the answer picks")
+    from_corpus: list[bool] = Field(
+        description="for each date, whether it was read from the alternative's own page in the corpus "
+        "(the retrieval had not returned it) rather than from the retrieved passages"
+    )
     outcome: Literal["agrees", "disagrees", "undecided"] = Field(
         description="disagrees: the answer is WR; agrees: a one-claim answer is NoFailure"
     )

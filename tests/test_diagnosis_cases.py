@@ -115,6 +115,27 @@ def test_a_comparison_in_time_is_checked_against_the_passages_dates(bundled_engi
         assert other.off_question == "choice" and other.failure != "NoFailure"
 
 
+def test_an_alternative_the_retrieval_missed_is_dated_from_its_own_page(bundled_engine: Engine) -> None:
+    """ "Who is older, Keith Richards or Meg Ryan?" does not retrieve Keith Richards' page (five
+    passages, none his): the engine's diagnoser looks his page up in the index by title, as a
+    person checking the answer would, and the comparison is decided."""
+    question = "Who is older, Keith Richards or Meg Ryan?"
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    assert "Meg Ryan" not in [p.title for p in passages]
+    wrong = bundled_engine.diagnoser.diagnose(question, passages, "Meg Ryan is older than Keith Richards.")
+    assert wrong.comparison is not None and wrong.comparison.from_corpus == (False, True)
+    assert wrong.comparison.outcome == "disagrees" and wrong.failure == "WR"
+    right = bundled_engine.diagnoser.diagnose(question, passages, "Keith Richards is older.")
+    assert right.comparison is not None and right.comparison.outcome == "agrees"
+    assert right.failure == "NoFailure"
+    # Without the index (a diagnoser given no title lookup), the passages alone do not decide.
+    alone = Diagnoser(
+        bundled_engine.diagnoser.nli, bundled_engine.diagnoser.embed, bundled_engine.diagnoser.options
+    )
+    check = alone.diagnose(question, passages, "Meg Ryan is older than Keith Richards.").comparison
+    assert check is not None and check.outcome == "undecided"
+
+
 def test_a_faithful_summary_of_given_text_passes(bundled_engine: Engine) -> None:
     """A task over text the request gives (RAGTruth's Summary and Data2txt) names no subject of
     its own: a summary its passage entails is neither off the question nor a failure, under the

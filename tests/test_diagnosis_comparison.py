@@ -202,3 +202,38 @@ def test_the_benchmark_against_gold_answers() -> None:
     assert result["comparisons_in_time"] == 2 and result["decided"] == 1
     assert result["agrees_with_gold"] == 1 and result["other_alternative_disagrees"] == 1
     assert result["undecided"] == 1
+
+    # The corpus lookup dates an alternative from another item's paragraph.
+    from ragmend.bench.suites.comparison import corpus_lookup
+
+    items = [
+        item(
+            "Which film is older, Bedknobs and Broomsticks or The Muppet Christmas Carol?",
+            "Bedknobs and Broomsticks",
+            (MUPPETS,),
+        ),
+        item("What is Bedknobs and Broomsticks?", "a film", (BEDKNOBS,)),
+    ]
+    assert evaluate(items)["decided"] == 0
+    assert evaluate(items, corpus_lookup(items))["agrees_with_gold"] == 1
+
+
+def test_an_alternative_missing_from_the_passages_is_dated_from_the_corpus() -> None:
+    """With a title lookup (the engine's index), the page the retrieval missed dates its
+    alternative; without one the check does not decide."""
+    from ragmend.diagnosis.comparison import title_key
+
+    question = "Which musical fantasy film is older, Bedknobs and Broomsticks or The Muppet Christmas Carol?"
+    pages = {title_key(t): [(t, x)] for t, x in (BEDKNOBS, MUPPETS)}
+    lookups: list[str] = []
+
+    def titled(name: str) -> list[tuple[str, str]]:
+        lookups.append(name)
+        return pages.get(title_key(name), [])
+
+    alone = check_comparison(question, "The Muppet Christmas Carol is older.", [MUPPETS])
+    assert alone is not None and alone.outcome == "undecided"
+    looked = check_comparison(question, "The Muppet Christmas Carol is older.", [MUPPETS], titled)
+    assert looked is not None and looked.outcome == "disagrees"
+    assert looked.from_corpus == (True, False)
+    assert lookups == ["Bedknobs and Broomsticks"]  # only the missing one, by its whole name first

@@ -6,7 +6,9 @@ setting paragraphs are the passages. Two things are measured per split:
   sentence, is judged to name neither offered answer (each one a right answer the diagnosis would
   call off the question);
 - comparisons in time: how many the passages' dates decide, and how often the decision agrees
-  with the gold answer; the other alternative given as the answer must then disagree.
+  with the gold answer; the other alternative given as the answer must then disagree. With the
+  corpus lookup (as the engine runs it), an alternative whose page is not among the item's ten
+  paragraphs is dated from its page among all the file's paragraphs.
 """
 
 from __future__ import annotations
@@ -16,14 +18,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragmend.corpora.readers import HotpotItem
-from ragmend.diagnosis.comparison import check_comparison
+from ragmend.diagnosis.comparison import TitleLookup, check_comparison, title_key
 from ragmend.diagnosis.spans import offered_choice, picked_alternative
 
 # The gold answer as a response, bare and in the two sentence shapes a generator gives.
 SHAPES = ("{}", "{} is the answer.", "The answer is {}.")
 
 
-def evaluate(items: Sequence[HotpotItem]) -> dict[str, Any]:
+def corpus_lookup(items: Sequence[HotpotItem]) -> TitleLookup:
+    """The engine's title lookup over every paragraph of these items (the corpus an index of the
+    file would hold): each alternative's own page, retrieved or not."""
+    pages: dict[str, list[tuple[str, str]]] = {}
+    for title, text in dict.fromkeys(p for item in items for p in item.context):
+        pages.setdefault(title_key(title), []).append((title, text))
+    return lambda name: pages.get(title_key(name), [])
+
+
+def evaluate(items: Sequence[HotpotItem], titled: TitleLookup | None = None) -> dict[str, Any]:
+    """`titled`: dates an alternative missing from the item's paragraphs from the corpus."""
     choice, neither = 0, 0
     neither_examples: list[dict[str, str]] = []
     timed: Counter[str] = Counter()
@@ -37,7 +49,7 @@ def evaluate(items: Sequence[HotpotItem]) -> dict[str, Any]:
             if picked_alternative(item.question, shape.format(item.answer)) == "neither":
                 neither += 1
                 neither_examples.append({"question": item.question, "response": shape.format(item.answer)})
-        gold = check_comparison(item.question, item.answer, item.context)
+        gold = check_comparison(item.question, item.answer, item.context, titled)
         if gold is None:
             continue
         timed[gold.outcome] += 1
@@ -50,7 +62,8 @@ def evaluate(items: Sequence[HotpotItem]) -> dict[str, Any]:
                 }
             )
         if gold.expected is not None:
-            other = check_comparison(item.question, offered.alternatives[1 - gold.picked], item.context)
+            other_answer = offered.alternatives[1 - gold.picked]
+            other = check_comparison(item.question, other_answer, item.context, titled)
             timed["other_disagrees"] += other is not None and other.outcome == "disagrees"
     decided = timed["agrees"] + timed["disagrees"]
     return {

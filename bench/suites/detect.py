@@ -272,12 +272,11 @@ def rescore(
             claims = [{**c, **_rounded(f)} for c, f in zip(claims, fresh_claims, strict=True)]
             # "support" is read from the NLI scores, which rows do not keep: as recorded.
             kept = r.get("off_question") if r.get("off_question") == "support" else None
-            check = check_comparison(case.query, case.response, [(p.title, p.text) for p in case.passages])
-            r = {
-                **r,
-                "off_question": kept or unaddressed(case.query, case.response),
-                "comparison": check.outcome if check else None,
-            }
+            if "comparison" not in r:  # rows from before the check; recorded ones may read the corpus
+                passages = [(p.title, p.text) for p in case.passages]
+                check = check_comparison(case.query, case.response, passages)
+                r = {**r, "comparison": check.outcome if check else None}
+            r = {**r, "off_question": kept or unaddressed(case.query, case.response)}
         p, threshold = model.score(x, claims)
         # As the diagnoser decided it where the row records it (the answerability model's
         # decision); rows from before that model: the relevance rule.
