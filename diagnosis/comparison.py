@@ -18,6 +18,10 @@ from collections.abc import Callable, Sequence
 from ragmend.diagnosis.spans import key_spans, normalise, offered_choice, picked_alternative
 from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, FailureType, Outcome
 
+# A name -> the corpus's passages (title, text) titled by it (title_key): each document's opening
+# passage, so an alternative the retrieval missed can still be dated.
+TitleLookup = Callable[[str], Sequence[tuple[str, str]]]
+
 # What a question asks of the two alternatives' dates. "older" needs no verb; "first" does (a
 # "first" that is a rank, "Which came first in the race", is not a date); a question about a
 # death, an end, an age at some time or a rank compares something else than the opening date.
@@ -66,9 +70,6 @@ _SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z\"\u201c])")
 _ABBREVIATION = re.compile(r"(?:\b[A-Za-z]|\bDr|\bMr|\bMrs|\bMs|\bSt|\bJr|\bSr|\bc|\bca|\bNo|\bvs)\.$")
 _OPENING_CHARS = 400
 _PAREN = re.compile(r"\s*\([^)]*\)")
-# The corpus's passages (title, text) whose title has this key (title_key): each document's
-# opening passage, so an alternative the retrieval missed can still be dated.
-TitleLookup = Callable[[str], Sequence[tuple[str, str]]]
 _ABOUT_PEOPLE = re.compile(r"^\s*(who|whom)\b", re.I)
 _WORK = re.compile(
     r"\b(album|song|single|film|movie|novel|book|play|band|group|series|show|ep|magazine|game|ship|opera)\b",
@@ -101,21 +102,24 @@ def opening_sentence(text: str) -> str:
 
 
 def first_date(text: str) -> Date | None:
+    """The first date a text gives, as precise as it gives it."""
     m = _DATE.search(text)
     if m is None:
         return None
     g = {k: v for k, v in m.groupdict().items() if v}
     year = int(next(v for k, v in g.items() if k.startswith("y")))
-    month_name = next((v for k, v in g.items() if k.startswith("m")), "")
-    month = next((i + 1 for i, name in enumerate(_MONTHS) if name.startswith(month_name.lower()[:3])), 0)
+    month_name = next((v.lower()[:3] for k, v in g.items() if k.startswith("m")), None)
+    month = (
+        next((i + 1 for i, name in enumerate(_MONTHS) if name.startswith(month_name)), 0) if month_name else 0
+    )
     day = int(next((v for k, v in g.items() if k.startswith("d")), "0"))
-    return Date(year, month if month_name else 0, day if 0 < day <= 31 else 0)
+    return Date(year, month, day if 0 < day <= 31 else 0)
 
 
 def _is_about(alternative: str, title: str, opening: str, person: bool) -> bool:
     """The passage is the alternative's own: its title (a "(film)" qualifier aside) is the
-    alternative or a whole name within it, and its opening sentence names it. Asked about people ("Who is
-    younger"), a title qualified as a work is not the person's ("Lionel Richie (album)")."""
+    alternative or a whole name within it, and its opening sentence names it. Asked about people
+    ("Who is younger"), a title qualified as a work is not the person's ("Lionel Richie (album)")."""
     if person and (q := _PAREN.search(title)) and _WORK.search(q.group(0)):
         return False
     t = title_key(title)
@@ -135,7 +139,8 @@ def title_key(title: str) -> str:
 
 
 def lookup_keys(alternative: str) -> list[str]:
-    """The title keys an alternative's own page may have: its whole text, or a whole name in it."""
+    """The names an alternative's own page may be titled by, its whole text first, then each
+    whole name in it (the lookup and _is_about normalise them with title_key)."""
     return list(dict.fromkeys(k for k in (alternative, *key_spans(alternative)) if normalise(k)))
 
 

@@ -429,13 +429,16 @@ def picked_alternative(question: str, response: str) -> int | Literal["neither"]
         # Compared with something the question did not offer: "Meg Ryan is older than Keith
         # Richards." does not choose between Nicki Minaj and Meg Ryan.
         other = choice.alternatives[1 - pick]
-        if compared and not any(_names_alternative(other, compared, lo) is not None for lo in (False, True)):
-            tail = response.split(" than ", 1)[-1]
-            if any(not _NUMBER.fullmatch(s) and not _found(s, asked) for s in key_spans(tail)):
-                return "neither"
+        names_other = any(_names_alternative(other, compared, lo) is not None for lo in (False, True))
+        if compared and not names_other and _names_unasked(response.split(" than ", 1)[-1], asked):
+            return "neither"
         return pick
-    names_other = any(not _NUMBER.fullmatch(s) and not _found(s, asked) for s in key_spans(response))
-    return "neither" if names_other else None
+    return "neither" if _names_unasked(response, asked) else None
+
+
+def _names_unasked(text: str, asked: str) -> bool:
+    """The text names something (not a number) that the normalised question does not."""
+    return any(not _NUMBER.fullmatch(s) and not _found(s, asked) for s in key_spans(text))
 
 
 def unaddressed(query: str, response: str) -> OffQuestion | None:
