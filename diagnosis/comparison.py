@@ -13,7 +13,7 @@ or do not decide (a passage or a date missing, two dates of the same year withou
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ragmend.diagnosis.spans import key_spans, normalise, offered_choice, picked_alternative
 from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, FailureType, Outcome
@@ -136,6 +136,14 @@ def _is_about(alternative: str, title: str, opening: str, person: bool) -> bool:
 def title_key(title: str) -> str:
     """How a passage's title is looked up: normalised, its "(film)" qualifier dropped."""
     return normalise(_PAREN.sub("", title))
+
+
+def title_lookup(pages: Iterable[tuple[str, str]]) -> TitleLookup:
+    """A TitleLookup over (title, opening text) pages: a name finds the pages its title_key titles."""
+    table: dict[str, list[tuple[str, str]]] = {}
+    for title, text in pages:
+        table.setdefault(title_key(title), []).append((title, text))
+    return lambda name: table.get(title_key(name), [])
 
 
 def lookup_keys(alternative: str) -> list[str]:

@@ -16,7 +16,7 @@ from ragmend import clock
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import CostMeter
 from ragmend.diagnosis.answerability import open_answerability
-from ragmend.diagnosis.comparison import title_key
+from ragmend.diagnosis.comparison import TitleLookup, title_lookup
 from ragmend.diagnosis.diagnoser import Diagnoser, DiagnosisOptions
 from ragmend.diagnosis.types import Diagnosis, Mode, Thresholds
 from ragmend.diagnosis.verdict import open_verdict
@@ -83,7 +83,7 @@ class Engine:
         self._index: IndexHandle | None = None
         self._pipeline: Pipeline | None = None
         self._diagnoser: Diagnoser | None = None
-        self._title_table: tuple[str, dict[str, list[tuple[str, str]]]] | None = None
+        self._title_lookup: tuple[str, TitleLookup] | None = None
         self._repairer: Repairer | None = None
         self._policy: Policy | None = policy
         self._owns_policy = policy is None  # a shared one is closed by its owner
@@ -159,25 +159,24 @@ class Engine:
             )
         return self._diagnoser
 
-    def _titled(self, name: str) -> list[tuple[str, str]]:
+    def _titled(self, name: str) -> Sequence[tuple[str, str]]:
         """The open index's opening passage (title, text) of each document titled `name`
-        (comparison.title_key), from a table built once per index generation."""
+        (comparison.title_key), from a lookup built once per index generation."""
         if self._index is None or not self._index.is_open:
             return []
         snapshot = self._index.snapshot
-        table = self._title_table
-        if table is None or table[0] != snapshot.generation:
-            pages: dict[str, list[tuple[str, str]]] = {}
+        cached = self._title_lookup
+        if cached is None or cached[0] != snapshot.generation:
             seen: set[str] = set()
+            openings = []
             for node in snapshot.nodes:  # a document's first node is its opening
                 doc_id = str(node.metadata.get("doc_id", node.node_id))
                 if doc_id not in seen:
                     seen.add(doc_id)
-                    title = str(node.metadata.get("title", ""))
-                    pages.setdefault(title_key(title), []).append((title, node.text))
-            # One assignment: a request reading the old table meanwhile still reads a whole one.
-            self._title_table = table = (snapshot.generation, pages)
-        return table[1].get(title_key(name), [])
+                    openings.append((str(node.metadata.get("title", "")), node.text))
+            # One assignment: a request reading the old lookup meanwhile still reads a whole one.
+            self._title_lookup = cached = (snapshot.generation, title_lookup(openings))
+        return cached[1](name)
 
     def _stored_vectors(self, node_ids: list[str]) -> np.ndarray | None:
         """The open index's vectors of these passages (None: not all of them are in it)."""

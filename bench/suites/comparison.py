@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragmend.corpora.readers import HotpotItem
-from ragmend.diagnosis.comparison import TitleLookup, check_comparison, title_key
+from ragmend.diagnosis.comparison import TitleLookup, check_comparison, title_lookup
 from ragmend.diagnosis.spans import offered_choice, picked_alternative
 
 # The gold answer as a response, bare and in the two sentence shapes a generator gives.
@@ -28,10 +28,7 @@ SHAPES = ("{}", "{} is the answer.", "The answer is {}.")
 def corpus_lookup(items: Sequence[HotpotItem]) -> TitleLookup:
     """The engine's title lookup over every paragraph of these items (the corpus an index of the
     file would hold): each alternative's own page, retrieved or not."""
-    pages: dict[str, list[tuple[str, str]]] = {}
-    for title, text in dict.fromkeys(p for item in items for p in item.context):
-        pages.setdefault(title_key(title), []).append((title, text))
-    return lambda name: pages.get(title_key(name), [])
+    return title_lookup(dict.fromkeys(p for item in items for p in item.context))
 
 
 def evaluate(items: Sequence[HotpotItem], titled: TitleLookup | None = None) -> dict[str, Any]:
