@@ -50,6 +50,8 @@ def pack(mixes: list[Path], out: Path, data_root: Path) -> None:
         (out / f"{mix.stem}.config.json").write_text(json.dumps(dataclasses.asdict(cfg), default=str))
         bases.add(base_path(cfg.base, allow_hub=False))
         print(f"{mix.stem}: {len(pairs)} pairs")
+    # `run` trains the mixes in the order given here and sends the first one's weights back.
+    (out / "order.json").write_text(json.dumps([m.stem for m in mixes]))
     if len(bases) != 1:
         raise SystemExit(f"the mixes name {len(bases)} bases; pack carries one")
     base = Path(bases.pop())
@@ -83,9 +85,8 @@ def run(pack_dir: Path, out: Path, deadline_s: float, device: str = "cuda", limi
     where = torch.cuda.get_device_name(0) if device.startswith("cuda") else device
     results: dict[str, object] = {"device": where, "torch": torch.__version__}
     per_pair = 0.0
-    configs = sorted(pack_dir.glob("*.config.json"), key=lambda p: p.name != "minilm-long.config.json")
-    for n, cfg_path in enumerate(configs):
-        name = cfg_path.name.removesuffix(".config.json")
+    for n, name in enumerate(json.loads((pack_dir / "order.json").read_text())):
+        cfg_path = pack_dir / f"{name}.config.json"
         pairs = _read_pairs(pack_dir / f"{name}.pairs.jsonl.gz")[:limit]
         # A mix starts only if, at the last mix's pace per pair, it ends before the deadline.
         expected = per_pair * len(pairs)
@@ -99,12 +100,12 @@ def run(pack_dir: Path, out: Path, deadline_s: float, device: str = "cuda", limi
         cfg = dataclasses.replace(TrainConfig(**raw), base=str(base32))
         trained = train_nli(cfg, pairs, Path(f"/tmp/nli-{name}"), device=device, progress=_progress(name))
         model_dir = Path(trained["model"])
+        if n == 0:  # the weights first: what an evaluation cut short by the call's limit leaves
+            _write_parts(model_dir, out)
         scores = {k: _evaluate(model_dir, v, device) for k, v in evals.items()}
         results[name] = {"train": trained, "eval": scores}
         per_pair = 1.1 * (time.perf_counter() - started) / len(pairs)
         print(json.dumps({name: results[name]}, indent=1), flush=True)
-        if n == 0:
-            _write_parts(model_dir, out)
         (out / "results.json").write_text(json.dumps(results, indent=1))
 
 
