@@ -51,6 +51,7 @@ from ragmend.diagnosis.verdict import (
     claim_features,
     claim_text_features,
     derive_failure,
+    grounded,
     text_features,
 )
 
@@ -410,6 +411,7 @@ class Diagnoser:
                 e_q.state == "entail",
                 addresses_question=off_question is None,
                 abstained=verdict.features.get("abstained", 0.0) > 0,  # no claim: as rescoring reads it
+                grounded=grounded(verdict.features),
             )
             timings["verdict_s"] = time.perf_counter() - t0
         # A comparison in time is checked hop by hop against the passages' dates (comparison.py).

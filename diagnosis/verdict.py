@@ -428,6 +428,17 @@ def _matrix(rows: Sequence[Mapping[str, float]], features: Sequence[str]) -> np.
     return x
 
 
+def grounded(features: Mapping[str, float]) -> bool:
+    """Whether the evidence holds any of a one-claim answer's key spans (its `span_coverage`
+    feature; an answer naming nothing beyond the question counts as grounded). A response of
+    several claims counts as grounded: over a long paraphrasing response, no span found says
+    little (RAGTruth's DEV sample: 10 supported and 7 unsupported such responses; one-claim
+    answers: 2 supported, 7 unsupported)."""
+    if features.get("log_claims", 0.0) > np.log1p(1) + 1e-9:
+        return True
+    return features.get("span_coverage", 1.0) > 0
+
+
 def derive_failure(
     unsupported: bool,
     rule: FailureType,
@@ -435,6 +446,7 @@ def derive_failure(
     answerable: bool,
     addresses_question: bool = True,
     abstained: bool = False,
+    grounded: bool = True,
 ) -> FailureType:
     """Algorithm 1's types, in its order, from the verdict: WP stays the knowledge graph's (a
     conflict with the corpus graph is a failure whatever the text scores say); then IE for an
@@ -446,10 +458,14 @@ def derive_failure(
     61% of the responses IE). Then a supported verdict is NoFailure; an unsupported one takes
     the rule's type where it found one, else WR. An answer that does not address the question
     (another subject or relation, spans.py) is WR whatever its verdict: a passage may well
-    entail what it says."""
+    entail what it says. `grounded` (see `grounded`): some of a one-claim answer's key spans (beyond
+    the question's own) occur in the evidence; an answer with none of them, to a question the
+    evidence does not answer, is IE whatever its score: nothing read supports it ("What is the
+    capital of Australia?" -> "... Canberra." over passages that never name Canberra), and that decision
+    should not move with a refit of the score's intercepts."""
     if kappa == "conflict":
         return "WP"
-    if abstained or (not answerable and unsupported):
+    if abstained or (not answerable and (unsupported or not grounded)):
         return "IE"
     if not addresses_question:
         return "WR"

@@ -25,6 +25,7 @@ from ragmend.diagnosis.verdict import (
     answer_features,
     derive_failure,
     fit_score,
+    grounded,
     open_verdict,
 )
 from ragmend.errors import ConfigError
@@ -140,6 +141,16 @@ def test_an_abstention_is_ie_and_an_answer_off_the_question_wr() -> None:
     assert derive_failure(False, "WR", "missing", True, addresses_question=False) == "WR"
     assert derive_failure(True, "WR", "missing", False, addresses_question=False) == "IE"
     assert derive_failure(False, "WR", "missing", False, addresses_question=False) == "WR"
+
+
+def test_an_answer_nothing_in_the_evidence_names_is_ie_where_the_question_is_unanswered() -> None:
+    """Nothing of a one-claim answer in the evidence, and the evidence does not answer the
+    question: IE whatever the score; over evidence that answers it, the score decides."""
+    assert derive_failure(False, "NoFailure", "missing", False, grounded=False) == "IE"
+    assert derive_failure(False, "NoFailure", "missing", True, grounded=False) == "NoFailure"
+    assert grounded({"span_coverage": 0.0}) is False
+    assert grounded({"span_coverage": 0.5}) and grounded({})
+    assert grounded({"span_coverage": 0.0, "log_claims": float(np.log1p(3))})  # a long response
 
 
 def test_an_answer_stating_another_relation_is_caught() -> None:

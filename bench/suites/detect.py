@@ -35,7 +35,7 @@ from ragmend.diagnosis.comparison import check_comparison, settle
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, premise_text
 from ragmend.diagnosis.spans import unaddressed
 from ragmend.diagnosis.types import Diagnosis
-from ragmend.diagnosis.verdict import VerdictModel, claim_features, derive_failure
+from ragmend.diagnosis.verdict import VerdictModel, claim_features, derive_failure, grounded
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 
@@ -286,7 +286,13 @@ def rescore(
             answerable = x.get("relevance", 1.0) >= relevance_threshold
         addresses = r.get("off_question") is None  # rows recorded before the check: unknown
         failure = derive_failure(
-            p >= threshold, r["rule_failure"], "missing", answerable, addresses, bool(x.get("abstained"))
+            p >= threshold,
+            r["rule_failure"],
+            "missing",
+            answerable,
+            addresses,
+            bool(x.get("abstained")),
+            grounded(x),
         )
         failure = settle(failure, r.get("comparison"), addresses, len(r["claims"]))
         out.append({**r, "score": p, "failure": failure})
