@@ -50,8 +50,7 @@ from ragmend.diagnosis.verdict import (
     answer_features,
     claim_features,
     claim_text_features,
-    derive_failure,
-    grounded,
+    failure_of,
     text_features,
 )
 
@@ -404,14 +403,9 @@ class Diagnoser:
             # Recorded with the verdict's features, so rows scored offline decide IE the same way.
             answerable = {"p_answerable": e_q.support or 0.0, "answerable": float(e_q.state == "entail")}
             verdict = replace(verdict, rule_failure=failure, features={**verdict.features, **answerable})
-            failure = derive_failure(
-                verdict.unsupported,
-                failure,
-                kg.kappa,
-                e_q.state == "entail",
-                addresses_question=off_question is None,
-                abstained=verdict.features.get("abstained", 0.0) > 0,  # no claim: as rescoring reads it
-                grounded=grounded(verdict.features),
+            addresses = off_question is None
+            failure = failure_of(
+                verdict.unsupported, failure, kg.kappa, e_q.state == "entail", addresses, verdict.features
             )
             timings["verdict_s"] = time.perf_counter() - t0
         # A comparison in time is checked hop by hop against the passages' dates (comparison.py).

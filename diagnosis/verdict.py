@@ -434,9 +434,31 @@ def grounded(features: Mapping[str, float]) -> bool:
     several claims counts as grounded: over a long paraphrasing response, no span found says
     little (RAGTruth's DEV sample: 10 supported and 7 unsupported such responses; one-claim
     answers: 2 supported, 7 unsupported)."""
-    if features.get("log_claims", 0.0) > np.log1p(1) + 1e-9:
+    if round(float(np.expm1(features.get("log_claims", 0.0)))) > 1:  # log_claims = log1p(claims)
         return True
     return features.get("span_coverage", 1.0) > 0
+
+
+def failure_of(
+    unsupported: bool,
+    rule: FailureType,
+    kappa: Kappa,
+    answerable: bool,
+    addresses_question: bool,
+    features: Mapping[str, float],
+) -> FailureType:
+    """`derive_failure` with what the verdict's own features say (no claim: an abstention;
+    `grounded`): one reading for the live diagnoser and for rows rescored offline, so both decide
+    alike."""
+    return derive_failure(
+        unsupported,
+        rule,
+        kappa,
+        answerable,
+        addresses_question,
+        abstained=features.get("abstained", 0.0) > 0,
+        grounded=grounded(features),
+    )
 
 
 def derive_failure(
@@ -458,11 +480,11 @@ def derive_failure(
     61% of the responses IE). Then a supported verdict is NoFailure; an unsupported one takes
     the rule's type where it found one, else WR. An answer that does not address the question
     (another subject or relation, spans.py) is WR whatever its verdict: a passage may well
-    entail what it says. `grounded` (see `grounded`): some of a one-claim answer's key spans (beyond
-    the question's own) occur in the evidence; an answer with none of them, to a question the
-    evidence does not answer, is IE whatever its score: nothing read supports it ("What is the
-    capital of Australia?" -> "... Canberra." over passages that never name Canberra), and that decision
-    should not move with a refit of the score's intercepts."""
+    entail what it says. `grounded` (see `grounded`): some of a one-claim answer's key spans
+    (beyond the question's own) occur in the evidence; an answer with none of them, to a question
+    the evidence does not answer, is IE whatever its score: nothing read supports it ("What is
+    the capital of Australia?" -> "... Canberra." over passages that never name Canberra), and
+    that decision should not move with a refit of the score's intercepts."""
     if kappa == "conflict":
         return "WP"
     if abstained or (not answerable and (unsupported or not grounded)):

@@ -24,6 +24,7 @@ from ragmend.diagnosis.verdict import (
     VerdictModel,
     answer_features,
     derive_failure,
+    failure_of,
     fit_score,
     grounded,
     open_verdict,
@@ -151,6 +152,11 @@ def test_an_answer_nothing_in_the_evidence_names_is_ie_where_the_question_is_una
     assert grounded({"span_coverage": 0.0}) is False
     assert grounded({"span_coverage": 0.5}) and grounded({})
     assert grounded({"span_coverage": 0.0, "log_claims": float(np.log1p(3))})  # a long response
+    assert not grounded({"span_coverage": 0.0, "log_claims": 0.6931})  # one claim, as rows round it
+    # The live diagnoser and rescored rows read both from the verdict's features.
+    assert failure_of(False, "NoFailure", "missing", False, True, {"span_coverage": 0.0}) == "IE"
+    assert failure_of(False, "NoFailure", "missing", True, True, {"abstained": 1.0}) == "IE"
+    assert failure_of(False, "NoFailure", "missing", False, True, {"span_coverage": 1.0}) == "NoFailure"
 
 
 def test_an_answer_stating_another_relation_is_caught() -> None:

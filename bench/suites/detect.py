@@ -35,7 +35,7 @@ from ragmend.diagnosis.comparison import check_comparison, settle
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, premise_text
 from ragmend.diagnosis.spans import unaddressed
 from ragmend.diagnosis.types import Diagnosis
-from ragmend.diagnosis.verdict import VerdictModel, claim_features, derive_failure, grounded
+from ragmend.diagnosis.verdict import VerdictModel, claim_features, failure_of
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 
@@ -252,7 +252,7 @@ def rescore(
 ) -> list[dict[str, Any]]:
     """The rows as another verdict model decides them, from the features they recorded (no
     diagnosis runs again): its claim model gives claim_p_max, its answer model P(unsupported),
-    and the failure follows as the diagnoser derives it (`derive_failure`; answerable when the
+    and the failure follows as the diagnoser derives it (`failure_of`; answerable when the
     best passage's cross-encoder relevance reaches `relevance_threshold` and the response does
     not abstain, as Diagnoser._answerability decides with a reranker loaded; an answer off the
     question, as recorded, is WR). With `cases`, the text features and whether the answer
@@ -285,15 +285,7 @@ def rescore(
         else:
             answerable = x.get("relevance", 1.0) >= relevance_threshold
         addresses = r.get("off_question") is None  # rows recorded before the check: unknown
-        failure = derive_failure(
-            p >= threshold,
-            r["rule_failure"],
-            "missing",
-            answerable,
-            addresses,
-            bool(x.get("abstained")),
-            grounded(x),
-        )
+        failure = failure_of(p >= threshold, r["rule_failure"], "missing", answerable, addresses, x)
         failure = settle(failure, r.get("comparison"), addresses, len(r["claims"]))
         out.append({**r, "score": p, "failure": failure})
     return out
