@@ -61,6 +61,25 @@ def test_wrong_answers_fail_on_the_bundled_corpus(
     assert d.failure != "NoFailure", (d.e_q, d.e_r, d.verdict)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known hole, why the verdict is not the default: the response profile scores the Elko "
+    "answer P(unsupported) 0.08 although a passage contradicts its claim at 0.86 (docs/diagnosis.md, "
+    "'One pair per run'); strict, so this test fails the day it passes",
+)
+@pytest.mark.parametrize(("question", "response"), CASES[:1], ids=["elko"])
+def test_wrong_answers_fail_under_the_verdict_too(
+    bundled_engine: Engine, question: str, response: str
+) -> None:
+    base = bundled_engine.diagnoser
+    verdict = Diagnoser(
+        base.nli, base.embed, replace(base.options, verdict=open_verdict("bundled")), reranker=base.reranker
+    )
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    d = verdict.diagnose(question, passages, response)
+    assert d.failure != "NoFailure", (d.e_r.state, d.verdict)
+
+
 def test_a_right_answer_passes_on_the_bundled_corpus(bundled_engine: Engine) -> None:
     question = "Which airport is located in Elko, Nevada?"
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())

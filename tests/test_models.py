@@ -120,3 +120,16 @@ def test_cached_generations_keep_their_logprobs(tmp_path: Path) -> None:
     old = cache.get("old")
     assert old is not None and old.token_logprobs is None
     cache.close()
+
+
+def test_bundled_reranker_scores_a_pair_the_same_whatever_its_batch_mates(registry: ModelRegistry) -> None:
+    # The int8 graph quantizes activations per run: a pair padded beside a long passage used to
+    # score differently from the same pair alone (the verdict's relevance feature moved with it).
+    reranker = registry.get("reranker")
+    query = "Where was Marie Curie born?"
+    short = "Marie Curie: Maria Sklodowska was born in Warsaw, in the Kingdom of Poland."
+    long = "The Warsaw Uprising was an operation in 1944. " * 40
+    alone = reranker.score(query, [short])[0]
+    beside = reranker.score(query, [short, long, "Warsaw."])
+    assert beside[0] == pytest.approx(alone, abs=1e-6)
+    assert reranker.score(query, []) == []

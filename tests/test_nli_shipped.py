@@ -75,3 +75,18 @@ def test_bad_input_has_a_defined_output(nli: OnnxNLI) -> None:
     assert batch.probs[0].tolist() == [0.0, 1.0, 0.0]
     # The fact sits at the start of the premise: truncation kept it, and the verdict stands.
     assert batch.probs[1].argmax() == 0
+
+
+def test_a_pair_gets_the_same_probabilities_whatever_its_batch_mates(nli: OnnxNLI) -> None:
+    # The int8 graph takes each activation's scale over a whole run: batched, a claim's
+    # P(entailment) moved with the other pairs of the diagnosis (up to 0.36 on HotpotQA windows).
+    pair = ("Marie Curie was born in Warsaw in 1867.", "Marie Curie was born in Warsaw.")
+    others = [
+        ("The Warsaw Uprising began in 1944. " * 30, "The uprising began in 1944."),
+        ("Paris is the capital of France.", "Berlin is the capital of France."),
+        ("A", "B"),
+    ]
+    alone = nli.predict([pair]).probs[0]
+    for mates in (others, others[:1], others[::-1]):
+        together = nli.predict([*mates, pair]).probs[-1]
+        np.testing.assert_allclose(together, alone, atol=1e-6)

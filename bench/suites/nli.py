@@ -257,6 +257,7 @@ def speed_check(
         "pairs": len(chosen),
         "mean_tokens": round(mean_tokens, 1),
         "batch_size": model.batch_size,
+        "runs": model.runs,
         "pairs_per_s": round(statistics.median(rates), 1),
         "load_s": round(statistics.median(loads), 3),
         "target": {"pairs_per_s_at_least": 100.0, "load_s_below": 2.0},
@@ -313,10 +314,11 @@ def suite_markdown(results: dict[str, Any], speed: dict[str, Any] | None, comman
     head = ["set", "n", "accuracy", "macro-F1", "false entailment %", "target", "met", "pairs/s"]
     lines = [f"Command: `{command}`", "", *markdown_table(head, rows, align="lrrrrllr")]
     if speed:
+        runs = speed.get("runs") or f"batch {speed['batch_size']}"
         lines += [
             "",
             f"Speed: {speed['pairs_per_s']:.0f} pairs/s on {speed['pairs']} pairs of "
-            f"{speed['mean_tokens']:.0f} tokens on average, batch {speed['batch_size']} (median of 3 runs; "
+            f"{speed['mean_tokens']:.0f} tokens on average, {runs} (median of 3 runs; "
             f"target >= 100); load {speed['load_s']:.2f} s (median of 3; target < 2 s): "
             f"{'met' if speed['met'] else '**not met**'}.",
         ]

@@ -4,11 +4,11 @@ Probabilities always come back in NLI_ORDER whatever the model's own label order
 config's id2label. Only the premise is truncated: the hypothesis is what is being judged (a
 hypothesis that alone overflows the limit is the one exception; it is cut and flagged too).
 
-Two runtimes share one encoding and batching core (`_CrossEncoderNLI`): an ONNX graph run by
-onnxruntime (ragmend's shipped int8 model; no torch on the request path) and any transformers
-sequence-classification model (a local directory or, with `models.allow_hub`, a hub id such as
-cross-encoder/nli-deberta-v3-base). Pairs are sorted by length before batching so a batch pads to
-its own longest pair, not the request's.
+Two runtimes share one encoding core (`_CrossEncoderNLI`): an ONNX graph run by onnxruntime
+(ragmend's shipped int8 model, one pair per run so a pair's probabilities never depend on the
+pairs beside it; no torch on the request path) and any transformers sequence-classification model
+(a local directory or, with `models.allow_hub`, a hub id such as cross-encoder/nli-deberta-v3-base),
+whose pairs are sorted by length before batching so a batch pads to its own longest pair.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from ragmend.errors import ModelUnavailable
 from ragmend.models import bundled
-from ragmend.models.runtime import onnx_session_options, prepare_libraries, quiet_transformers
+from ragmend.models.runtime import OnnxPairRunner, prepare_libraries, quiet_transformers
 from ragmend.settings import ModelsSettings
 
 NLI_ORDER = ("entailment", "neutral", "contradiction")
@@ -132,15 +132,16 @@ class _CrossEncoderNLI:
             )
         return out
 
-    def predict(self, pairs: list[tuple[str, str]]) -> NLIBatch:
-        probs = np.tile(EMPTY_PAIR, (len(pairs), 1))
-        truncated = [False] * len(pairs)
-        live = [i for i, (p, h) in enumerate(pairs) if p.strip() and h.strip()]
-        if not live:
-            return NLIBatch(probs.astype(np.float32), tuple(truncated))
-        with self._lock:
-            encoded = self._encode([pairs[i][0] for i in live], [pairs[i][1] for i in live])
-        order = sorted(range(len(live)), key=lambda j: len(encoded[j].ids))
+    @property
+    def runs(self) -> str:
+        """How pairs meet the model, for benchmark reports."""
+        return f"batch {self.batch_size}"
+
+    def _run(self, encoded: list[_Encoded]) -> np.ndarray:
+        """Logits, one row per encoded pair, in order: batches of similar length, so a batch pads
+        little (a torch model in float keeps a pair's logits whatever its batch-mates)."""
+        out: np.ndarray | None = None
+        order = sorted(range(len(encoded)), key=lambda j: len(encoded[j].ids))
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             width = max(len(encoded[j].ids) for j in chunk)
@@ -152,21 +153,36 @@ class _CrossEncoderNLI:
                 ids[row, : len(e.ids)] = e.ids
                 types[row, : len(e.ids)] = e.type_ids
                 mask[row, : len(e.ids)] = 1
-            logits = self._logits(ids, mask, types).astype(np.float64) / self.temperature
-            logits -= logits.max(axis=1, keepdims=True)
-            p = np.exp(logits)
-            p /= p.sum(axis=1, keepdims=True)
-            for row, j in enumerate(chunk):
-                probs[live[j]] = p[row, self.columns]
-                truncated[live[j]] = encoded[j].truncated
+            logits = self._logits(ids, mask, types)
+            if out is None:
+                out = np.zeros((len(encoded), logits.shape[1]), dtype=np.float64)
+            out[chunk] = logits
+        assert out is not None  # predict passes at least one pair
+        return out
+
+    def predict(self, pairs: list[tuple[str, str]]) -> NLIBatch:
+        probs = np.tile(EMPTY_PAIR, (len(pairs), 1))
+        truncated = [False] * len(pairs)
+        live = [i for i, (p, h) in enumerate(pairs) if p.strip() and h.strip()]
+        if not live:
+            return NLIBatch(probs.astype(np.float32), tuple(truncated))
+        with self._lock:
+            encoded = self._encode([pairs[i][0] for i in live], [pairs[i][1] for i in live])
+        logits = self._run(encoded).astype(np.float64) / self.temperature
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        p /= p.sum(axis=1, keepdims=True)
+        for row, i in enumerate(live):
+            probs[i] = p[row, self.columns]
+            truncated[i] = encoded[row].truncated
         return NLIBatch(probs.astype(np.float32), tuple(truncated))
 
 
 class OnnxNLI(_CrossEncoderNLI):
-    """An exported cross-encoder: model.onnx, tokenizer.json, config.json (id2label)."""
+    """An exported cross-encoder: model.onnx, tokenizer.json, config.json (id2label), run one pair
+    per call (OnnxPairRunner says why); batch_size is kept for the signature shared with torch."""
 
-    def __init__(self, model_dir: Path, max_length: int = 256, batch_size: int = 16, threads: int = 0):
-        import onnxruntime as ort
+    def __init__(self, model_dir: Path, max_length: int = 256, batch_size: int = 16, workers: int = 0):
         from tokenizers import Tokenizer
 
         files = {n: model_dir / n for n in ("model.onnx", "tokenizer.json", "config.json")}
@@ -181,19 +197,15 @@ class OnnxNLI(_CrossEncoderNLI):
             min(max_length, limit),
             batch_size,
         )
-        opts = onnx_session_options(threads)
-        try:
-            self._session = ort.InferenceSession(
-                str(files["model.onnx"]), opts, providers=["CPUExecutionProvider"]
-            )
-        except Exception as e:  # onnxruntime raises its own untyped errors on a corrupt graph
-            raise ModelUnavailable(f"NLI model {files['model.onnx']} could not be loaded: {e}") from e
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._runner = OnnxPairRunner(str(files["model.onnx"]), "NLI", workers)
         self.temperature = read_temperature(model_dir)
 
-    def _logits(self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray) -> np.ndarray:
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
-        return np.asarray(self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0])
+    @property
+    def runs(self) -> str:
+        return f"one pair per run, {self._runner.workers} at once"
+
+    def _run(self, encoded: list[_Encoded]) -> np.ndarray:
+        return self._runner.logits([(e.ids, e.type_ids) for e in encoded])
 
 
 class TransformersNLI(_CrossEncoderNLI):

@@ -7,7 +7,6 @@ sentence-transformers' CrossEncoder behind the same `score` interface.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Protocol
 
@@ -15,7 +14,7 @@ import numpy as np
 
 from ragmend.errors import ModelUnavailable
 from ragmend.models import bundled
-from ragmend.models.runtime import onnx_session_options, prepare_libraries
+from ragmend.models.runtime import OnnxPairRunner, prepare_libraries
 from ragmend.settings import ModelsSettings
 
 
@@ -26,41 +25,24 @@ class Reranker(Protocol):
 
 
 class OnnxCrossEncoder:
-    def __init__(self, model_dir: Path, max_length: int = 512, batch_size: int = 32, threads: int = 0):
-        import onnxruntime as ort
+    def __init__(self, model_dir: Path, max_length: int = 512, workers: int = 0):
         from tokenizers import Tokenizer
 
         onnx_path, tok_path = model_dir / "model.onnx", model_dir / "tokenizer.json"
         for p in (onnx_path, tok_path):
             if not p.exists():
                 raise ModelUnavailable(f"reranker file missing: {p}")
-        opts = onnx_session_options(threads)
-        try:
-            self._session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime raises its own untyped errors on a corrupt graph
-            raise ModelUnavailable(f"reranker model {onnx_path} could not be loaded: {e}") from e
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        # One pair per run, never a padded batch (OnnxPairRunner says why).
+        self._runner = OnnxPairRunner(str(onnx_path), "reranker", workers)
         self._tokenizer = Tokenizer.from_file(str(tok_path))
         self._tokenizer.enable_truncation(max_length=max_length)
-        self._tokenizer.enable_padding()
-        self._batch_size = batch_size
-        # tokenizers' padding/truncation settings are mutable state on the object.
-        self._lock = threading.Lock()
+        # The shipped tokenizer.json pads every pair to 512 tokens: a pair runs at its own length.
+        self._tokenizer.no_padding()
 
     def score(self, query: str, passages: list[str]) -> list[float]:
-        out: list[float] = []
-        for start in range(0, len(passages), self._batch_size):
-            batch = passages[start : start + self._batch_size]
-            with self._lock:
-                encs = self._tokenizer.encode_batch([(query, p) for p in batch])
-            feeds = {
-                "input_ids": np.array([e.ids for e in encs], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64),
-            }
-            logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
-            out.extend(float(x) for x in np.asarray(logits).reshape(len(batch), -1)[:, 0])
-        return out
+        encs = self._tokenizer.encode_batch([(query, p) for p in passages])
+        logits = self._runner.logits([(e.ids, e.type_ids) for e in encs])
+        return [float(row[0]) for row in logits]
 
 
 class HubCrossEncoder:
@@ -88,5 +70,5 @@ def load_reranker(models: ModelsSettings) -> Reranker:
     _, path = reranker_source(models)
     cfg = models.reranker
     if (Path(path) / "model.onnx").exists():
-        return OnnxCrossEncoder(Path(path), cfg.max_length, cfg.batch_size)
+        return OnnxCrossEncoder(Path(path), cfg.max_length)
     return HubCrossEncoder(path, cfg.max_length, cfg.batch_size)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ragmend.errors import InputError
+import numpy as np
+
+from ragmend.errors import InputError, ModelUnavailable
 
 _lock = threading.Lock()
 
@@ -68,3 +71,51 @@ def onnx_session_options(threads: int = 0) -> Any:
     if threads:
         opts.intra_op_num_threads = threads
     return opts
+
+
+class OnnxPairRunner:
+    """An int8 ONNX cross-encoder (NLI, reranker) run on one pair per call, pairs spread over a
+    pool of worker threads, each call on one intra-op thread.
+
+    Why one pair per call: the bundled graphs are dynamically quantized, so every activation's
+    int8 scale is taken over the whole input of a run. A batch made one pair's probabilities
+    depend on its batch-mates (the bundled NLI model's P(entailment) moved by up to 0.36 between
+    a pair scored alone and the same pair in a batch of a diagnosis; the reranker's sigmoid by up
+    to 0.16, padding included). Alone, a pair always gets the same score. Why a pool: at these
+    sizes two pairs at once on one thread each beat one pair on two threads, and nothing is
+    spent on padding (docs/diagnosis.md, "One pair per run").
+    """
+
+    def __init__(self, onnx_path: str, what: str, workers: int = 0):
+        import onnxruntime as ort
+
+        try:
+            self._session = ort.InferenceSession(
+                onnx_path, onnx_session_options(1), providers=["CPUExecutionProvider"]
+            )
+        except Exception as e:  # onnxruntime raises its own untyped errors on a corrupt graph
+            raise ModelUnavailable(f"{what} model {onnx_path} could not be loaded: {e}") from e
+        self.inputs = frozenset(i.name for i in self._session.get_inputs())
+        self.workers = workers or max(1, len(os.sched_getaffinity(0)))
+        # Owned by this runner (no module-level pool): two models never share or starve a queue.
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"ragmend-{what}")
+
+    def _one(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        live = {k: v for k, v in feeds.items() if k in self.inputs}
+        return np.asarray(self._session.run(None, live)[0]).reshape(-1)
+
+    def logits(self, pairs: list[tuple[list[int], list[int]]]) -> np.ndarray:
+        """One row of logits per (token ids, token type ids) pair, in order."""
+        feeds = [
+            {
+                "input_ids": np.array([ids], dtype=np.int64),
+                "attention_mask": np.ones((1, len(ids)), dtype=np.int64),
+                "token_type_ids": np.array([types], dtype=np.int64),
+            }
+            for ids, types in pairs
+        ]
+        if not feeds:
+            return np.zeros((0, 0), dtype=np.float32)
+        if len(feeds) == 1 or self.workers == 1:
+            return np.vstack([self._one(f) for f in feeds])
+        return np.vstack(list(self._pool.map(self._one, feeds)))
