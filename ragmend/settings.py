@@ -63,7 +63,7 @@ class RerankerSettings(_Section):
     model: str = "bundled:ms-marco-minilm-l12-int8"
     max_length: int = Field(512, ge=16, le=4096)
     # Pairs per forward pass of a hub (torch) cross-encoder; the bundled int8 ONNX graph scores
-    # one pair per pass (ragmend/models/reranker.py says why).
+    # one pair per pass (ragmend/models/runtime.py OnnxPairRunner says why).
     batch_size: int = Field(32, ge=1, le=1024)
 
 
