@@ -160,7 +160,7 @@ def verdict_score(
     """The figures of `ragmend bench detect` under another verdict model, from the features its
     rows recorded: no diagnosis runs again, so a refitted verdict is scored on the same test cases
     in seconds (its claim model, answer model and threshold; the failure as the diagnoser derives
-    it, with the configured diagnosis.relevance_threshold).
+    it, with the configured diagnosis.relevance_threshold and refute_threshold).
 
     Example: ragmend verdict score --rows var/detect/detect-test-hotpotqa+unanswerable-rows.jsonl --verdict F
     """
@@ -184,17 +184,23 @@ def verdict_score(
         if split not in ("dev", "test"):
             raise InputError(f"--split: dev or test, not {split!r}")
         of_split: Split = "dev" if split == "dev" else "test"
-        threshold = settings().diagnosis.relevance_threshold
+        d = settings().diagnosis
         cases = (
             recorded_cases(unanswerable_workspace(workdir, data_root), data_root, of_split, sorted(by_set))
             if refresh
             else None
         )
-        result = summaries({k: rescore(v, model, threshold, cases) for k, v in by_set.items()})
+        result = summaries(
+            {
+                k: rescore(v, model, d.relevance_threshold, cases, d.refute_threshold)
+                for k, v in by_set.items()
+            }
+        )
         result["setup"] = {
             "verdict": verdict,
             "rows": [str(p) for p in rows],
             "threshold": model.threshold,
+            "refute_threshold": d.refute_threshold,
             "text_features": "computed afresh from the cases" if refresh else "as recorded",
         }
         if doc:

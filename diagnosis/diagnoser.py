@@ -52,6 +52,7 @@ from ragmend.diagnosis.verdict import (
     claim_features,
     claim_text_features,
     failure_of,
+    refuted,
     text_features,
 )
 
@@ -121,6 +122,9 @@ class DiagnosisOptions:
     # The calibrated verdict (diagnosis/verdict.py); None: Algorithm 1's rule alone decides.
     verdict: VerdictModel | None = None
     unsupported_threshold: float | None = None  # None: the verdict model's own operating point
+    # A claim contradicted at this probability (and entailed less) makes the answer unsupported
+    # whatever its P(unsupported) (verdict.refuted); None: the score alone decides.
+    refute_threshold: float | None = None
     # With a verdict, e_q is answerability: a passage whose cross-encoder relevance reaches
     # thresholds.relevance; without a reranker, one naming answerable_coverage of the question's
     # names and numbers. An unsupported answer to an unanswerable question is IE, not WR.
@@ -493,7 +497,12 @@ class Diagnoser:
             replace(v, p_unsupported=round(p_c, 4)) for v, p_c in zip(e_r.hypotheses, p_claims, strict=True)
         )
         verdict = Verdict(
-            round(p, 4), threshold, p >= threshold, "NoFailure", rounded, model.profile_for(features)
+            round(p, 4),
+            threshold,
+            p >= threshold or refuted(features, self.options.refute_threshold),
+            "NoFailure",
+            rounded,
+            model.profile_for(features),
         )
         return replace(e_r, hypotheses=scored), verdict
 

@@ -112,7 +112,7 @@ class Verdict:
 
     p_unsupported: float
     threshold: float  # the operating point: unsupported when p_unsupported >= threshold
-    unsupported: bool
+    unsupported: bool  # that, or a claim refuted (verdict.refuted, diagnosis.refute_threshold)
     rule_failure: FailureType  # what Algorithm 1 over the discrete NLI states alone would say
     features: dict[str, float]  # every signal the verdict read, by name
     # Whose operating point: "generated" (the generator's own answers, with its log-probabilities),

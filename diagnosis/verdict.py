@@ -38,6 +38,7 @@ from ragmend.diagnosis.spans import (
     best_passage_coverage,
     normalise,
     novel_words,
+    offered_choice,
     span_coverage,
 )
 from ragmend.diagnosis.types import FailureType, HypothesisVerdict, Kappa
@@ -290,9 +291,15 @@ def _restated(query: str, response: str) -> str:
 
 def claim_text_features(claim: str, evidence: Sequence[str], query: str, response: str) -> dict[str, float]:
     """A claim's novelty: the share of its content words the evidence never says, and how many
-    (log1p). A hallucinated sentence is often one that adds words (RAGTruth's "baseless info")."""
+    (log1p). A hallucinated sentence is often one that adds words (RAGTruth's "baseless info").
+    And `choice`: whether it answers a question offering two alternatives ("Who is younger, A or
+    B?"), whose claim ("B is younger than A") no single window can settle (`refutation`)."""
     share, count = novel_words(claim, evidence, exclude=_restated(query, response))
-    return {"novel_share": share, "novel_count": float(np.log1p(count))}
+    return {
+        "novel_share": share,
+        "novel_count": float(np.log1p(count)),
+        "choice": float(offered_choice(query) is not None),
+    }
 
 
 def answer_features(
@@ -327,6 +334,7 @@ def answer_features(
         "egc": egc,
         "abstained": float(not claims),
         "log_claims": float(np.log1p(len(claims))),
+        "refuted": refutation(claims),
     }
     if (cov := span_coverage(response, evidence, exclude=query)) is not None:
         features["span_coverage"] = cov
@@ -426,6 +434,33 @@ def _matrix(rows: Sequence[Mapping[str, float]], features: Sequence[str]) -> np.
         seen = ~np.isnan(x[:, j])
         x[~seen, j] = x[seen, j].mean() if seen.any() else 0.0
     return x
+
+
+def refutation(claims: Sequence[Mapping[str, float]]) -> float:
+    """The strongest contradiction of a claim that no window (nor the joint premise) entails
+    more strongly: the answer's `refuted` feature. Entailment wins over contradiction within a
+    claim, as in Algorithm 1's rule (aggregate.py): a retrieved set often holds a passage that
+    disagrees with what another states, and the claim is still supported. A claim choosing
+    between two alternatives is left out: each window holds one alternative's fact, and the NLI
+    model reads "Doñana National Park is larger than Timanfaya National Park" as contradicted
+    by either (0.95; on DEV, most right answers such a bar flagged were these)."""
+    return max(
+        (
+            c["contradict"]
+            for c in claims
+            if not c.get("choice") and c["contradict"] > max(c["entail"], c.get("joint_entail", 0.0))
+        ),
+        default=0.0,
+    )
+
+
+def refuted(features: Mapping[str, float], refute_at: float | None) -> bool:
+    """Whether a claim is contradicted at `refute_at` or more (`refutation`): the answer is then
+    unsupported whatever its P(unsupported). A linear score weighs one decisive contradiction
+    against everything else the answer has going for it (its names found in the evidence, its
+    relevance): "Yes, both Elko ... and Gerald R. Ford ... are in Michigan" scored 0.08 although
+    the Elko passage contradicts it at 0.86. None: the score alone decides."""
+    return refute_at is not None and features.get("refuted", 0.0) >= refute_at
 
 
 def grounded(features: Mapping[str, float]) -> bool:

@@ -144,6 +144,7 @@ class Engine:
                 verdict=open_verdict(d.verdict),
                 answerability=open_answerability(d.answerability),
                 unsupported_threshold=d.unsupported_threshold,
+                refute_threshold=d.refute_threshold,
                 answerable_coverage=d.answerable_coverage,
             )
             self._diagnoser = Diagnoser(

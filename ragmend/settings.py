@@ -179,15 +179,19 @@ class DiagnosisSettings(_Section):
     # The calibrated verdict (P(unsupported) over every signal; docs/diagnosis.md): "bundled" (the
     # model fitted on dev data, shipped in ragmend/assets/verdict), a path to a file written by
     # `ragmend verdict fit`, or "off" (Algorithm 1's rule over the discrete states alone). It
-    # separates right from wrong answers better than the rule (HotpotQA TEST AUROC 0.69 vs 0.60,
-    # right answers flagged 21% vs 48%) and, with both cross-encoders run one pair at a time,
-    # fits the 150 ms budget (p50 ~135 ms), but it stays off by default: it passes the README's
-    # own Elko example (a claim a passage contradicts at 0.86) that the rule flags
-    # (docs/diagnosis.md, "One pair per run").
-    verdict: str = "off"
+    # separates right from wrong answers better than the rule (HotpotQA TEST AUROC 0.69 vs 0.60;
+    # right answers flagged 30% vs 49%, wrong ones 63% vs 69%), costs about 150 ms p50 at k = 5,
+    # and with refute_threshold also fails what a passage decisively contradicts (the README's
+    # Elko example).
+    verdict: str = "bundled"
     # The operating point: an answer fails at P(unsupported) >= this. None: the model's own
     # (fitted on dev). Lower catches more unsupported answers and flags more right ones.
     unsupported_threshold: float | None = Field(None, gt=0, lt=1)
+    # With a verdict: an answer with a claim that one window contradicts at this probability or
+    # more (and none entails as strongly) is unsupported whatever its P(unsupported) (a linear
+    # score lets the rest of the answer outweigh one decisive contradiction). Chosen on DEV
+    # answers (docs/diagnosis.md); None: the score alone decides.
+    refute_threshold: float | None = Field(0.8, gt=0, le=1)
     # With a verdict, e_q is answerability (docs/diagnosis.md): the evidence answers the question
     # when a passage's cross-encoder relevance reaches relevance_threshold; without a reranker,
     # when one passage names answerable_coverage of the question's names and numbers. An

@@ -205,7 +205,10 @@ class Verdict(BaseModel):
 
     p_unsupported: float = Field(description="the answer's calibrated probability of being unsupported")
     threshold: float = Field(description="the operating point: unsupported when p_unsupported >= threshold")
-    unsupported: bool
+    unsupported: bool = Field(
+        description="p_unsupported >= threshold, or a claim a passage contradicts at "
+        "diagnosis.refute_threshold or more (features.refuted) and none entails as strongly"
+    )
     rule_failure: FailureType = Field(description="what Algorithm 1 over the discrete NLI states alone says")
     features: dict[str, float] = Field(description="every signal the verdict read, by name")
     profile: str = Field(

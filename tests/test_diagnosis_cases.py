@@ -61,23 +61,38 @@ def test_wrong_answers_fail_on_the_bundled_corpus(
     assert d.failure != "NoFailure", (d.e_q, d.e_r, d.verdict)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known hole, why the verdict is not the default: the response profile scores the Elko "
-    "answer P(unsupported) 0.08 although a passage contradicts its claim at 0.86 (docs/diagnosis.md, "
-    "'One pair per run'); strict, so this test fails the day it passes",
+@pytest.mark.parametrize(
+    ("question", "response"), CASES, ids=["elko", "australia", "curie", "jaspan", "jaspan-born"]
 )
-@pytest.mark.parametrize(("question", "response"), CASES[:1], ids=["elko"])
-def test_wrong_answers_fail_under_the_verdict_too(
-    bundled_engine: Engine, question: str, response: str
-) -> None:
+def test_wrong_answers_fail_under_the_rule_too(bundled_engine: Engine, question: str, response: str) -> None:
+    """The same cases with `diagnosis.verdict: off` (Algorithm 1's rule over the NLI states)."""
     base = bundled_engine.diagnoser
-    verdict = Diagnoser(
-        base.nli, base.embed, replace(base.options, verdict=open_verdict("bundled")), reranker=base.reranker
-    )
+    assert base.options.verdict is not None  # the default diagnoses with the verdict
+    rule = Diagnoser(base.nli, base.embed, replace(base.options, verdict=None), reranker=base.reranker)
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
-    d = verdict.diagnose(question, passages, response)
-    assert d.failure != "NoFailure", (d.e_r.state, d.verdict)
+    d = rule.diagnose(question, passages, response)
+    assert d.verdict is None and d.failure != "NoFailure", (d.e_q, d.e_r)
+
+
+def test_a_contradicted_claim_fails_whatever_its_score(bundled_engine: Engine) -> None:
+    """The Elko answer scores a low P(unsupported) (its names are all in the evidence, it is
+    relevant); the passage that contradicts it decides (diagnosis.refute_threshold)."""
+    question, response = CASES[0]
+    base = bundled_engine.diagnoser
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    decided = {}
+    for bar in (None, base.options.refute_threshold):
+        options = replace(base.options, verdict=open_verdict("bundled"), refute_threshold=bar)
+        d = Diagnoser(base.nli, base.embed, options, reranker=base.reranker).diagnose(
+            question, passages, response
+        )
+        assert d.verdict is not None
+        decided[bar] = d
+    alone, with_bar = decided.values()
+    assert alone.verdict is not None and with_bar.verdict is not None
+    assert alone.verdict.p_unsupported < alone.verdict.threshold  # the score alone passes it
+    assert with_bar.verdict.features["refuted"] >= (base.options.refute_threshold or 1.0)
+    assert with_bar.verdict.unsupported and with_bar.failure == "WR"
 
 
 def test_a_right_answer_passes_on_the_bundled_corpus(bundled_engine: Engine) -> None:
@@ -214,8 +229,10 @@ def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: En
         d = diagnoser.diagnose(question, passages, response)
         rows.append(record(case, d))
         verdicts.append(d)
-    threshold = bundled_engine.settings.diagnosis.relevance_threshold
-    for again, d in zip(rescore(rows, model, threshold), verdicts, strict=True):
+    settings = bundled_engine.settings.diagnosis
+    rescored = rescore(rows, model, settings.relevance_threshold, refute_threshold=settings.refute_threshold)
+    assert rows[0]["features"]["refuted"] >= (settings.refute_threshold or 1.0)  # Elko: refuted
+    for again, d in zip(rescored, verdicts, strict=True):
         assert d.verdict is not None
         assert d.verdict.profile == "response"  # given responses, no log-probabilities
         assert again["score"] == pytest.approx(d.verdict.p_unsupported, abs=2e-3)

@@ -509,3 +509,23 @@ def test_cross_validation_scores_each_case_by_a_verdict_fitted_without_its_sourc
         assert result["sets"][name]["n"] == 60
         assert result["sets"][name]["auroc"] > 0.85 and result["sets"][name]["f1"] > 0.7
     assert source_group(cases[("ragtruth", "0")]) == source_group(cases[("ragtruth", "2")])
+    # No claim is contradicted beyond 0.1: a bar above it changes nothing; one below it fails
+    # every answer whose claim is entailed less than it is contradicted.
+    for name in ("ragtruth", "fever"):
+        refute = result["sets"][name]["refute"]
+        assert refute["None"]["f1"] == refute["0.95"]["f1"] == result["sets"][name]["f1"]
+    low = cross_validate(exs, cases, folds=4, refute_bars=(0.05,))
+    assert low["sets"]["ragtruth"]["refute"]["0.05"]["recall"] == 1.0
+
+
+def test_a_claim_contradicted_more_than_entailed_refutes_the_answer() -> None:
+    from ragmend.diagnosis.verdict import refutation, refuted
+
+    contradicted = {"entail": 0.05, "contradict": 0.86, "joint_entail": 0.3}
+    supported_too = {"entail": 0.9, "contradict": 0.86}  # another window entails it: it stands
+    bridged = {"entail": 0.05, "contradict": 0.7, "joint_entail": 0.8}
+    assert refutation([supported_too, bridged]) == 0.0
+    assert refutation([supported_too, contradicted]) == 0.86
+    assert refutation([]) == 0.0
+    assert refuted({"refuted": 0.86}, 0.8) and not refuted({"refuted": 0.86}, 0.9)
+    assert not refuted({"refuted": 0.99}, None) and not refuted({}, 0.5)

@@ -124,7 +124,8 @@ def test_warm_start_runs_the_live_loop_and_persists_every_update(
     s = ws.settings(
         tiny_settings(tmp_path),
         sources=[str(small_corpus)],
-        diagnosis={"entail_threshold": 0.999, "joint_entail_threshold": 0.999},
+        # Algorithm 1's rule decides (verdict off): the thresholds above then fail every answer.
+        diagnosis={"entail_threshold": 0.999, "joint_entail_threshold": 0.999, "verdict": "off"},
         # Budgets a contended 2-core CI machine cannot overrun: this test is about the loop.
         policy={
             "state_path": str(tmp_path / "state.sqlite"),

@@ -35,7 +35,7 @@ from ragmend.diagnosis.comparison import check_comparison, settle
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, premise_text
 from ragmend.diagnosis.spans import unaddressed
 from ragmend.diagnosis.types import Diagnosis
-from ragmend.diagnosis.verdict import VerdictModel, claim_features, failure_of
+from ragmend.diagnosis.verdict import VerdictModel, claim_features, failure_of, refutation, refuted
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 
@@ -249,6 +249,7 @@ def rescore(
     model: VerdictModel,
     relevance_threshold: float,
     cases: Mapping[tuple[str, str], Case] | None = None,
+    refute_threshold: float | None = None,
 ) -> list[dict[str, Any]]:
     """The rows as another verdict model decides them, from the features they recorded (no
     diagnosis runs again): its claim model gives claim_p_max, its answer model P(unsupported),
@@ -257,7 +258,9 @@ def rescore(
     not abstain, as Diagnoser._answerability decides with a reranker loaded; an answer off the
     question, as recorded, is WR). With `cases`, the text features and whether the answer
     addresses the question are computed afresh from each row's case (case_text_features,
-    spans.unaddressed), so rows recorded before a change to either are scored with it."""
+    spans.unaddressed), so rows recorded before a change to either are scored with it. A claim
+    contradicted at `refute_threshold` makes a row unsupported (verdict.refuted; its `refuted`
+    feature is read from the claims the row recorded)."""
     out = []
     for r in rows:
         if not r.get("features"):
@@ -277,6 +280,7 @@ def rescore(
                 check = check_comparison(case.query, case.response, passages)
                 r = {**r, "comparison": check.outcome if check else None}
             r = {**r, "off_question": kept or unaddressed(case.query, case.response)}
+        x = {**x, "refuted": refutation(claims)}
         p, threshold = model.score(x, claims)
         # As the diagnoser decided it where the row records it (the answerability model's
         # decision); rows from before that model: the relevance rule.
@@ -285,7 +289,8 @@ def rescore(
         else:
             answerable = x.get("relevance", 1.0) >= relevance_threshold
         addresses = r.get("off_question") is None  # rows recorded before the check: unknown
-        failure = failure_of(p >= threshold, r["rule_failure"], "missing", answerable, addresses, x)
+        unsupported = p >= threshold or refuted(x, refute_threshold)
+        failure = failure_of(unsupported, r["rule_failure"], "missing", answerable, addresses, x)
         failure = settle(failure, r.get("comparison"), addresses, len(r["claims"]))
         out.append({**r, "score": p, "failure": failure})
     return out
