@@ -37,7 +37,14 @@ CASES = [
     # The same follow-up as the default generator condensed and answered it: the right man,
     # another relation (a passage does entail his birth date).
     ("When did Andrew Jaspan find it?", "Andrew Jaspan was born on April 20, 1952."),
+    # The default generator's own answer to the README's follow-up question: the Elko passage
+    # contradicts it (0.89), yet its score alone passed it (P(unsupported) 0.42 against 0.52).
+    (
+        "Which airport is located in Elko, Nevada?",
+        "John Glenn Columbus International Airport is located in Elko, Nevada.",
+    ),
 ]
+IDS = ["elko", "australia", "curie", "jaspan", "jaspan-born", "elko-airport"]
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +57,7 @@ def bundled_engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
     return engine
 
 
-@pytest.mark.parametrize(
-    ("question", "response"), CASES, ids=["elko", "australia", "curie", "jaspan", "jaspan-born"]
-)
+@pytest.mark.parametrize(("question", "response"), CASES, ids=IDS)
 def test_wrong_answers_fail_on_the_bundled_corpus(
     bundled_engine: Engine, question: str, response: str
 ) -> None:
@@ -61,9 +66,7 @@ def test_wrong_answers_fail_on_the_bundled_corpus(
     assert d.failure != "NoFailure", (d.e_q, d.e_r, d.verdict)
 
 
-@pytest.mark.parametrize(
-    ("question", "response"), CASES, ids=["elko", "australia", "curie", "jaspan", "jaspan-born"]
-)
+@pytest.mark.parametrize(("question", "response"), CASES, ids=IDS)
 def test_wrong_answers_fail_under_the_rule_too(bundled_engine: Engine, question: str, response: str) -> None:
     """The same cases with `diagnosis.verdict: off` (Algorithm 1's rule over the NLI states)."""
     base = bundled_engine.diagnoser
@@ -288,7 +291,9 @@ def test_retrieved_passages_are_read_with_the_vectors_the_index_holds(bundled_en
             base.diagnose(question, passages, response),
             encoded.diagnose(question, passages, response),
         )
-        assert stored.egc.score == pytest.approx(fresh.egc.score, abs=0.05)
+        # At most one evidence-claim edge may flip (a similarity at tau, the two encodings of a
+        # passage differing slightly): 1/(3k) of the score for one claim over k passages.
+        assert stored.egc.score == pytest.approx(fresh.egc.score, abs=1 / (3 * len(passages)) + 1e-4)
         assert (stored.failure, stored.stage) == (fresh.failure, fresh.stage)
     given = [p.model_copy(update={"id": f"given-{n}"}) for n, p in enumerate(passages)]
     assert base.stored_vectors([p.id for p in given]) is None
