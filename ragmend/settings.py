@@ -57,6 +57,10 @@ class EmbeddingsSettings(_Section):
     model: str = "bundled:all-minilm-l6-v2"
     batch_size: int = Field(32, ge=1, le=1024)
     device: str = "cpu"
+    # auto: onnxruntime (the encoder exported once into cache_dir, same vectors, about 3x faster
+    # on CPU) where the model is a sentence-transformers encoder with mean or CLS pooling and the
+    # device is the CPU; torch otherwise. onnx insists (an error where it cannot); torch never exports.
+    runtime: Literal["auto", "onnx", "torch"] = "auto"
 
 
 class RerankerSettings(_Section):

@@ -95,7 +95,7 @@ class _Synthetic:
 def run(corpus: Path, scale: int) -> dict[str, object]:
     settings = load_settings()
     nlp = load_spacy(settings.models)
-    embed = embed_with(load_embeddings(settings.models))
+    embed = embed_with(load_embeddings(settings.models, settings.cache_dir))
     extractor = SpacyTripleExtractor(nlp, max_triples_per_text=settings.kg.max_triples_per_chunk)
     rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
     texts = [r["text"] for r in rows]

@@ -13,7 +13,7 @@ import numpy as np
 
 from ragmend.errors import RagmendError
 from ragmend.models.bundled import path_bytes
-from ragmend.models.embeddings import embeddings_source, load_embeddings
+from ragmend.models.embeddings import embeddings_runtime, embeddings_source, load_embeddings
 from ragmend.models.generator import Generator, generator_source, load_generator
 from ragmend.models.nli import NLIModel, load_nli, nli_source
 from ragmend.models.reranker import Reranker, load_reranker, reranker_source
@@ -47,7 +47,7 @@ class ModelRegistry:
         self._locks = {role: threading.Lock() for role in ROLES}
         m = settings.models
         self._loaders: dict[str, Callable[[], Any]] = {
-            "embeddings": lambda: load_embeddings(m),
+            "embeddings": lambda: load_embeddings(m, settings.cache_dir),
             "reranker": lambda: load_reranker(m),
             "generator": lambda: load_generator(settings),
             "spacy": lambda: load_spacy(m),
@@ -138,7 +138,10 @@ def _smoke_embeddings(embed: Any) -> str:
         np.asarray(embed.get_text_embedding(t))
         for t in ("Paris is the capital of France.", "France's capital city is Paris.", "Bananas are yellow.")
     )
-    return f"dim={a.shape[0]} cos(paraphrase)={float(a @ b):.2f} cos(unrelated)={float(a @ c):.2f}"
+    return (
+        f"dim={a.shape[0]} cos(paraphrase)={float(a @ b):.2f} cos(unrelated)={float(a @ c):.2f} "
+        f"runtime={embeddings_runtime(embed)}"
+    )
 
 
 def _smoke_reranker(reranker: Reranker) -> str:
