@@ -70,6 +70,20 @@ def test_por_counts_only_parametrically_correct_questions() -> None:
     assert [c[n]["poison_share"] for n, _ in CONTEXTS] == [0.0, 0.333, 0.667, 1.0]
 
 
+def test_flags_are_split_by_whether_the_answer_was_right() -> None:
+    right = dict.fromkeys(("clean", "mixed-33", "mixed-67", "poisoned"), True)
+    calm = dict.fromkeys(right, False)
+    passed = _record(True, right, calm)
+    for ctx in passed["contexts"].values():
+        ctx["failure"] = "NoFailure"
+    wrong = _record(True, dict.fromkeys(right, False), calm)  # every context failed (WR)
+    c = summarize_poison([passed, _record(True, right, calm), wrong])["contexts"]
+    # Wrong answers: the one failed; right answers: one of two failed.
+    assert c["poisoned"]["flag_wrong"] == 100.0 and c["poisoned"]["flag_right"] == 50.0
+    # A context with no wrong answer has no rate, not zero.
+    assert summarize_poison([passed])["contexts"]["clean"]["flag_wrong"] is None
+
+
 @needs_data
 def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine) -> None:
     item = TruthfulItem(

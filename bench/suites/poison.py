@@ -261,6 +261,11 @@ def summarize_poison(records: list[dict[str, Any]]) -> dict[str, Any]:
     for name, n_bad in CONTEXTS:
         rows = [r["contexts"][name] for r in records]
         wrong_in_w = sum(not r["contexts"][name]["correct"] for r in w)
+        # The diagnosis as a detector: how often it fails the answers the judge found wrong, and
+        # the ones it found right (flagging a right answer sends it to a needless repair).
+        failed = {
+            ok: [c["failure"] != "NoFailure" for c in rows if c["correct"] is ok] for ok in (False, True)
+        }
         out["contexts"][name] = {
             "poison_share": round(n_bad / 3, 3),
             "accuracy": round(100 * float(np.mean([c["correct"] for c in rows])), 2) if rows else None,
@@ -268,6 +273,8 @@ def summarize_poison(records: list[dict[str, Any]]) -> dict[str, Any]:
             "flag_evidence_conflict": round(100 * float(np.mean([c["evidence_conflict"] for c in rows])), 2),
             "flag_contradiction": round(100 * float(np.mean([c["e_r"] == "contradict" for c in rows])), 2),
             "flag_any_failure": round(100 * float(np.mean([c["failure"] != "NoFailure" for c in rows])), 2),
+            "flag_wrong": round(100 * float(np.mean(failed[False])), 2) if failed[False] else None,
+            "flag_right": round(100 * float(np.mean(failed[True])), 2) if failed[True] else None,
         }
     return out
 
@@ -316,8 +323,18 @@ def write_poison_report(
         "flagged: evidence conflict %",
         "flagged: response contradiction %",
         "flagged: any failure %",
+        "wrong answers flagged %",
+        "right answers flagged %",
     ]
-    keys = ("accuracy", "por", "flag_evidence_conflict", "flag_contradiction", "flag_any_failure")
+    keys = (
+        "accuracy",
+        "por",
+        "flag_evidence_conflict",
+        "flag_contradiction",
+        "flag_any_failure",
+        "flag_wrong",
+        "flag_right",
+    )
     rows = [[name, f"{ctx[name]['poison_share']:.2f}", *[ctx[name][k] for k in keys]] for name, _ in CONTEXTS]
     lines += markdown_table(head, rows)
     lines += ["", "![Poison Ratio Curve](poison-curve.png)", ""]
