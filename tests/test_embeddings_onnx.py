@@ -4,12 +4,14 @@ sentence-transformers in torch, a damaged cache rebuilt, unsupported models refu
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ragmend.errors import InputError
+from ragmend.errors import InputError, ModelUnavailable
 from ragmend.models import bundled
 from ragmend.models.embeddings import embeddings_runtime, load_embeddings, token_counter
 from ragmend.models.embeddings_onnx import _length_batches, encoder_spec
@@ -82,3 +84,19 @@ def test_batches_hold_texts_of_similar_length() -> None:
     batches = _length_batches(lengths, batch_size=2)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     assert [sorted(lengths[i] for i in b) for b in batches] == [[10, 11], [12], [40], [256, 300]]
+
+
+def test_auto_falls_back_to_torch_where_the_export_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Without the onnx package torch's exporter cannot write a graph; `auto` says so and serves the
+    # same vectors from torch, `onnx` refuses with the install hint. (sys.modules entries set to
+    # None make those imports fail, as on a machine without the package.)
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    monkeypatch.setitem(sys.modules, "onnxscript", None)
+    with caplog.at_level(logging.WARNING, logger="ragmend.models"):
+        embed = load_embeddings(load_settings().models, tmp_path / "cache")
+    assert embeddings_runtime(embed) == "torch" and "running on torch" in caplog.text
+    forced = load_settings(models={"embeddings": {"runtime": "onnx"}}).models
+    with pytest.raises(ModelUnavailable, match="pip install onnx"):
+        load_embeddings(forced, tmp_path / "cache2")

@@ -3,13 +3,16 @@ onnxruntime where it can be (ragmend/models/embeddings_onnx.py), else HuggingFac
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
-from ragmend.errors import InputError
+from ragmend.errors import InputError, ModelUnavailable
 from ragmend.models import bundled
 from ragmend.models.runtime import prepare_libraries, quiet_transformers
 from ragmend.settings import ModelsSettings
+
+log = logging.getLogger("ragmend.models")
 
 
 def embeddings_source(models: ModelsSettings) -> tuple[str, str]:
@@ -32,8 +35,15 @@ def load_embeddings(models: ModelsSettings, cache_dir: Path) -> Any:
             f"CLS pooling on device cpu; {path} on {cfg.device} is not one (use runtime: auto or torch)"
         )
     if cfg.runtime != "torch" and spec is not None and cfg.device == "cpu":
-        encoder = load_encoder(local, cache_dir, spec)
-        return OnnxEmbedding(encoder, model_name=path, embed_batch_size=cfg.batch_size)
+        try:
+            encoder = load_encoder(local, cache_dir, spec)
+            return OnnxEmbedding(encoder, model_name=path, embed_batch_size=cfg.batch_size)
+        except Exception as e:  # the exporter raises its own types (a missing onnx, an odd graph)
+            if cfg.runtime == "onnx":
+                hint = "pip install onnx, or models.embeddings.runtime: torch"
+                raise ModelUnavailable(f"embeddings on onnxruntime: {e} ({hint})") from e
+            # auto: the same vectors from torch, slower; said once, at load.
+            log.warning("embeddings: onnxruntime export failed (%s); running on torch", e)
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
     return HuggingFaceEmbedding(
