@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +31,10 @@ _SAMPLES = [
 
 
 def export_nli(model_dir: Path, out_dir: Path, int8: bool = True, optimize: bool = True) -> dict[str, Any]:
-    import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from ragmend.models.nli import OnnxNLI, TransformersNLI
-    from ragmend.models.runtime import quiet_transformers
+    from ragmend.models.runtime import export_onnx, quiet_transformers
 
     quiet_transformers()
     if not (model_dir / "config.json").exists():
@@ -50,21 +48,7 @@ def export_nli(model_dir: Path, out_dir: Path, int8: bool = True, optimize: bool
         fp32 = work / "fp32.onnx"
         enc = tokenizer(["a premise"], ["a hypothesis"], return_tensors="pt")
         names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
-        axes = {n: {0: "batch", 1: "sequence"} for n in names} | {"logits": {0: "batch"}}
-        with torch.inference_mode(), warnings.catch_warnings():
-            # The TorchScript exporter warns about tracing details that do not apply to a
-            # fixed-architecture encoder; the export is verified against PyTorch below instead.
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                model,
-                tuple(enc[n] for n in names),
-                str(fp32),
-                input_names=names,
-                output_names=["logits"],
-                dynamic_axes=axes,
-                opset_version=17,
-                dynamo=False,
-            )
+        export_onnx(model, tuple(enc[n] for n in names), names, ("logits", {0: "batch"}), str(fp32))
         graph = fp32
         if optimize:
             graph = _optimize(fp32, work / "opt.onnx", model.config)

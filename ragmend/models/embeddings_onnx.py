@@ -20,7 +20,6 @@ import json
 import shutil
 import tempfile
 import threading
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +119,8 @@ def _export(model_dir: Path, out: Path) -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from ragmend.models.runtime import export_onnx
+
     reference = SentenceTransformer(str(model_dir), device="cpu")
     encoder: Any = reference[0].auto_model
     encoder.eval()
@@ -136,21 +137,8 @@ def _export(model_dir: Path, out: Path) -> None:
         def forward(self, *inputs: Any) -> Any:
             return self.model(**dict(zip(names, inputs, strict=True))).last_hidden_state
 
-    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
-    with torch.inference_mode(), warnings.catch_warnings():
-        # The TorchScript exporter warns about tracing details that do not apply to a
-        # fixed-architecture encoder; the graph is checked against sentence-transformers below.
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            LastHidden(encoder),
-            tuple(sample[n] for n in names),
-            str(out),
-            input_names=names,
-            output_names=["last_hidden_state"],
-            dynamic_axes=axes,
-            opset_version=17,
-            dynamo=False,
-        )
+    hidden = ("last_hidden_state", {0: "batch", 1: "sequence"})
+    export_onnx(LastHidden(encoder), tuple(sample[n] for n in names), names, hidden, str(out))
     spec = encoder_spec(model_dir)
     assert spec is not None  # the caller checked
     want = reference.encode(list(_VERIFY_TEXTS), normalize_embeddings=True)

@@ -58,6 +58,37 @@ def torch_device(spec: str) -> str:
     return spec
 
 
+def export_onnx(
+    model: Any,
+    inputs: tuple[Any, ...],
+    input_names: list[str],
+    output: tuple[str, dict[int, str]],
+    path: str,
+) -> None:
+    """A fixed-architecture encoder to an ONNX graph (TorchScript exporter, opset 17), batch and
+    sequence axes dynamic, `output` (name, its dynamic axes); the one export both the NLI export
+    and the embeddings runtime use."""
+    import warnings
+
+    import torch
+
+    axes = {n: {0: "batch", 1: "sequence"} for n in input_names} | {output[0]: output[1]}
+    with torch.inference_mode(), warnings.catch_warnings():
+        # The TorchScript exporter warns about tracing details that do not apply to a
+        # fixed-architecture encoder; each caller checks the graph against PyTorch instead.
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model,
+            inputs,
+            path,
+            input_names=input_names,
+            output_names=[output[0]],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
+
+
 def onnx_session_options(threads: int = 0) -> Any:
     """onnxruntime options for the request path's CPU graphs (NLI, cross-encoder). Worker threads
     do not spin after a run: a diagnosis runs the NLI graph, then the cross-encoder, then torch
