@@ -6,7 +6,8 @@ it rewrote "When did he found it?" as "When did Andrew Jaspan find it?" (a verb 
 pronoun left). Where every referring word of a follow-up is a personal pronoun and each names an
 entity of the conversation that spaCy's recogniser finds, the pronouns are replaced and the
 user's other words are kept; anything else ("the other one", "what about France?") is left to
-the generator's condensing call.
+the generator's condensing call. The turns are read as said: ragmend's own marks on an answer it
+gave (citations, notes) are removed before they get here (engine/presentation.plain_text).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from ragmend.rag.types import Turn
 PERSON_PRONOUNS = frozenset({"he", "she", "him", "his", "her", "hers"})
 THING_PRONOUNS = frozenset({"it", "its"})
 PERSON = "PERSON"
+PROPER_NOUN = "PROPER_NOUN"  # a run of proper nouns the recogniser left unlabelled
 # Entity labels a thing pronoun may stand for (no dates, numbers or amounts).
 THING_LABELS = frozenset(
-    {"ORG", "WORK_OF_ART", "FAC", "GPE", "LOC", "PRODUCT", "EVENT", "LAW", "NORP", "LANGUAGE"}
+    {"ORG", "WORK_OF_ART", "FAC", "GPE", "LOC", "PRODUCT", "EVENT", "LAW", "NORP", "LANGUAGE", PROPER_NOUN}
 )
+_PROPER_TAGS = frozenset({"NNP", "NNPS"})
 _WORD = re.compile(r"\b\w+\b")
 
 Parse = Callable[[str], Any]  # spaCy's Language: text -> Doc with .ents and tokens with .tag_
@@ -38,14 +41,34 @@ def candidates(history: Sequence[Turn], parse: Parse) -> list[tuple[str, str]]:
     turns = list(history)
     ordered: list[tuple[str, str]] = []
     if turns and turns[-1].role == "assistant":
-        answer = [(e.text.strip('"'), e.label_) for e in parse(turns[-1].content).ents]
+        answer = entities(parse(turns[-1].content))
         question = turns[-2].content if len(turns) > 1 and turns[-2].role == "user" else ""
         new = [e for e in answer if e[0].lower() not in question.lower()]
         ordered += new + [e for e in answer if e not in new]
         turns = turns[:-1]
     for turn in reversed(turns):
-        ordered += [(e.text.strip('"'), e.label_) for e in parse(turn.content).ents]
+        ordered += entities(parse(turn.content))
     return list(dict.fromkeys(ordered))
+
+
+def entities(doc: Any) -> list[tuple[str, str]]:
+    """(text, label) of a turn's named things: the recogniser's entities, then each run of proper
+    nouns it left out (a leading capitalised "The" kept), labelled PROPER_NOUN. The small English
+    model labels '"The Conversation"' quoted but nothing in "co-founder of The Conversation.";
+    the tagger still calls "Conversation" a proper noun. Such a run may stand for "it", never for
+    "he" or "she"."""
+    found = [(e.text.strip('"'), e.label_) for e in doc.ents]
+    labelled = {token.i for e in doc.ents for token in e}
+    run: list[Any] = []
+    for token in [*doc, None]:
+        if token is not None and token.tag_ in _PROPER_TAGS and token.i not in labelled:
+            run.append(token)
+            continue
+        if run:
+            start = run[0].i - 1 if run[0].i > 0 and doc[run[0].i - 1].text == "The" else run[0].i
+            found.append((doc[start : run[-1].i + 1].text, PROPER_NOUN))
+            run = []
+    return found
 
 
 def resolve_pronouns(

@@ -17,6 +17,7 @@ that entailed them (the joint premise cites the passages it joined).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ NOT_ANSWERED = "Note: the sources found do not answer this question."
 NOT_VERIFIED = "the sources found do not verify this claim."
 ABSTAINED = "The sources do not answer this question."
 MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
+_CITATIONS = re.compile(r"(?:\[\d+\])+")
 
 
 @dataclass(frozen=True)
@@ -106,13 +108,7 @@ def present(
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence])
     failed = diagnosis.failed
     if failed and policy == "abstain":
-        titles = list(dict.fromkeys(title for _, title in evidence if title))
-        found = (
-            f" What was found: {', '.join(f'[{n}] {t}' for n, t in enumerate(titles[:5], start=1))}."
-            if titles
-            else ""
-        )
-        return Presented(ABSTAINED + found, sentences, "abstain")
+        return Presented(ABSTAINED + _found(evidence), sentences, "abstain")
     if not citations and not (failed and policy == "annotate"):
         return Presented(response, sentences, None)
     if not sentences:
@@ -123,6 +119,18 @@ def present(
         note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
         return Presented(f"{text} {note}".strip(), sentences, "annotate", note)
     return Presented(text, sentences, None)
+
+
+def plain_text(text: str) -> str:
+    """An answer as ragmend presented it, back to what was said: its citation markers, unsupported
+    marks and notes removed. Chat clients send ragmend's replies back as the conversation's
+    assistant turns, and the marks must not reach what reads them: spaCy's recogniser finds no
+    entity in '"The Conversation".[1]', and the condensing prompt would copy them."""
+    for note in (NOT_SUPPORTED, NOT_ANSWERED):
+        text = text.replace(note, " ")
+    text = _CITATIONS.sub(" ", text.replace(UNSUPPORTED_MARK, " "))
+    # A mark removed before a full stop leaves "Nevada ." behind.
+    return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(text.split()))
 
 
 def _found(evidence: Sequence[tuple[str, str]], most: int = 5) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ragmend.engine.coreference import resolve_pronouns
+from ragmend.engine.presentation import plain_text
 from ragmend.rag.prompts import get_prompt
 from ragmend.rag.types import Turn
 
@@ -63,6 +64,10 @@ class EngineServices:
         entities where that resolves them all (engine/coreference.py: no generator call, the
         user's words kept), else one short generator call; the follow-up itself when the rewrite
         is unusable."""
+        # An answer of ragmend's comes back marked as it was shown ("[1]", "Note: ..."): read as said.
+        history = [
+            Turn(role=t.role, content=plain_text(t.content)) if t.role == "assistant" else t for t in history
+        ]
         resolved = resolve_pronouns(query, history, self._engine.models.spacy, refers_back)
         if resolved is not None:
             return resolved

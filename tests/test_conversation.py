@@ -145,3 +145,55 @@ def test_pronouns_are_resolved_from_the_conversation_entities(registry: ModelReg
     ]
     assert resolve("When was he born?", unknown) is None  # no person named
     assert resolve("Who wrote Hamlet?") is None  # nothing to resolve
+    # Unquoted, the recogniser finds no entity in "The Conversation"; its proper nouns still stand
+    # for "it" (never for "he").
+    said = "Andrew Jaspan was the co-founder of The Conversation."
+    unquoted = [jaspan[0], Turn(role="assistant", content=said)]
+    assert resolve("When did he found it?", unquoted) == "When did Andrew Jaspan found The Conversation?"
+    outlet = [Turn(role="user", content="Which outlet?"), Turn(role="assistant", content="The Conversation.")]
+    assert resolve("When was he born?", outlet) is None
+
+
+def test_an_answer_as_ragmend_showed_it_is_read_as_said(registry: ModelRegistry) -> None:
+    """A chat client sends ragmend's reply back with its citation markers and note: they are
+    removed before the follow-up is resolved (spaCy finds no entity in '"The Conversation".[1]')."""
+    from ragmend.engine.coreference import resolve_pronouns
+    from ragmend.engine.presentation import NOT_ANSWERED, NOT_SUPPORTED, UNSUPPORTED_MARK, plain_text
+    from ragmend.engine.services import refers_back
+
+    shown = 'Andrew Jaspan was the co-founder of "The Conversation".[1][3]'
+    assert plain_text(shown) == 'Andrew Jaspan was the co-founder of "The Conversation".'
+    assert plain_text(f"Elko is in Michigan. {UNSUPPORTED_MARK} It is small.[2] {NOT_SUPPORTED}") == (
+        "Elko is in Michigan. It is small."
+    )
+    assert plain_text(f"Canberra. {UNSUPPORTED_MARK} {NOT_ANSWERED}") == "Canberra."
+    assert plain_text("A list [a] stays.") == "A list [a] stays."
+    question = Turn(
+        role="user", content="Andrew Jaspan was the co-founder of what not-for-profit media outlet?"
+    )
+    history = [question, Turn(role="assistant", content=plain_text(shown))]
+    resolved = resolve_pronouns("When did he found it?", history, registry.spacy, refers_back)
+    assert resolved == "When did Andrew Jaspan found The Conversation?"
+
+
+def test_a_follow_up_after_a_marked_answer_over_http(live_server: LiveServer) -> None:
+    """The issue's chat, as an OpenAI client sends it: the assistant turn is ragmend's reply with
+    its citation markers and note; "he" and "it" are resolved from it without a generator call."""
+    client = OpenAI(base_url=live_server.url + "/v1", api_key="unused", timeout=300, max_retries=0)
+    asked = "Andrew Jaspan was the co-founder of what not-for-profit media outlet?"
+    reply = client.chat.completions.create(
+        model="ragmend",
+        messages=[
+            {"role": "user", "content": asked},
+            {
+                "role": "assistant",
+                "content": 'Andrew Jaspan was the co-founder of "The Conversation".[1] '
+                "Note: the sources found do not support this answer.",
+            },
+            {"role": "user", "content": "When did he found it?"},
+        ],
+    )
+    assert reply.model_extra is not None
+    ext = reply.model_extra["ragmend"]
+    assert ext["query"] == "When did Andrew Jaspan found The Conversation?"
+    assert ext["condensed_from"] == "When did he found it?" and "condense" not in ext["usage"]["by_purpose"]
