@@ -167,6 +167,13 @@ def describe_validation(
     out (the HTTP layer's "body"), `empty` where nothing of the location is left."""
     parts = []
     for e in err.errors():
+        if e.get("type") == "json_invalid":
+            # FastAPI's location is ("body", character offset): "0: JSON decode error" says nothing.
+            at = e.get("loc", ())[-1:]
+            reason = (e.get("ctx") or {}).get("error", "")
+            where = f" at character {at[0]}" if at and isinstance(at[0], int) else ""
+            parts.append(f"the request body is not valid JSON ({reason or 'decode error'}{where})")
+            continue
         key = ".".join(str(p) for p in (prefix, *e.get("loc", ())) if p != "" and p not in drop)
         parts.append(f"{key or empty}: {e.get('msg')}")
     return "; ".join(parts)

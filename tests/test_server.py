@@ -60,6 +60,10 @@ def test_malformed_and_oversize_bodies(live_server: LiveServer) -> None:
     headers = {"content-type": "application/json"}
     r = httpx.post(url, content=b'{"query": "unterminated', headers=headers)
     assert r.status_code == 400 and "JSON" in r.json()["error"]["message"]
+    r = httpx.post(url, content=b"nonsense", headers=headers)
+    message = r.json()["error"]["message"]
+    assert r.status_code == 400 and message.startswith("the request body is not valid JSON (")
+    assert "at character 0" in message
     r = httpx.post(url, content=b'{"query": "caf\xe9"}', headers=headers)
     assert r.status_code == 400 and r.json()["error"]["message"]
     r = httpx.post(url, content=b"{" + b" " * 2_000_000 + b"}", headers=headers)
