@@ -141,6 +141,9 @@ def test_the_joint_premise_needs_its_own_higher_bar() -> None:
     bridged = [s("a", 0.2, 0.1), s("b", 0.1, 0.1), s("joint", 0.8, 0.05)]
     v = hypothesis_state("h", bridged, t)
     assert v.state == "entail" and v.best_passage == "joint"
+    # A passage that entails alone is named (and cited) over the joint premise scoring a hair more.
+    alone = hypothesis_state("h", [s("a", 0.947, 0.02), s("b", 0.01, 0.02), s("joint", 0.951, 0.02)], t)
+    assert alone.state == "entail" and alone.best_passage == "a"
 
 
 def test_premise_windows_overlap_by_one_sentence_and_keep_the_title() -> None:
