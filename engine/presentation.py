@@ -31,6 +31,7 @@ NOT_SUPPORTED = "Note: the sources found do not support this answer."
 NOT_ANSWERED = "Note: the sources found do not answer this question."
 NOT_VERIFIED = "the sources found do not verify this claim."
 ABSTAINED = "The sources do not answer this question."
+CORRECTION = "[Correction] "  # leads what a live stream sends after an answer a repair replaced
 MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
 _CITATIONS = re.compile(r"(?:\[\d+\])+")
 
@@ -125,7 +126,13 @@ def plain_text(text: str) -> str:
     """An answer as ragmend presented it, back to what was said: its citation markers, unsupported
     marks and notes removed. Chat clients send ragmend's replies back as the conversation's
     assistant turns, and the marks must not reach what reads them: spaCy's recogniser finds no
-    entity in '"The Conversation".[1]', and the condensing prompt would copy them."""
+    entity in '"The Conversation".[1]', and the condensing prompt would copy them. A streamed
+    reply's correction replaces what came before it, and an abstention's list of what was found
+    names passages, not an answer."""
+    if CORRECTION in text:
+        text = text.rsplit(CORRECTION, 1)[1]
+    if text.lstrip().startswith(ABSTAINED):
+        return ABSTAINED
     for note in (NOT_SUPPORTED, NOT_ANSWERED):
         text = text.replace(note, " ")
     text = _CITATIONS.sub(" ", text.replace(UNSUPPORTED_MARK, " "))

@@ -22,9 +22,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ragmend.engine.outcome import Outcome
+from ragmend.engine.presentation import CORRECTION
 from ragmend.server.schemas import AnswerResponse
-
-CORRECTION = "[Correction] "
 
 
 class TextPipe:

@@ -158,7 +158,14 @@ def test_an_answer_as_ragmend_showed_it_is_read_as_said(registry: ModelRegistry)
     """A chat client sends ragmend's reply back with its citation markers and note: they are
     removed before the follow-up is resolved (spaCy finds no entity in '"The Conversation".[1]')."""
     from ragmend.engine.coreference import resolve_pronouns
-    from ragmend.engine.presentation import NOT_ANSWERED, NOT_SUPPORTED, UNSUPPORTED_MARK, plain_text
+    from ragmend.engine.presentation import (
+        ABSTAINED,
+        CORRECTION,
+        NOT_ANSWERED,
+        NOT_SUPPORTED,
+        UNSUPPORTED_MARK,
+        plain_text,
+    )
     from ragmend.engine.services import refers_back
 
     shown = 'Andrew Jaspan was the co-founder of "The Conversation".[1][3]'
@@ -168,6 +175,9 @@ def test_an_answer_as_ragmend_showed_it_is_read_as_said(registry: ModelRegistry)
     )
     assert plain_text(f"Canberra. {UNSUPPORTED_MARK} {NOT_ANSWERED}") == "Canberra."
     assert plain_text("A list [a] stays.") == "A list [a] stays."
+    # A live stream's correction replaces the first answer; an abstention names no answer.
+    assert plain_text(f"Paris is in Italy.\n\n{CORRECTION}Paris is in France.[1]") == "Paris is in France."
+    assert plain_text(f"Paris.\n\n{CORRECTION}{ABSTAINED} What was found: [1] Louvre.") == ABSTAINED
     question = Turn(
         role="user", content="Andrew Jaspan was the co-founder of what not-for-profit media outlet?"
     )
