@@ -29,6 +29,8 @@ _ABSTAIN = re.compile(
 # put a preamble ("Here is an overview:"), paragraphs and list items on lines of their own.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\s*\n\s*")
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*\u2022]|\d{1,2}[.)])[ \t]+")
+# A citation marker, "[1]" or "[1, 2]", with the space before it: a generator's or ragmend's own.
+CITATION_MARK = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
 _ABBREVIATION_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Inc|Ltd|Co|vs|No|Mt|Ft|U\.S))\.$")
 _PARTICIPLES = frozenset({"born", "built", "made", "held", "written", "known", "found", "shot", "set", "run"})
 _AUX = r"(is|was|are|were|has|had|have|will|can|could|should|would)"
@@ -49,7 +51,7 @@ def split_sentences(text: str) -> list[str]:
 def split_claims(text: str, max_claims: int = 8) -> list[str]:
     """Sentences of a response, without citations like [1], list markers and empty fragments.
     A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing."""
-    text = _LIST_MARKER.sub("", re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", text)).strip()
+    text = _LIST_MARKER.sub("", CITATION_MARK.sub("", text)).strip()
     claims = [p for p in split_sentences(text) if not p.endswith(":")]
     return [p for p in claims if len(p.split()) >= 2 or any(c.isdigit() for c in p)][:max_claims] or (
         [text] if text else []

@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragmend.diagnosis.hypotheses import is_abstention, split_claims
+from ragmend.diagnosis.hypotheses import CITATION_MARK, is_abstention, split_claims
 from ragmend.diagnosis.spans import decompose
 from ragmend.diagnosis.types import Diagnosis, HypothesisVerdict
 from ragmend.settings import AnswerPolicy
@@ -33,7 +33,6 @@ NOT_VERIFIED = "the sources found do not verify this claim."
 ABSTAINED = "The sources do not answer this question."
 CORRECTION = "[Correction] "  # leads what a live stream sends after an answer a repair replaced
 MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
-_CITATIONS = re.compile(r"(?:\[\d+\])+")
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,7 @@ def plain_text(text: str) -> str:
         return ABSTAINED
     for note in (NOT_SUPPORTED, NOT_ANSWERED):
         text = text.replace(note, " ")
-    text = _CITATIONS.sub(" ", text.replace(UNSUPPORTED_MARK, " "))
+    text = CITATION_MARK.sub("", text.replace(UNSUPPORTED_MARK, " "))
     # A mark removed before a full stop leaves "Nevada ." behind.
     return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(text.split()))
 
