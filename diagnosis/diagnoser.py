@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragmend.diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
+from ragmend.diagnosis.alternatives import check_alternatives, choice_statement, swap_alternative
 from ragmend.diagnosis.answerability import AnswerabilityModel, answerability_features
 from ragmend.diagnosis.comparison import TitleLookup, check_comparison, settle
 from ragmend.diagnosis.egc import egc_features
@@ -139,13 +140,17 @@ def premise_text(p: EvidencePassage) -> str:
     return f"{p.title}: {p.text}" if p.title else p.text
 
 
-def response_claims(query: str, response: str, max_claims: int) -> list[str]:
-    """The claims a response to a question is judged by: its sentences, none for an abstention."""
+def response_claims(query: str, response: str, max_claims: int, bare: bool | None = None) -> list[str]:
+    """The claims a response to a question is judged by: its sentences, none for an abstention.
+    `bare`: whether it is a bare answer span (None: when it is under BARE_ANSWER_WORDS words)."""
     claims = [] if is_abstention(response) else split_claims(response, max_claims)
-    if claims and len(response.split()) < BARE_ANSWER_WORDS:
+    if bare is None:
+        bare = len(response.split()) < BARE_ANSWER_WORDS
+    if claims and bare:
         # A bare answer span ("23", "Paris") asserts nothing on its own: it is judged as the
-        # question's statement with the span in its slot.
-        claims = [question_statement(query, response)]
+        # question's statement with the span in its slot (of a choice question, the span with
+        # what is asked of it: "Tweaker is in the pop genre.").
+        claims = [choice_statement(query, response) or question_statement(query, response)]
     # A compound claim ("both A and B are in Michigan") is checked as its atomic claims, each
     # against single passages: two passages read together cannot support it.
     return [atom for c in claims for atom in decompose(c)][:max_claims]
@@ -293,6 +298,14 @@ class Diagnoser:
             claims = response_claims(query, response, o.max_claims)
         use_nli_for_query = construction != "rerank"
         query_hyps = decompose(query_hyp) if construction == "statement" else [query_hyp]
+        # A choice of attribute answered in one claim: the same claim naming the other
+        # alternative is scored too, against single windows (alternatives.py).
+        swap = swap_alternative(query, response) if mode == "qa" and len(claims) == 1 else None
+        # The other alternative is read as the answer was: a bare span stays a span ("Rogers
+        # Locomotive and Machine Works" for "Magna Home Entertainment" is no sentence either).
+        bare = len(response.split()) < BARE_ANSWER_WORDS
+        other_claims = response_claims(query, swap.other_response, o.max_claims, bare) if swap else []
+        contrast = other_claims[0] if len(other_claims) == 1 else None
         # Each passage's cross-encoder relevance: answerability (the rerank construction's e_q, and
         # e_q under a verdict) reads it; one call serves both, started now, read after EGC.
         relevance_job: Future[tuple[np.ndarray | None, float]] | None = None
@@ -306,7 +319,7 @@ class Diagnoser:
             joint = " ".join(premise_text(p) for p in passages[: o.joint_passages])
             premises.append(("joint", joint))
         premise_ids = list(dict.fromkeys(pid for pid, _ in premises))  # one score per passage
-        hypotheses = (query_hyps if use_nli_for_query else []) + claims
+        hypotheses = (query_hyps if use_nli_for_query else []) + claims + ([contrast] if contrast else [])
         # Each hypothesis meets every premise, or with window_top only the windows that share most
         # words with it (and the joint premise): a long source is not scored window by window
         # for every claim.
@@ -321,7 +334,8 @@ class Diagnoser:
             # longest pair of the batch.
             [i for i in select_premises(h, premises, top) if premises[i][0] != "joint" or covers]
             for h in hypotheses
-            for covers in (_joint_covers(h, joint_text),)
+            # The contrast is read against single windows only, as the claim it is set against.
+            for covers in (h is not contrast and _joint_covers(h, joint_text),)
         ]
         pairs = [(premises[i][1], h) for h, idx in zip(hypotheses, chosen, strict=True) for i in idx]
         # A one-sentence answer is often its own question statement: each distinct pair once.
@@ -346,6 +360,7 @@ class Diagnoser:
             if "joint" in best and not _joint_may_support(h, joint_text, scores, t):
                 scores = [s for s in scores if s.passage != "joint"]
             verdicts.append(hypothesis_state(h, scores, t))
+        contrast_verdict = verdicts.pop() if contrast else None
 
         # -- e_q ----------------------------------------------------------------------------
         if use_nli_for_query:
@@ -428,6 +443,15 @@ class Diagnoser:
         failure = settle(
             failure, comparison.outcome if comparison else None, off_question is None, len(claims)
         )
+        alternatives = None
+        if swap is not None and contrast_verdict is not None:
+            own, other = _single_support(claim_verdicts[0]), _single_support(contrast_verdict)
+            support = (own, other) if swap.picked == 0 else (other, own)
+            alternatives = check_alternatives(swap.alternatives, swap.picked, support, t.entail)
+            # Only the evidence for the other alternative decides here: where it agrees with the
+            # pick, the claim's own support has already spoken.
+            if alternatives.outcome == "disagrees":
+                failure = settle(failure, "disagrees", off_question is None, len(claims))
         doc_ids = [p.doc_id for p in passages]
         truncated = any(s.truncated for v in verdicts for s in v.scores if s.passage != "joint")
         stage, reason_line = attribute_stage(
@@ -457,6 +481,7 @@ class Diagnoser:
             verdict=verdict,
             off_question=off_question,
             comparison=comparison,
+            alternatives=alternatives,
         )
 
     def _evidence_vectors(
@@ -587,6 +612,11 @@ def _support_off_question(
         return False
     about = {p.id: a for p, a in zip(passages, anchored, strict=True)}
     return not any(about[pid] for pid in support)
+
+
+def _single_support(v: HypothesisVerdict) -> float:
+    """A hypothesis' best P(entailment) over single passages (never the joint premise)."""
+    return max((s.entail for s in v.scores if s.passage != "joint"), default=0.0)
 
 
 def relevance_of(logits: Sequence[float]) -> np.ndarray:

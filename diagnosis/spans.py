@@ -18,6 +18,7 @@ from typing import Literal
 
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.diagnosis.types import OffQuestion
+from ragmend.diagnosis.wordforms import stem
 
 # A key span: a run of capitalised words (joined by a few lower-case connectors: "Gerald R. Ford
 # International Airport", "Bank of America"; never by "and", which joins two names), a number, or
@@ -61,16 +62,6 @@ _COMMON_WORDS = _FUNCTION_WORDS | frozenset(
     """also very just only own same too so such can could will would should may might into about
     over after before during all any each other more most some s t were while both however""".split()  # noqa: SIM905
 )
-_SUFFIXES = ("ing", "ed", "es", "s", "ly")
-
-
-def _stem(word: str) -> str:
-    """A crude stem ("located" and "locate", "hotels" and "hotel" meet): enough to compare words,
-    never shown."""
-    for suffix in _SUFFIXES:
-        if len(word) > 4 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
 
 
 def novel_words(text: str, evidence: Sequence[str], exclude: str = "") -> tuple[float, int]:
@@ -81,8 +72,8 @@ def novel_words(text: str, evidence: Sequence[str], exclude: str = "") -> tuple[
     words = [w for w in normalise(text).split() if w not in _COMMON_WORDS]
     if not words:
         return 0.0, 0
-    known = {_stem(w) for w in normalise(" ".join([*evidence, exclude])).split()}
-    novel = sum(_stem(w) not in known for w in words)
+    known = {stem(w) for w in normalise(" ".join([*evidence, exclude])).split()}
+    novel = sum(stem(w) not in known for w in words)
     return novel / len(words), novel
 
 
@@ -142,22 +133,31 @@ def best_passage_coverage(question: str, evidence: Sequence[str]) -> float | Non
     return max(sum(_found(s, t) for s in spans) / len(spans) for t in texts)
 
 
+# What a question asks a number of: a "how many" or a measure, as its question word or later on
+# ("... has how many members?", "What was the population of the town ...?").
+_MEASURES = (
+    "height|length|elevation|altitude|distance|age|depth|population|speed|capacity|weight|area"
+    "|temperature|percentage|size|width|amount"
+)
 _EXPECTS_NUMBER = re.compile(
     r"^\s*(how (many|much|old|long|tall|far|big|high|deep|wide|large|heavy|fast)"
-    r"|in what year|what year|which year"
-    r"|(?:(?:at|to|of|from|by)\s+)?what (height|length|elevation|altitude|distance|age|depth|population|speed"
-    r"|capacity|weight|area|temperature|percentage|size|width|amount))\b",
+    rf"|(?:(?:at|to|of|from|by)\s+)?what ({_MEASURES}))\b"
+    r"|\bhow (many|much)\b"
+    rf"|\bwhat (is|was|were) (the|its|his|her|their) ({_MEASURES})\b",
     re.I,
 )
 # "When" asks for a time only as a question word ("When did ...?"): "When you have a bowel
-# movement, do you lose weight?" (a RAGTruth QA question) sets a condition and asks yes or no.
+# movement, do you lose weight?" (a RAGTruth QA question) sets a condition and asks yes or no. A
+# year, date, century or decade is asked anywhere ("... founded in what year?", "... served during
+# what years?").
 _EXPECTS_TIME = re.compile(
-    r"^\s*(when\s+(is|was|were|are|did|does|do|will|would|could|can|has|have|had)"
-    r"|in (what|which) year|what year|which year|what date)\b",
+    r"^\s*(when\s+(is|was|were|are|did|does|do|will|would|could|can|has|have|had)|on what day)\b"
+    r"|\b(what|which) (years?|date|century|decade)\b"
+    r"|\bwhat (is|was) (the|his|her|their) (birthday|birth date|date of birth)\b",
     re.I,
 )
 _HAS_TIME = re.compile(
-    r"\b(\d{3,4}s?|\d{1,2}(st|nd|rd|th)?\s+century|january|february|march|april|may|june|july|august|"
+    r"\b(\d{3,4}s?|(\d{1,2}|\w+)(st|nd|rd|th)?\s+century|january|february|march|april|may|june|july|august|"
     r"september|october|november|december|spring|summer|autumn|fall|winter)\b",
     re.I,
 )
@@ -194,12 +194,23 @@ _NUMBER_WORD = re.compile(
 
 def has_kind_asked(question: str, response: str) -> bool:
     """The response has the kind of answer the question asks for: a date or year for "when", a
-    number for "how many"; True when the question asks for no kind."""
+    number for "how many"; True when the question asks for no kind. A sentence's date or number
+    counts only when the question does not already hold it: "When did the tour begin for the
+    album released on October 22, 2012?" is not answered by "The tour began for the album
+    released on October 22, 2012." (a bare span is the answer, whatever it repeats)."""
+    patterns: tuple[re.Pattern[str], ...]
     if _EXPECTS_TIME.search(question):
-        return bool(_HAS_TIME.search(response))
-    if _EXPECTS_NUMBER.search(question):
-        return bool(_NUMBER.search(response) or _NUMBER_WORD.search(response))
-    return True
+        patterns = (_HAS_TIME,)
+    elif _EXPECTS_NUMBER.search(question):
+        patterns = (_NUMBER, _NUMBER_WORD)
+    else:
+        return True
+    bare = len(response.split()) < 4
+    for pattern in patterns:
+        asked = set() if bare else {m.group(0).lower() for m in pattern.finditer(question)}
+        if any(m.group(0).lower() not in asked for m in pattern.finditer(response)):
+            return True
+    return False
 
 
 def answer_relevance(question: str, response: str) -> tuple[float, float]:
@@ -237,7 +248,8 @@ def off_topic(question: str, response: str) -> bool:
     said = normalise(response)
     if any(_found(s, said) for s in asked):
         return False
-    return any(not _NUMBER.fullmatch(s) for s in key_spans(response))
+    # A number or a month is no name: "The tour began on March 13, 2013." names no one else.
+    return any(not _NUMBER.fullmatch(s) and not _HAS_TIME.fullmatch(s) for s in key_spans(response))
 
 
 # Relations a question asks about and an answer can state instead, each as the word forms that
@@ -338,11 +350,13 @@ def restates_question(question: str, response: str) -> bool:
         return False  # a claim given to check (FEVER's) is its own response
     if _YES_NO.match(question) or _CHOICE.search(question) or words[0].lower().strip(",.!") in ("yes", "no"):
         return False
-    asked = {_stem(w) for w in content_words(question)}
-    said = {_stem(w) for w in content_words(_POSSESSIVE.sub("", response)) if w not in _COMMON_WORDS}
+    asked = {stem(w) for w in content_words(question)}
+    said = {stem(w) for w in content_words(_POSSESSIVE.sub("", response)) if w not in _COMMON_WORDS}
     if not said or not said <= asked:
         return False
-    heard = f" {normalise(question)} "  # each name whole: _found's "most of its words" is too lax
+    # Each name whole (_found's "most of its words" is too lax), possessives off on both sides:
+    # "FA Women's Cup Final" restated is the question's own.
+    heard = f" {normalise(_POSSESSIVE.sub('', question))} "
     return all(f" {normalise(_POSSESSIVE.sub('', s))} " in heard for s in key_spans(response))
 
 

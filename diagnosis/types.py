@@ -148,6 +148,19 @@ class ComparisonCheck:
 
 
 @dataclass(frozen=True)
+class AlternativeCheck:
+    """A choice of attribute ("Which company is based in Kentucky, A or B?") checked against the
+    alternative the answer did not pick (diagnosis/alternatives.py)."""
+
+    alternatives: tuple[str, str]
+    picked: int  # the alternative the answer picks
+    # Each alternative's support: the best single window's P(entailment) of the answer's claim
+    # naming it (the answer as given for the pick, the other swapped in for the other).
+    support: tuple[float, float]
+    outcome: Outcome  # disagrees: the evidence supports the other alternative, not the pick
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     mode: Mode
     e_q: NLISignal
@@ -164,6 +177,7 @@ class Diagnosis:
     verdict: Verdict | None = None  # None: no verdict model (Algorithm 1's rule decides)
     off_question: OffQuestion | None = None  # None: the answer addresses the question (or no check)
     comparison: ComparisonCheck | None = None  # None: not a comparison in time the answer answers
+    alternatives: AlternativeCheck | None = None  # None: not a choice of attribute the answer makes
 
     @property
     def kappa(self) -> Kappa:

@@ -152,6 +152,13 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
         verdict=None if d.verdict is None else verdict(d.verdict),
         off_question=d.off_question,
         comparison=None if d.comparison is None else comparison(d.comparison),
+        alternatives=None if d.alternatives is None else alternatives(d.alternatives),
+    )
+
+
+def alternatives(a: diag.AlternativeCheck) -> api.Alternatives:
+    return api.Alternatives(
+        alternatives=list(a.alternatives), picked=a.picked, support=list(a.support), outcome=a.outcome
     )
 
 

@@ -218,6 +218,10 @@ class Verdict(BaseModel):
     )
 
 
+# What a check of the answer's pick found: the passages agree with it, disagree, or do not decide.
+Outcome = Literal["agrees", "disagrees", "undecided"]
+
+
 class Comparison(BaseModel):
     """A comparison in time ("Who is older, A or B?") checked against the passages' own dates."""
 
@@ -235,8 +239,24 @@ class Comparison(BaseModel):
         description="for each date, whether it was read from the alternative's own page in the corpus "
         "(the retrieval had not returned it) rather than from the retrieved passages"
     )
-    outcome: Literal["agrees", "disagrees", "undecided"] = Field(
+    outcome: Outcome = Field(
         description="disagrees: the answer is WR; agrees: a one-claim answer is NoFailure"
+    )
+
+
+class Alternatives(BaseModel):
+    """A choice of attribute ("Which company is based in Kentucky, A or B?") checked against the
+    alternative the answer did not pick."""
+
+    alternatives: list[str] = Field(description="the two answers the question offers")
+    picked: int = Field(description="the alternative (0 or 1) the answer picks")
+    support: list[float] = Field(
+        description="for each alternative, the best single passage's P(entailment) of the answer's "
+        "claim naming it (the answer as given for the pick, the other alternative in its place)"
+    )
+    outcome: Outcome = Field(
+        description="disagrees (the passages support the other alternative, not the pick): the answer is "
+        "WR; agrees: they support the pick, not the other; undecided: both or neither"
     )
 
 
@@ -266,6 +286,10 @@ class Diagnosis(BaseModel):
     )
     comparison: Comparison | None = Field(
         default=None, description="a comparison in time checked against the passages' dates; null: none"
+    )
+    alternatives: Alternatives | None = Field(
+        default=None,
+        description="a choice of attribute checked against the alternative not picked; null: none",
     )
 
 

@@ -16,6 +16,7 @@ from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine import Engine
 from ragmend.engine.presentation import ABSTAINED, NOT_ANSWERED, NOT_SUPPORTED, present
+from ragmend.server.mapping import diagnosis as api_diagnosis
 from ragmend.settings import load_settings
 
 CASES = [
@@ -171,6 +172,35 @@ def test_an_alternative_the_retrieval_missed_is_dated_from_its_own_page(bundled_
     )
     check = alone.diagnose(question, passages, "Meg Ryan is older than Keith Richards.").comparison
     assert check is not None and check.outcome == "undecided"
+
+
+def test_a_choice_of_attribute_is_checked_against_the_other_alternative(bundled_engine: Engine) -> None:
+    """ "Which company is headquartered in Brisbane, A or B?" is asked of one alternative: the
+    answer's claim with the other in its place is scored against the same single passages. The
+    wrong pick fails (the passages support the other), the right one passes, and a bare span is
+    read as the statement it makes, the other alternative likewise."""
+    question = (
+        "Which company is headquartered in Brisbane, Magna Home Entertainment or Rogers Locomotive and "
+        "Machine Works?"
+    )
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    assert {"Magna Home Entertainment", "Rogers Locomotive and Machine Works"} <= {p.title for p in passages}
+    diagnose = bundled_engine.diagnoser.diagnose
+    wrong = diagnose(question, passages, "Rogers Locomotive and Machine Works is headquartered in Brisbane.")
+    assert wrong.alternatives is not None and wrong.alternatives.picked == 1
+    assert wrong.alternatives.outcome == "disagrees" and wrong.failure == "WR"
+    # As a client reads it in the answer's diagnosis.
+    shown = api_diagnosis(wrong).model_dump()["alternatives"]
+    assert shown["alternatives"] == ["Magna Home Entertainment", "Rogers Locomotive and Machine Works"]
+    assert shown["outcome"] == "disagrees" and shown["support"][0] > shown["support"][1]
+    right = diagnose(question, passages, "Magna Home Entertainment is headquartered in Brisbane.")
+    assert right.alternatives is not None and right.alternatives.outcome == "agrees"
+    assert right.failure == "NoFailure"
+    bare = diagnose(question, passages, "Magna Home Entertainment")
+    statement = "Magna Home Entertainment is headquartered in Brisbane."
+    assert [h.hypothesis for h in bare.e_r.hypotheses] == [statement]
+    assert bare.alternatives is not None and bare.alternatives.outcome == "agrees"
+    assert bare.alternatives.support == right.alternatives.support
 
 
 def test_a_faithful_summary_of_given_text_passes(bundled_engine: Engine) -> None:

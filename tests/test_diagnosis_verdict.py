@@ -247,6 +247,50 @@ def test_the_kind_of_answer_asked_for() -> None:
     assert unaddressed("When was Marie Curie born?", "I don't know from these passages.") is None
 
 
+# The local generator's DEV answers that gave the kind asked for only in the question's own
+# words, or asked it later in the question, and passed (sixteenth session).
+NO_NEW_KIND = [
+    (
+        "When did the tour begin for the album Taylor Swift released on October 22, 2012?",
+        "The tour began for the album Taylor Swift released on October 22, 2012.",
+    ),
+    (
+        "How many laps did Harry Prowell run during the 10,000 metres race at the 1967 Pan American Games?",
+        "Harry Prowell ran 10,000 laps during the 10,000 metres race at the 1967 Pan American Games.",
+    ),
+    (
+        "What was the population of the town as of 2000 where the historic tugboat Catawissa is located?",
+        'According to 2000 federal census data, Bangor is the "Queen City" of Maine.',
+    ),
+    (
+        "Roger O. Egeberg was Assistant Secretary for Health during the administration of a president "
+        "that served during what years?",
+        "Roger O. Egeberg was Assistant Secretary for Health during the Nixon administration.",
+    ),
+    (
+        "What is the birthday of this actress who was the mother to the daughter of King William IV?",
+        "Sophia Sidney was the eldest daughter of William IV and his mistress Dorothea Jordan.",
+    ),
+]
+
+
+def test_the_kind_asked_for_must_be_more_than_the_questions_own() -> None:
+    """A date or number counts only when the question does not already hold it, and a year, a
+    measure or a birthday is asked anywhere in the question; a bare span is the answer, whatever
+    it repeats, and a new date or number answers."""
+    from ragmend.diagnosis.spans import unaddressed
+
+    for question, response in NO_NEW_KIND:
+        assert unaddressed(question, response) == "kind", response
+    tour = NO_NEW_KIND[0][0]
+    assert unaddressed(tour, "The tour began on March 13, 2013.") is None
+    assert unaddressed(tour, "2012") is None
+    laps = NO_NEW_KIND[1][0]
+    assert unaddressed(laps, "Harry Prowell ran 25 laps during the 10,000 metres race.") is None
+    century = "In what century did Tecumseh become a leader?"
+    assert unaddressed(century, "He became one in the nineteenth century.") is None
+
+
 RESTATED = [
     (
         "The 1974 Texas Tech Raiders football team represented what public research university in "
@@ -257,6 +301,13 @@ RESTATED = [
         "David Thewlis had a performance in the film Macbeth as which father of Malcolm and Donalbain?",
         "David Thewlis had a performance in the film Macbeth as Malcolm's father.",
     ),
+    # A possessive in the question's name, and a verb in another tense ("play", "played").
+    (
+        "Who did the Doncaster Belles play in the 1994 FA Women's Cup Final held at Glanford Park?",
+        "Doncaster Belles played in the 1994 FA Women's Cup Final held at Glanford Park.",
+    ),
+    # An irregular past ("begin", "began").
+    ("Where did the tour of the band begin?", "The tour of the band began."),
 ]
 # Answered in the question's words, and still answered: a new name, a choice among the
 # alternatives the question offers, a yes/no question's restatement (it asserts yes), a name

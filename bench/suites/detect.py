@@ -72,6 +72,7 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "rule_failure": d.verdict.rule_failure if d.verdict else d.failure,
         "off_question": d.off_question,
         "comparison": d.comparison.outcome if d.comparison else None,
+        "alternatives": d.alternatives.outcome if d.alternatives else None,
         "features": d.verdict.features if d.verdict else {},
         "claim_features": [claim_features(h, evidence, case.query, case.response) for h in d.e_r.hypotheses],
     }
@@ -292,6 +293,8 @@ def rescore(
         unsupported = p >= threshold or refuted(x, refute_threshold)
         failure = failure_of(unsupported, r["rule_failure"], "missing", answerable, addresses, x)
         failure = settle(failure, r.get("comparison"), addresses, len(r["claims"]))
+        if r.get("alternatives") == "disagrees":  # as the diagnoser: only disagreement decides
+            failure = settle(failure, "disagrees", addresses, len(r["claims"]))
         out.append({**r, "score": p, "failure": failure})
     return out
 

@@ -1,0 +1,36 @@
+"""Word forms compared loosely: a crude suffix stem, and the past forms of common irregular verbs.
+
+Why: an answer restates its question in another tense ("When did the tour begin ...?" -> "The
+tour began ..."), and a suffix rule cannot see that "began" is "begin". Enough to compare words,
+never shown."""
+
+from __future__ import annotations
+
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+# Base form, then its irregular past forms. Only verbs whose past forms are not also common
+# nouns or adjectives of another sense ("found", "left", "saw" are left out).
+_IRREGULAR_VERBS = """
+begin began begun | win won | write wrote written | make made | take took taken | give gave given
+become became | come came | go went gone | hold held | lead led | run ran | sing sang sung
+speak spoke spoken | grow grew grown | know knew known | buy bought | sell sold | build built
+meet met | tell told | teach taught | fight fought | choose chose chosen | draw drew drawn
+fly flew flown | rise rose risen | fall fell fallen | break broke broken | stand stood
+bring brought | think thought | see seen | do did done | have had | wear wore worn
+strike struck | shoot shot | hang hung | eat ate eaten | drive drove driven | ride rode ridden
+swim swam swum | throw threw thrown | forget forgot forgotten | sink sank sunk | steal stole stolen
+"""
+_BASE: dict[str, str] = {
+    form: forms.split()[0] for forms in _IRREGULAR_VERBS.split("|") for form in forms.split()
+}
+
+
+def stem(word: str) -> str:
+    """A normalised word's comparable form: an irregular past form's base ("began" -> "begin"),
+    else the word less one common suffix ("located" and "locate", "hotels" and "hotel" meet)."""
+    if word in _BASE:
+        return _BASE[word]
+    for suffix in _SUFFIXES:
+        if len(word) > 4 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
