@@ -85,6 +85,24 @@ def choice_statement(question: str, answer: str) -> str | None:
     return f"{said[:1].upper()}{said[1:]} {choice.ask[m.end() :].strip()}."
 
 
+def without_echo(question: str, response: str) -> str:
+    """A choice answer without the other alternative echoed at its end: "Rogers Locomotive and
+    Machine Works was based in Paterson, Magna Home Entertainment." -> "Rogers Locomotive and
+    Machine Works was based in Paterson." The small generator repeats the question's tail after
+    its pick; the claim it makes is what comes before. Any other response as it is."""
+    choice = offered_choice(question)
+    if choice is None:
+        return response
+    text = response.strip()
+    for n, alternative in enumerate(choice.alternatives):
+        m = re.search(rf",\s*{re.escape(alternative)}\s*\.?$", text, re.I)
+        head = text[: m.start()].rstrip() if m else ""
+        # Only where what precedes names the other alternative: then the tail picks nothing.
+        if head and _find(choice.alternatives[1 - n], head) is not None:
+            return f"{head}."
+    return response
+
+
 def _find(alternative: str, text: str) -> tuple[int, int] | None:
     """Where `text` names an alternative: the whole of it, else its longest name ("Doris Lessing"
     for "British novelist Doris Lessing"), case aside."""

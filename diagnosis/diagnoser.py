@@ -15,7 +15,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragmend.diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
-from ragmend.diagnosis.alternatives import check_alternatives, choice_statement, swap_alternative
+from ragmend.diagnosis.alternatives import (
+    check_alternatives,
+    choice_statement,
+    swap_alternative,
+    without_echo,
+)
 from ragmend.diagnosis.answerability import AnswerabilityModel, answerability_features
 from ragmend.diagnosis.comparison import TitleLookup, check_comparison, settle
 from ragmend.diagnosis.egc import egc_features
@@ -288,19 +293,21 @@ class Diagnoser:
 
         # -- hypotheses ---------------------------------------------------------------------
         label: str | None = None
+        # What an answer claims: a choice answer's echo of the other alternative is no claim.
+        said = without_echo(query, response) if mode == "qa" else response
         if mode == "claim":
             label, reason = parse_claim_label(response)
             query_hyp, construction = query, "claim"
             claims = split_claims(reason, o.max_claims) if reason else []
         else:
             construction = o.query_hypothesis
-            query_hyp = question_statement(query, response) if construction == "statement" else query
-            claims = response_claims(query, response, o.max_claims)
+            query_hyp = question_statement(query, said) if construction == "statement" else query
+            claims = response_claims(query, said, o.max_claims)
         use_nli_for_query = construction != "rerank"
         query_hyps = decompose(query_hyp) if construction == "statement" else [query_hyp]
         # A choice of attribute answered in one claim: the same claim naming the other
         # alternative is scored too, against single windows (alternatives.py).
-        swap = swap_alternative(query, response) if mode == "qa" and len(claims) == 1 else None
+        swap = swap_alternative(query, said) if mode == "qa" and len(claims) == 1 else None
         # The other alternative is read as the answer was: a bare span stays a span ("Rogers
         # Locomotive and Machine Works" for "Magna Home Entertainment" is no sentence either).
         bare = len(response.split()) < BARE_ANSWER_WORDS

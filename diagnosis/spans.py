@@ -395,6 +395,11 @@ def offered_choice(question: str) -> Choice | None:
     b = b.strip(" ,.:;" + _QUOTES)
     if "," in before:
         ask, a = before.rsplit(",", 1)
+        # "Minden, Nevada or Gardnerville, Nevada": B's place after its comma is A's too, so A
+        # takes its own comma ("Minden, Nevada"), not the place alone.
+        if "," in b and "," in ask and normalise(a) == normalise(b.rsplit(",", 1)[1]):
+            ask, head = ask.rsplit(",", 1)
+            a = f"{head.strip()},{a}"
     elif ":" in before:
         ask, a = before.rsplit(":", 1)
     else:

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from ragmend.diagnosis.alternatives import check_alternatives, choice_statement, swap_alternative
+from ragmend.diagnosis.alternatives import (
+    check_alternatives,
+    choice_statement,
+    swap_alternative,
+    without_echo,
+)
 
 KENTUCKY = "Which company is based in Kentucky, Vocelli Pizza or Fazoli's?"
 
@@ -67,3 +72,19 @@ def test_what_the_two_supports_decide() -> None:
     assert check_alternatives(pair, 1, (0.02, 0.91), entail=0.4).outcome == "agrees"
     assert check_alternatives(pair, 0, (0.95, 0.95), entail=0.4).outcome == "undecided"
     assert check_alternatives(pair, 0, (0.1, 0.2), entail=0.4).outcome == "undecided"
+
+
+def test_an_echo_of_the_other_alternative_is_no_claim() -> None:
+    """The small generator repeats the question's tail after its pick; what it claims is what
+    comes before. A tail that follows no named alternative is left as it is."""
+    question = "Which director had the longest career, Alain Resnais or Scott Sidney?"
+    assert without_echo(question, "Scott Sidney had the longest career, Alain Resnais.") == (
+        "Scott Sidney had the longest career."
+    )
+    assert (
+        without_echo(question, "Scott Sidney had the longest career.")
+        == "Scott Sidney had the longest career."
+    )
+    odd = "Adam Latiff included more previously-known figures when it was formed, !!!"
+    assert without_echo("Which band included more figures, !!! or Puddle of Mudd?", odd) == odd
+    assert without_echo("Who directed Jaws?", "Steven Spielberg, Jaws.") == "Steven Spielberg, Jaws."

@@ -201,6 +201,17 @@ def test_a_choice_of_attribute_is_checked_against_the_other_alternative(bundled_
     assert [h.hypothesis for h in bare.e_r.hypotheses] == [statement]
     assert bare.alternatives is not None and bare.alternatives.outcome == "agrees"
     assert bare.alternatives.support == right.alternatives.support
+    # The default generator's answer to the same choice asked of Paterson (a walkthrough): its
+    # echo of the other alternative is no claim, and the claim before it is cited.
+    paterson = question.replace("headquartered in Brisbane", "based in Paterson")
+    echoed = "Rogers Locomotive and Machine Works was based in Paterson, Magna Home Entertainment."
+    passages, _ = bundled_engine.pipeline.retrieve(paterson, bundled_engine.config())
+    d = diagnose(paterson, passages, echoed)
+    assert [h.hypothesis for h in d.e_r.hypotheses] == [
+        "Rogers Locomotive and Machine Works was based in Paterson."
+    ]
+    assert d.e_r.state == "entail" and d.failure == "NoFailure"
+    assert d.alternatives is not None and d.alternatives.outcome == "agrees"
 
 
 def test_a_faithful_summary_of_given_text_passes(bundled_engine: Engine) -> None:

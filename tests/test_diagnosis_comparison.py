@@ -27,6 +27,10 @@ HERMASZEWSKI = ("Mirosław Hermaszewski", "Mirosław Hermaszewski (born 15 Septe
     [
         ("Who is older, Steven Tyler, or Elizabeth Fraser?", ("Steven Tyler", "Elizabeth Fraser")),
         ("Which came out first, Dinosaur or McFarland, USA", ("Dinosaur", "McFarland, USA")),
+        (
+            "Which town has a greater population in 2010, Minden, Nevada or Gardnerville, Nevada?",
+            ("Minden, Nevada", "Gardnerville, Nevada"),
+        ),
         ("who is younger Ulrich Walter or  Luca Parmitano?", ("Ulrich Walter", "Luca Parmitano")),
         ('Which came to market first, "Hey Pa!" or "Poleconomy"', ("Hey Pa!", "Poleconomy")),
         (
