@@ -33,6 +33,7 @@ from ragmend.diagnosis.hypotheses import (
     split_claims,
     split_sentences,
 )
+from ragmend.diagnosis.kg_crosscheck import crosscheck
 from ragmend.diagnosis.spans import (
     anchored_passages,
     best_passage_coverage,
@@ -388,6 +389,7 @@ class Diagnoser:
         t0 = time.perf_counter()
         kg = self.align_kg(reason if mode == "claim" and claims else response) if self.align_kg else None
         kg = kg or KGSignal("missing", (), available=False)
+        kg = crosscheck(kg, claim_verdicts, t.entail)  # a conflict its own passage entails is none
         timings["kg_s"] = time.perf_counter() - t0
 
         # -- EGC ----------------------------------------------------------------------------

@@ -85,6 +85,11 @@ class TripleMatch:
     kg_triple: tuple[str, str, str] | None = None
     similarity: tuple[float, float, float] | None = None  # subject, relation, object
     source: str = ""  # the KG triple's node id
+    reason: str = ""  # why this verdict ("same subject and relation, another name")
+    # A conflict only because the graph holds another object for the subject and relation (no
+    # clash of names, numbers or negation on a matching object): maybe another fact, such as a
+    # place within a place, which the graph cannot tell (diagnosis/kg_crosscheck.py).
+    another_object: bool = False
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,8 @@ class KnowledgeGraph:
                 kg_triple=m.kg_triple.triple.spo if m.kg_triple else None,
                 similarity=(round(m.subject_sim, 4), round(m.relation_sim, 4), round(m.object_sim, 4)),
                 source=m.kg_triple.node_id if m.kg_triple else "",
+                reason=m.reason,
+                another_object=m.verdict == "conflict" and m.object_sim < self.thresholds.object,
             )
             for m in alignment.triples
         )

@@ -116,7 +116,12 @@ def nli_signal(s: diag.NLISignal) -> api.NLISignal:
 
 def triple_match(m: diag.TripleMatch) -> api.TripleMatch:
     return api.TripleMatch(
-        triple=m.triple, verdict=m.verdict, kg_triple=m.kg_triple, similarity=m.similarity, source=m.source
+        triple=m.triple,
+        verdict=m.verdict,
+        kg_triple=m.kg_triple,
+        similarity=m.similarity,
+        source=m.source,
+        reason=m.reason,
     )
 
 

@@ -177,10 +177,16 @@ class TripleMatch(BaseModel):
     """A triple of the answer and the knowledge-graph triple it was aligned with."""
 
     triple: tuple[str, str, str]
-    verdict: str = Field(description="consistent | conflict | missing")
+    verdict: str = Field(
+        description="consistent | conflict | missing | entailed (a conflict with a graph triple whose own "
+        "passage entails the claim: the passage says both, and it counts as consistent)"
+    )
     kg_triple: tuple[str, str, str] | None
     similarity: tuple[float, float, float] | None = Field(description="subject, relation, object")
     source: str = Field(description="the KG triple's node id")
+    reason: str = Field(
+        default="", description='why this verdict ("same subject and relation, another name")'
+    )
 
 
 class KGSignal(BaseModel):

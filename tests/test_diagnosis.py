@@ -150,12 +150,19 @@ def test_the_corpus_graph_is_built_at_ingest_and_aligns_responses(engine: Engine
     assert kg.signal("Andrew Jaspan was a French journalist.").kappa == "conflict"
     assert kg.signal("Yes.").kappa == "no_triplet"
     # The diagnosis carries the same signal, with its matched triples as the explanation.
+    d_passages = list(engine.index.retriever.retrieve("Elko Regional Airport", "dense", 3))
     d = engine.diagnoser.diagnose(
-        "Where is Elko Regional Airport?",
-        list(engine.index.retriever.retrieve("Elko Regional Airport", "dense", 3)),
-        "Elko Regional Airport is in Michigan.",
+        "Where is Elko Regional Airport?", d_passages, "Elko Regional Airport is in Michigan."
     )
     assert d.kappa == "conflict" and d.failure == "WP"
+    # A place within a place: the graph's triple says Elko County, the passage it was read from
+    # says Nevada too and entails the answer. The graph alone calls it a conflict; the diagnosis
+    # does not (the walkthrough's "Which airport is in Nevada, ...?" answered right got WP).
+    nevada = "Elko Regional Airport is in Nevada."
+    assert kg.signal(nevada).kappa == "conflict"
+    d = engine.diagnoser.diagnose("Where is Elko Regional Airport?", d_passages, nevada)
+    assert d.kappa == "consistent" and d.failure != "WP", d.kg
+    assert [m.verdict for m in d.kg.matches] == ["entailed"]
 
 
 def test_a_bare_answer_span_is_judged_in_the_question_context(engine: Engine) -> None:
