@@ -63,6 +63,12 @@ def test_bench_answerability_fits_on_dev_only_and_reads_a_model_it_can(tmp_path:
     assert result.exit_code == 2 and "not found" in result.output.replace("\n", "")
 
 
+def test_bench_detect_aligns_with_a_graph_only_the_generated_answers(tmp_path: Path) -> None:
+    base = ["--data-dir", str(tmp_path), "bench", "detect", "--workdir", str(tmp_path), "--kg"]
+    result = runner.invoke(app, [*base, "--sets", "ragtruth,hotpotqa"])
+    assert result.exit_code == 2 and "--sets hotpotqa,unanswerable" in result.output.replace("\n", "")
+
+
 def test_eval_unknown_suite_and_missing_ragtruth_exit_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--data-dir", str(tmp_path), "eval", "--suite", "nope"])
     assert result.exit_code == 2 and "paper, poison, ragtruth" in result.output

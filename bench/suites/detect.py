@@ -73,6 +73,11 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "off_question": d.off_question,
         "comparison": d.comparison.outcome if d.comparison else None,
         "alternatives": d.alternatives.outcome if d.alternatives else None,
+        # kappa as decided (missing where no graph was read), and how many graph conflicts the
+        # passage their triple came from entails (kg_crosscheck): without that check each would
+        # have made the answer WP.
+        "kappa": d.kg.kappa if d.kg.available else "missing",
+        "kg_entailed": sum(m.verdict == "entailed" for m in d.kg.matches),
         "features": d.verdict.features if d.verdict else {},
         "claim_features": [claim_features(h, evidence, case.query, case.response) for h in d.e_r.hypotheses],
     }
@@ -291,7 +296,8 @@ def rescore(
             answerable = x.get("relevance", 1.0) >= relevance_threshold
         addresses = r.get("off_question") is None  # rows recorded before the check: unknown
         unsupported = p >= threshold or refuted(x, refute_threshold)
-        failure = failure_of(unsupported, r["rule_failure"], "missing", answerable, addresses, x)
+        kappa = r.get("kappa", "missing")  # rows from before the graph was recorded: none read
+        failure = failure_of(unsupported, r["rule_failure"], kappa, answerable, addresses, x)
         failure = settle(failure, r.get("comparison"), addresses, len(r["claims"]))
         if r.get("alternatives") == "disagrees":  # as the diagnoser: only disagreement decides
             failure = settle(failure, "disagrees", addresses, len(r["claims"]))
