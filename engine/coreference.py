@@ -64,10 +64,12 @@ def entities(doc: Any) -> list[tuple[str, str]]:
         if token is not None and token.tag_ in _PROPER_TAGS and token.i not in labelled:
             run.append(token)
             continue
-        if run:
+        # A run right before or after a recognised name is a title or a part of it ("Judge"
+        # Andrew Napolitano, "Dr." Ulf Merbold), not a thing of its own.
+        if run and run[0].i - 1 not in labelled and run[-1].i + 1 not in labelled:
             start = run[0].i - 1 if run[0].i > 0 and doc[run[0].i - 1].text == "The" else run[0].i
             found.append((doc[start : run[-1].i + 1].text, PROPER_NOUN))
-            run = []
+        run = []
     return found
 
 
@@ -89,6 +91,14 @@ def resolve_pronouns(
     ents = candidates(history, parse)
     person = next((text for text, label in ents if label == PERSON), None)
     thing = next((text for text, label in ents if label in THING_LABELS), None)
+    if thing is None:
+        # The small model calls many titles persons ("Freedom Watch" in "Who hosts Freedom
+        # Watch?"): with no thing named, "it" may stand for what the user's last question asked
+        # about, never for the person the answer named.
+        asked = next((t.content for t in reversed(history) if t.role == "user"), "")
+        thing = next(
+            (text for text, label in ents if label == PERSON and text != person and text in asked), None
+        )
     out = []
     for token in parse(question):
         low = token.lower_

@@ -152,6 +152,16 @@ def test_pronouns_are_resolved_from_the_conversation_entities(registry: ModelReg
     assert resolve("When did he found it?", unquoted) == "When did Andrew Jaspan found The Conversation?"
     outlet = [Turn(role="user", content="Which outlet?"), Turn(role="assistant", content="The Conversation.")]
     assert resolve("When was he born?", outlet) is None
+    # A title before a recognised name is part of it, not a thing "it" may stand for (a
+    # walkthrough condensed "On which network did it air?" into "... did Judge air?"). The
+    # recogniser calls "Freedom Watch" a person; with no thing named, "it" is what the user's
+    # question asked about, never the person the answer named.
+    watch = [
+        Turn(role="user", content="Who hosts Freedom Watch?"),
+        Turn(role="assistant", content="Judge Andrew Napolitano hosts Freedom Watch."),
+    ]
+    assert resolve("On which network did it air?", watch) == "On which network did Freedom Watch air?"
+    assert resolve("When was he born?", watch) == "When was Andrew Napolitano born?"
 
 
 def test_an_answer_as_ragmend_showed_it_is_read_as_said(registry: ModelRegistry) -> None:
