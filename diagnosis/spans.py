@@ -188,7 +188,10 @@ def asked_spans(question: str) -> list[str]:
 
 
 _NUMBER_WORD = re.compile(
-    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|dozen|hundred|thousand|million)\b", re.I
+    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+    r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety"
+    r"|dozens?|hundreds?|thousands?|millions?|billions?)\b",
+    re.I,
 )
 
 

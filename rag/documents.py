@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
 from ragmend.errors import InputError
 
+# An ATX heading ("# Title", "## Title"; "#hashtag" is not one).
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 # The sample corpus shipped in the package (see data/ATTRIBUTION.md): the default source.
 BUNDLED_CORPUS = Path(__file__).resolve().parent / "data" / "sample_corpus.jsonl"
 
-TEXT_SUFFIXES = {".txt", ".md", ".markdown"}
+MARKDOWN_SUFFIXES = {".md", ".markdown"}
+TEXT_SUFFIXES = {".txt"} | MARKDOWN_SUFFIXES
 HTML_SUFFIXES = {".html", ".htm"}
 PDF_SUFFIXES = {".pdf"}
 SUPPORTED = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES | {".jsonl"}
@@ -29,6 +33,8 @@ class SourceDocument:
     title: str
     text: str
     source: str  # the ingest path it came from (resolved), so re-ingesting a source can drop removals
+    # A Markdown file: chunked section by section, each chunk titled by its heading (sections).
+    markdown: bool = False
 
     @property
     def fingerprint(self) -> str:
@@ -36,7 +42,30 @@ class SourceDocument:
         for part in (self.id, self.title, self.text):
             h.update(part.encode("utf-8"))
             h.update(b"\0")
+        if self.markdown:
+            # How it is chunked is part of what was indexed: a Markdown file indexed before
+            # sections were read is chunked again at the next ingest.
+            h.update(b"markdown-sections-1\0")
         return h.hexdigest()
+
+    def sections(self) -> list[tuple[str, str]]:
+        """(title, text) of each part to chunk on its own: a Markdown file's sections, each
+        under its own heading (text before the first one under the document's title), so a chunk
+        about the second section is not titled by the first; any other document whole."""
+        if not self.markdown:
+            return [(self.title, self.text)]
+        parts: list[tuple[str, list[str]]] = [(self.title, [])]
+        fence = False
+        for line in self.text.splitlines():
+            if line.lstrip().startswith(("```", "~~~")):
+                fence = not fence  # a "#" line inside a code block is code, not a heading
+            m = None if fence else _HEADING.match(line)
+            if m:
+                parts.append((m.group(1).strip(), []))
+            else:
+                parts[-1][1].append(line)
+        out = [(title, "\n".join(lines).strip()) for title, lines in parts]
+        return [(title, text) for title, text in out if text] or [(self.title, self.text)]
 
 
 def load_source(path: Path, max_file_bytes: int) -> list[SourceDocument]:
@@ -96,7 +125,9 @@ def _read_file(path: Path, doc_id: str, source: str, max_file_bytes: int) -> Sou
         if suffix in HTML_SUFFIXES:
             text = html_to_text(text)
     title = _title(text, path)
-    return SourceDocument(id=doc_id, title=title, text=text.strip(), source=source)
+    return SourceDocument(
+        id=doc_id, title=title, text=text.strip(), source=source, markdown=suffix in MARKDOWN_SUFFIXES
+    )
 
 
 def _title(text: str, path: Path) -> str:

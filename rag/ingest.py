@@ -89,7 +89,9 @@ class Ingestor:
             chunk_overlap=self.chunk_overlap,
             tokenizer=self._tokenizer(self._embed_model()),
             include_prev_next_rel=False,
-            id_func=lambda i, doc: f"{doc.doc_id}#{i}",
+            # A section of a Markdown file is its own Document, named "<doc id>#s<n>": its
+            # chunks are "<doc id>#s<n>.<i>", a whole document's "<doc id>#<i>".
+            id_func=lambda i, doc: f"{doc.doc_id}.{i}" if "section" in doc.metadata else f"{doc.doc_id}#{i}",
         )
 
     def split(self, text: str) -> list[str]:
@@ -240,13 +242,15 @@ class Ingestor:
             return []
         documents = [
             Document(
-                id_=d.id,
-                text=d.text,
-                metadata={"title": d.title, "doc_id": d.id},
-                excluded_embed_metadata_keys=["doc_id"],
-                excluded_llm_metadata_keys=["doc_id"],
+                id_=d.id if len(parts) == 1 else f"{d.id}#s{n}",
+                text=text,
+                metadata={"title": title, "doc_id": d.id} | ({} if len(parts) == 1 else {"section": n}),
+                excluded_embed_metadata_keys=["doc_id", "section"],
+                excluded_llm_metadata_keys=["doc_id", "section"],
             )
             for d in docs
+            for parts in (d.sections(),)
+            for n, (title, text) in enumerate(parts)
         ]
         split = self._splitter().get_nodes_from_documents(documents)
         # A sentence splitter over Documents yields TextNodes (typed BaseNode by llama-index).

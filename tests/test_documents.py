@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,39 @@ def test_directory_of_text_markdown_html(tmp_path: Path) -> None:
     assert set(docs) == {"a.txt", "sub/b.md", "c.html"}
     assert docs["sub/b.md"].title == "Harbours"
     assert "var x" not in docs["c.html"].text and "Lighthouses & beacons guide ships." in docs["c.html"].text
+
+
+CAFES = """# Cafe Aurora
+
+Cafe Aurora is a small coffee shop in Tromso, Norway. It opened in 2015.
+
+## Blue Fern Tea House
+
+Blue Fern Tea House is a tea room in Kyoto. It seats twenty guests.
+
+```sh
+# not a heading: a comment in a code block
+```
+"""
+
+
+def test_a_markdown_file_is_read_section_by_section(tmp_path: Path) -> None:
+    """Each section under its own heading (a chunk about the second is not titled by the first);
+    a "#" line in a code block is code; other files, and Markdown without headings, whole."""
+    (tmp_path / "cafes.md").write_text("Opening notes.\n\n" + CAFES)
+    (tmp_path / "plain.md").write_text("No headings at all.")
+    (tmp_path / "notes.txt").write_text("# not Markdown\n\nA text file.")
+    docs = {d.id: d for d in load_source(tmp_path, MAX)}
+    sections = docs["cafes.md"].sections()
+    assert [title for title, _ in sections] == ["cafes", "Cafe Aurora", "Blue Fern Tea House"]
+    assert sections[0][1] == "Opening notes."
+    assert "seats twenty guests" in sections[2][1] and "# not a heading" in sections[2][1]
+    assert "Tromso" in sections[1][1] and "Kyoto" not in sections[1][1]
+    assert docs["plain.md"].sections() == [("plain", "No headings at all.")]
+    assert docs["notes.txt"].sections() == [(docs["notes.txt"].title, docs["notes.txt"].text)]
+    # How a Markdown file is chunked is part of its fingerprint: an index made before
+    # sections were read chunks it again.
+    assert docs["plain.md"].fingerprint != replace(docs["plain.md"], markdown=False).fingerprint
 
 
 def test_jsonl(tmp_path: Path) -> None:

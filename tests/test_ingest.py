@@ -68,6 +68,25 @@ def test_incremental_ingest_embeds_only_changes(tmp_path: Path, registry: ModelR
     assert set(_docs(eng.store)) == {"Ada Lovelace", "Grace Hopper", "notes.md"}
 
 
+def test_a_markdown_section_is_its_own_titled_chunk(tmp_path: Path, registry: ModelRegistry) -> None:
+    """Two sections of one Markdown file: two chunks, each titled by its heading, both the
+    document's (a passage about the tea house was titled "Cafe Aurora" and the diagnosis read
+    "Cafe Aurora: ... seats twenty guests")."""
+    eng = _engine(tmp_path, registry)
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "cafes.md").write_text(
+        "# Cafe Aurora\n\nCafe Aurora is a coffee shop in Tromso, Norway.\n\n"
+        "# Blue Fern Tea House\n\nBlue Fern Tea House is a tea room in Kyoto. It seats twenty guests.\n"
+    )
+    eng.ingest([src])
+    nodes = {n.node_id: n for n in eng.index.open().snapshot.nodes}
+    assert list(_docs(eng.store)["cafes.md"].node_ids) == ["cafes.md#s0.0", "cafes.md#s1.0"]
+    assert [n.metadata["title"] for n in nodes.values()] == ["Cafe Aurora", "Blue Fern Tea House"]
+    assert {n.metadata["doc_id"] for n in nodes.values()} == {"cafes.md"}
+    assert "Kyoto" not in nodes["cafes.md#s0.0"].get_content()
+
+
 def test_reused_vectors_equal_fresh_ones(tmp_path: Path, registry: ModelRegistry) -> None:
     """Unchanged documents keep their vectors: identical to what a full rebuild computes."""
     eng = _engine(tmp_path, registry)
