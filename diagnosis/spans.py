@@ -18,7 +18,7 @@ from typing import Literal
 
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.diagnosis.types import OffQuestion
-from ragmend.diagnosis.wordforms import stem
+from ragmend.diagnosis.wordforms import has_verb, stem
 
 # A key span: a run of capitalised words (joined by a few lower-case connectors: "Gerald R. Ford
 # International Airport", "Bank of America"; never by "and", which joins two names), a number, or
@@ -248,11 +248,26 @@ def off_topic(question: str, response: str) -> bool:
     words = response.split()
     if not asked or len(words) < 4 or words[0].lower().strip(",") in _PRONOUNS:
         return False
+    # A name or a list of names with no verb ("Nebraska Cornhuskers women's basketball team.",
+    # "In Japan and Hong Kong.") answers a question asking for a name: it is an answer span, not
+    # a sentence about something else. Asked for a time or a number, names beside one still are
+    # ("When did Andrew Jaspan found The Conversation?" -> "Richard Hornsby Elsham in
+    # Lincolnshire 4 June 1790.").
+    asks_kind = bool(_EXPECTS_TIME.search(question) or _EXPECTS_NUMBER.search(question))
+    if not asks_kind and not has_verb([w.strip('.,;:!?"()') for w in words]):
+        return False
     said = normalise(response)
-    if any(_found(s, said) for s in asked):
+    if any(_found(s, said) or _leading_part(s, said) for s in asked):
         return False
     # A number or a month is no name: "The tour began on March 13, 2013." names no one else.
     return any(not _NUMBER.fullmatch(s) and not _HAS_TIME.fullmatch(s) for s in key_spans(response))
+
+
+def _leading_part(span: str, said: str) -> bool:
+    """A long name's first two words, as a shortened name ("VMF-213" for "VMF-213 Marine
+    Fighting Squadron"; _found's "most of its words" asks for more)."""
+    words = normalise(span).split()
+    return len(words) >= 3 and f" {words[0]} {words[1]} " in f" {said} "
 
 
 # Relations a question asks about and an answer can state instead, each as the word forms that

@@ -25,6 +25,27 @@ _BASE: dict[str, str] = {
 }
 
 
+# Verbs that make a sentence of a run of words (copulas, auxiliaries, modals).
+_AUXILIARIES = frozenset(
+    """is are was were be been being am has have had do does did will would can could shall should
+    may might must""".split()  # noqa: SIM905 (a word list reads better as words)
+)
+
+
+def has_verb(words: list[str]) -> bool:
+    """A crude test that normalised words make a sentence rather than a name or a list of them:
+    an auxiliary, an irregular past form, or a lower-case word in -ed ("founded") or in -s
+    ("leads"; possessives aside). "Nebraska Cornhuskers women's basketball team." and "In Japan
+    and Hong Kong." have none; a plural noun may pass for a verb, which only keeps a response
+    judged as a sentence."""
+    return any(
+        w in _AUXILIARIES
+        or (w in _BASE and w != _BASE[w])
+        or (w.islower() and len(w) > 3 and (w.endswith("ed") or (w.endswith("s") and not w.endswith("'s"))))
+        for w in words
+    )
+
+
 def stem(word: str) -> str:
     """A normalised word's comparable form: an irregular past form's base ("began" -> "begin"),
     else the word less one common suffix ("located" and "locate", "hotels" and "hotel" meet)."""

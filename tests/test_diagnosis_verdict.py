@@ -202,6 +202,19 @@ def test_an_answer_about_something_else_is_off_topic() -> None:
     assert not off_topic("What is the capital of Australia?", "Canberra")
     assert not off_topic("When was Marie Curie born?", "The year was 1867 or so.")
     assert not off_topic("what is it?", "Marsha Albert was born 1948.")
+    # Names with no verb answer a question asking for a name (DEV answers judged off the
+    # question until the sixteenth session); a shortened long name is the question's own.
+    assert not off_topic(
+        "What team is coached by former head college coach Connie Yori?",
+        "Nebraska Cornhuskers women's basketball team.",
+    )
+    assert not off_topic(
+        "In what 2 countries did both X-Large and A Bathing Ape have stores?", "In Japan and Hong Kong."
+    )
+    assert not off_topic(
+        "To which aircraft carrier was the VMF-213 Marine Fighting Squadron assigned?",
+        "VMF-213 was assigned to the USS Essex.",
+    )
 
 
 def test_a_task_over_given_text_asks_about_no_name() -> None:
