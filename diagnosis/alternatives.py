@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from ragmend.diagnosis.spans import key_spans, offered_choice, picked_alternative
-from ragmend.diagnosis.types import AlternativeCheck, Outcome
+from ragmend.diagnosis.types import AlternativeCheck, HypothesisVerdict, Outcome
 
 # Words that make a choice a comparison between the two alternatives, not an attribute of one.
 _COMPARATIVE = re.compile(
@@ -115,15 +115,22 @@ def _find(alternative: str, text: str) -> tuple[int, int] | None:
 
 
 def check_alternatives(
-    alternatives: tuple[str, str], picked: int, support: tuple[float, float], entail: float
+    swap: Swap, picked_claim: HypothesisVerdict, other_claim: HypothesisVerdict, entail: float
 ) -> AlternativeCheck:
-    """The outcome from each alternative's support (the best single window's P(entailment) of
-    the answer's claim naming it): the evidence supports the other and not the pick
-    (disagrees), the pick and not the other (agrees), or both or neither (undecided)."""
-    own, other = support[picked], support[1 - picked]
+    """The outcome from each alternative's support (the best single passage's P(entailment) of
+    the answer's claim naming it; the joint premise never counts): the evidence supports the
+    other and not the pick (disagrees), the pick and not the other (agrees), or both or neither
+    (undecided)."""
+    own, other = single_support(picked_claim), single_support(other_claim)
     outcome: Outcome = "undecided"
     if other >= entail > own:
         outcome = "disagrees"
     elif own >= entail > other:
         outcome = "agrees"
-    return AlternativeCheck(alternatives, picked, support, outcome)
+    support = (own, other) if swap.picked == 0 else (other, own)
+    return AlternativeCheck(swap.alternatives, swap.picked, support, outcome)
+
+
+def single_support(v: HypothesisVerdict) -> float:
+    """A hypothesis' best P(entailment) over single passages (never the joint premise)."""
+    return max((s.entail for s in v.scores if s.passage != "joint"), default=0.0)

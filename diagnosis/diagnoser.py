@@ -454,9 +454,7 @@ class Diagnoser:
         )
         alternatives = None
         if swap is not None and contrast_verdict is not None:
-            own, other = _single_support(claim_verdicts[0]), _single_support(contrast_verdict)
-            support = (own, other) if swap.picked == 0 else (other, own)
-            alternatives = check_alternatives(swap.alternatives, swap.picked, support, t.entail)
+            alternatives = check_alternatives(swap, claim_verdicts[0], contrast_verdict, t.entail)
             # Only the evidence for the other alternative decides here: where it agrees with the
             # pick, the claim's own support has already spoken.
             if alternatives.outcome == "disagrees":
@@ -621,11 +619,6 @@ def _support_off_question(
         return False
     about = {p.id: a for p, a in zip(passages, anchored, strict=True)}
     return not any(about[pid] for pid in support)
-
-
-def _single_support(v: HypothesisVerdict) -> float:
-    """A hypothesis' best P(entailment) over single passages (never the joint premise)."""
-    return max((s.entail for s in v.scores if s.passage != "joint"), default=0.0)
 
 
 def relevance_of(logits: Sequence[float]) -> np.ndarray:

@@ -11,6 +11,7 @@ from ragmend.diagnosis.alternatives import (
     swap_alternative,
     without_echo,
 )
+from ragmend.diagnosis.types import HypothesisVerdict, PassageScores
 
 KENTUCKY = "Which company is based in Kentucky, Vocelli Pizza or Fazoli's?"
 
@@ -65,13 +66,26 @@ def test_a_bare_answer_to_a_choice_as_its_statement() -> None:
     assert choice_statement("When was Marie Curie born?", "1867") is None
 
 
+def _claim(entail: float, joint: float = 0.0) -> HypothesisVerdict:
+    scores = (PassageScores("p#0", entail, 1 - entail, 0.0), PassageScores("joint", joint, 1 - joint, 0.0))
+    return HypothesisVerdict("a claim", "neutral", "p#0", scores)
+
+
 def test_what_the_two_supports_decide() -> None:
-    pair = ("Vocelli Pizza", "Fazoli's")
+    swap = swap_alternative(KENTUCKY, "Vocelli Pizza is based in Kentucky.")
+    assert swap is not None
     # The DEV answer: its own claim hardly supported, the other's entailed by Fazoli's passage.
-    assert check_alternatives(pair, 0, (0.02, 0.91), entail=0.4).outcome == "disagrees"
-    assert check_alternatives(pair, 1, (0.02, 0.91), entail=0.4).outcome == "agrees"
-    assert check_alternatives(pair, 0, (0.95, 0.95), entail=0.4).outcome == "undecided"
-    assert check_alternatives(pair, 0, (0.1, 0.2), entail=0.4).outcome == "undecided"
+    check = check_alternatives(swap, _claim(0.02), _claim(0.91), entail=0.4)
+    assert (check.outcome, check.support) == ("disagrees", (0.02, 0.91))
+    assert check_alternatives(swap, _claim(0.91), _claim(0.02), entail=0.4).outcome == "agrees"
+    assert check_alternatives(swap, _claim(0.95), _claim(0.95), entail=0.4).outcome == "undecided"
+    assert check_alternatives(swap, _claim(0.1), _claim(0.2), entail=0.4).outcome == "undecided"
+    # The joint premise never counts: two passages read together may hold both alternatives.
+    assert check_alternatives(swap, _claim(0.02), _claim(0.1, joint=0.9), entail=0.4).outcome == "undecided"
+    # Support is given in the order the question offers the alternatives.
+    other = swap_alternative(KENTUCKY, "Fazoli's is based in Kentucky.")
+    assert other is not None
+    assert check_alternatives(other, _claim(0.9), _claim(0.02), entail=0.4).support == (0.02, 0.9)
 
 
 def test_an_echo_of_the_other_alternative_is_no_claim() -> None:
