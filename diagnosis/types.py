@@ -16,6 +16,7 @@ Mode = Literal["qa", "claim"]
 # about something the question does not name entail it).
 OffQuestion = Literal["subject", "relation", "kind", "restated", "support", "choice"]
 
+OFF_QUESTION: tuple[OffQuestion, ...] = ("subject", "relation", "kind", "restated", "support", "choice")
 NLI_STATES: tuple[NLIState, ...] = ("entail", "neutral", "contradict")
 KAPPAS: tuple[Kappa, ...] = ("consistent", "conflict", "missing", "no_triplet")
 FAILURE_TYPES: tuple[FailureType, ...] = ("NoFailure", "WP", "IE", "WR", "LEM")

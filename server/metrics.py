@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 from ragmend import __version__
 from ragmend.actions.catalogue import BY_NAME as ACTIONS_BY_NAME
 from ragmend.budgets import MB
-from ragmend.diagnosis.types import FAILURE_TYPES, STAGES, Diagnosis
+from ragmend.diagnosis.types import FAILURE_TYPES, OFF_QUESTION, STAGES, Diagnosis
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import SKIP_CODES, RepairSkip, RepairTrace
 from ragmend.errors import METRIC_KINDS, RagmendError
@@ -53,6 +53,11 @@ PASSES = ("first", "final")  # the first pass's diagnosis, and the one of the an
 REQUEST_STAGES = ("retrieve", "rerank", "generate", "diagnose", "repair", "total")
 FAILURE_LABELS = (*FAILURE_TYPES, UNDIAGNOSED, OTHER)
 STAGE_LABELS = (*STAGES, UNDIAGNOSED, OTHER)
+# The diagnosis' checks that can find against an answer beside its scores (docs/diagnosis.md): what
+# of the question it does not address (OFF_QUESTION), a comparison in time or a choice of
+# attribute the passages decide the other way, a conflict with the knowledge graph, and a graph
+# conflict the passage of its triple entails (not a conflict: the graph's false alarm).
+CHECKS = (*OFF_QUESTION, "comparison", "alternatives", "graph_conflict", "graph_entailed")
 BUDGETS = ("action_latency", "action_memory", "request")
 KEPT = ("repaired", "original")
 MEMORY_SOURCES = ("nvml", "rss", "unavailable")
@@ -198,6 +203,15 @@ class Metrics:
             "Answers by the pipeline stage the diagnosis blames (none: no failure), per pass.",
             ("pass", "stage"),
         )
+        self.diagnosis_checks = counter(
+            "ragmend_diagnosis_checks_total",
+            "Answers each diagnosis check found against, per pass: what of the question the answer "
+            "does not address (subject, relation, kind, restated, support, choice), a comparison in "
+            "time or a choice of attribute the passages decide the other way (comparison, "
+            "alternatives), a knowledge-graph conflict (graph_conflict), and graph conflicts the "
+            "passage of their triple entails (graph_entailed: not conflicts; the graph's false alarms).",
+            ("pass", "check"),
+        )
         self.requests_in_flight = gauge(
             "ragmend_requests_in_flight",
             "Model-work slots taken: requests being answered, and the work of timed-out ones still "
@@ -330,6 +344,8 @@ class Metrics:
                 self.answers.labels(p, failure)
             for stage in STAGES:
                 self.failure_stages.labels(p, stage)
+            for check in CHECKS:
+                self.diagnosis_checks.labels(p, check)
         # The Engine refuses unknown action names; a Metrics built from settings alone skips them.
         enabled = [a for a in self.settings.policy.enabled_actions if a in ACTIONS_BY_NAME]
         for action in enabled:
@@ -418,6 +434,8 @@ class Metrics:
                 self.answer_support.labels(pass_).observe(diagnosis.e_r.support)
             if diagnosis.verdict is not None:
                 self.answer_unsupported.labels(pass_).observe(diagnosis.verdict.p_unsupported)
+            for check in checks_against(diagnosis):
+                self.diagnosis_checks.labels(pass_, check).inc()
 
     def _observe_repair(self, trace: RepairTrace) -> None:
         action = bounded(trace.action, self.actions)
@@ -501,6 +519,21 @@ class Metrics:
                 self._meter = CostMeter()
             meter = self._meter
         return str(meter.nvml_status)
+
+
+def checks_against(d: Diagnosis) -> list[str]:
+    """The CHECKS that found against a diagnosed answer (a graph conflict its triple's passage
+    entails counts as graph_entailed, not as a conflict)."""
+    found: list[str] = [d.off_question] if d.off_question else []
+    if d.comparison is not None and d.comparison.outcome == "disagrees":
+        found.append("comparison")
+    if d.alternatives is not None and d.alternatives.outcome == "disagrees":
+        found.append("alternatives")
+    if d.kg.kappa == "conflict":
+        found.append("graph_conflict")
+    if any(m.verdict == "entailed" for m in d.kg.matches):
+        found.append("graph_entailed")
+    return [bounded(c, CHECKS) for c in found]
 
 
 def _diagnosis_seconds(d: Diagnosis | None) -> float | None:

@@ -25,7 +25,16 @@ from prometheus_client.samples import Sample
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import Cost
 from ragmend.budgets import MB, Budgets
-from ragmend.diagnosis.types import FAILURE_TYPES, Diagnosis, EGCFeatures, KGSignal, NLISignal, Verdict
+from ragmend.diagnosis.types import (
+    FAILURE_TYPES,
+    AlternativeCheck,
+    Diagnosis,
+    EGCFeatures,
+    KGSignal,
+    NLISignal,
+    TripleMatch,
+    Verdict,
+)
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
@@ -59,6 +68,8 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_generator_tokens", "purpose"): m.PURPOSES,
     ("ragmend_generator_tokens", "kind"): m.TOKEN_KINDS,
     ("ragmend_failure_stages", "stage"): m.STAGE_LABELS,
+    ("ragmend_diagnosis_checks", "pass"): m.PASSES,
+    ("ragmend_diagnosis_checks", "check"): (*m.CHECKS, m.OTHER),
     ("ragmend_repair_actions", "failure"): (*FAILURE_TYPES, m.OTHER),
     ("ragmend_budget_violations", "budget"): (*m.BUDGETS, m.OTHER),
     ("ragmend_repair_kept", "kept"): (*m.KEPT, m.OTHER),
@@ -259,6 +270,26 @@ def test_the_verdict_probability_is_observed_per_pass(metrics: Metrics) -> None:
     for p in ("first", "final"):
         assert value(text, "ragmend_answer_p_unsupported_count", **{"pass": p}) == 1
         assert value(text, "ragmend_answer_p_unsupported_sum", **{"pass": p}) == pytest.approx(0.73)
+
+
+def test_the_checks_that_found_against_an_answer_are_counted(metrics: Metrics) -> None:
+    """Operators see why answers fail beside their scores: the question not addressed, an
+    alternative the passages pick, a graph conflict, and the graph's false alarms."""
+    replace = dataclasses.replace
+    conflict = TripleMatch(("A", "be_in", "Nevada"), "conflict", ("A", "be_in", "Elko County"))
+    entailed = replace(conflict, verdict="entailed")
+    pick = AlternativeCheck(("A", "B"), 0, (0.02, 0.91), "disagrees")
+    off = replace(
+        diagnosis("WR"), off_question="kind", alternatives=pick, kg=KGSignal("conflict", (conflict,))
+    )
+    metrics.observe(Outcome(answer(), off, seconds=1.0))
+    passed = replace(diagnosis(), kg=KGSignal("consistent", (entailed,)))
+    metrics.observe(Outcome(answer(), passed, seconds=1.0))
+    text = scrape(metrics)
+    for check in ("kind", "alternatives", "graph_conflict", "graph_entailed"):
+        assert value(text, "ragmend_diagnosis_checks_total", **{"pass": "first", "check": check}) == 1, check
+    assert value(text, "ragmend_diagnosis_checks_total", **{"pass": "final", "check": "subject"}) == 0
+    assert value(text, "ragmend_diagnosis_checks_total", check="comparison") == 0
 
 
 def test_a_repair_records_action_cost_reward_and_outcome(metrics: Metrics) -> None:
