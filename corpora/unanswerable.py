@@ -23,6 +23,7 @@ from pathlib import Path
 from ragmend.corpora.readers import hotpotqa_paragraphs, load_hotpotqa, split_of
 from ragmend.corpora.scoring import answer_correct, normalize_answer
 from ragmend.corpora.tasks import Corpus, EvalItem, Task, first
+from ragmend.diagnosis.spans import offered_choice, picked_alternative
 
 HOTPOTQA_FILE = "hotpotqa/hotpot_dev_distractor_merged.json"
 TRUTHFULQA_FILE = "truthfulqa/TruthfulQA.csv"
@@ -59,14 +60,25 @@ def answerable(kind: str) -> bool:
     return kind == "answerable"
 
 
-def correct_answer(kind: str, response: str, gold: str) -> bool:
+def correct_answer(kind: str, response: str, gold: str, question: str = "") -> bool:
     """An answerable question's answer is right when it holds the gold answer; an unanswerable
-    question has no right answer from this corpus."""
-    return answerable(kind) and answer_correct(response, gold)
+    question has no right answer from this corpus. An answer to a question offering two answers
+    ("Who is younger, A or B?") is right when the alternative it picks is the gold one: "Moya
+    Brennan is younger than Keisuke Kuwata." holds the gold "Keisuke Kuwata" and picks the other
+    (sixteenth session: 7 of the 37 such DEV answers, 4 of the 17 TEST ones, were labelled by
+    containment against their pick)."""
+    if not answerable(kind):
+        return False
+    choice = offered_choice(question) if question else None
+    picked = picked_alternative(question, response) if choice else None
+    if choice is not None and isinstance(picked, int):
+        named = choice.alternatives[picked]
+        return answer_correct(named, gold) or answer_correct(gold, named)
+    return answer_correct(response, gold)
 
 
 def _score(item: EvalItem, response: str, final_label: str | None) -> dict[str, float]:
-    return {"correct": float(correct_answer(item.kind, response, item.gold))}
+    return {"correct": float(correct_answer(item.kind, response, item.gold, item.query))}
 
 
 def _answer_in(item: EvalItem, passages: list[str]) -> bool | None:

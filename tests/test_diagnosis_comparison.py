@@ -241,3 +241,25 @@ def test_an_alternative_missing_from_the_passages_is_dated_from_the_corpus() -> 
     assert looked is not None and looked.outcome == "disagrees"
     assert looked.from_corpus == (True, False)
     assert lookups == ["Bedknobs and Broomsticks"]  # only the missing one, by its whole name first
+
+
+def test_an_answer_to_a_choice_is_labelled_by_its_pick() -> None:
+    """The benchmark's label (corpora/unanswerable.correct_answer): an answer naming both offered
+    answers holds the gold one whichever it picks; it is right only when its pick is the gold."""
+    from ragmend.corpora.unanswerable import correct_answer
+
+    question = "Who is younger, Keisuke Kuwata or Moya Brennan?"
+    assert not correct_answer(
+        "answerable", "Moya Brennan is younger than Keisuke Kuwata.", "Keisuke Kuwata", question
+    )
+    assert correct_answer(
+        "answerable", "Keisuke Kuwata is younger than Moya Brennan.", "Keisuke Kuwata", question
+    )
+    assert correct_answer("answerable", "Keisuke Kuwata", "Keisuke Kuwata", question)
+    # A gold answer fuller than the pick ("Charles Spencer "Charlie" Chaplin") still matches it.
+    chaplin = "Who was considered more iconic, Charlie Chaplin or Bruce Bilson?"
+    said = "Charlie Chaplin was considered more iconic, Bruce Bilson."
+    assert correct_answer("answerable", said, 'Charles Spencer "Charlie" Chaplin', chaplin)
+    # No choice offered, or no pick: containment, as before; an unanswerable question: never right.
+    assert correct_answer("answerable", "It was founded in 1998.", "1998", "When was it founded?")
+    assert not correct_answer("gold_removed", "Keisuke Kuwata", "Keisuke Kuwata", question)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ragmend.bench.harness.workspace import Workspace
 from ragmend.corpora.cases import RAGTRUTH_TEST, RAGTRUTH_TRAIN, Case, fever_cases, ragtruth_cases
 from ragmend.corpora.readers import Split, read_jsonl
-from ragmend.corpora.tasks import first
+from ragmend.corpora.tasks import EvalItem, first
 from ragmend.corpora.unanswerable import UNANSWERABLE, correct_answer
 
 
@@ -45,7 +46,7 @@ def generated_cases(
                 item.query,
                 tuple(a.evidence),
                 a.response,
-                unsupported=not correct_answer(item.kind, a.response, item.gold),
+                unsupported=not correct_answer(item.kind, a.response, item.gold, item.query),
                 answerable=answerable,
                 token_logprobs=a.token_logprobs,
             )
@@ -54,7 +55,13 @@ def generated_cases(
             done[item.id] = case
             if n % 20 == 0:
                 log(f"{split}: answered {n}/{len(todo)}")
-    return [done[i.id] for i in wanted]
+    # Answers made before a change of the labelling rule are labelled by the rule in force.
+    return [_relabelled(done[i.id], i) for i in wanted]
+
+
+def _relabelled(case: Case, item: EvalItem) -> Case:
+    right = correct_answer(item.kind, case.response, item.gold, item.query)
+    return case if case.unsupported != right else replace(case, unsupported=not right)
 
 
 def recorded_cases(
