@@ -237,3 +237,19 @@ def settle(
     if outcome == "agrees" and addresses_question and claims <= 1:
         return "NoFailure"
     return failure
+
+
+def settle_checks(
+    failure: FailureType,
+    comparison: Outcome | None,
+    alternatives: Outcome | None,
+    addresses_question: bool,
+    claims: int,
+) -> FailureType:
+    """The failure once both checks of an answer's pick are read: a comparison in time (`settle`)
+    and a choice of attribute (alternatives.py), of which only disagreement decides: where the
+    passages agree with the pick, the claim's own support has already spoken."""
+    failure = settle(failure, comparison, addresses_question, claims)
+    if alternatives == "disagrees":
+        failure = settle(failure, "disagrees", addresses_question, claims)
+    return failure

@@ -22,7 +22,7 @@ from ragmend.diagnosis.alternatives import (
     without_echo,
 )
 from ragmend.diagnosis.answerability import AnswerabilityModel, answerability_features
-from ragmend.diagnosis.comparison import TitleLookup, check_comparison, settle
+from ragmend.diagnosis.comparison import TitleLookup, check_comparison, settle_checks
 from ragmend.diagnosis.egc import egc_features
 from ragmend.diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label
 from ragmend.diagnosis.hypotheses import (
@@ -39,6 +39,7 @@ from ragmend.diagnosis.spans import (
     best_passage_coverage,
     content_words,
     decompose,
+    is_bare,
     span_coverage,
     unaddressed,
 )
@@ -100,7 +101,6 @@ class EvidencePassage(Protocol):
 Embed = Callable[[list[str]], np.ndarray]  # normalised rows
 # The vectors the index already holds for these passage ids, in order; None when it lacks one.
 StoredVectors = Callable[[list[str]], np.ndarray | None]
-BARE_ANSWER_WORDS = 4  # a response shorter than this is an answer span, not a sentence
 AlignKG = Callable[[str], KGSignal]  # response text -> kappa with its matched triples
 
 
@@ -148,10 +148,10 @@ def premise_text(p: EvidencePassage) -> str:
 
 def response_claims(query: str, response: str, max_claims: int, bare: bool | None = None) -> list[str]:
     """The claims a response to a question is judged by: its sentences, none for an abstention.
-    `bare`: whether it is a bare answer span (None: when it is under BARE_ANSWER_WORDS words)."""
+    `bare`: whether it is a bare answer span (None: spans.is_bare)."""
     claims = [] if is_abstention(response) else split_claims(response, max_claims)
     if bare is None:
-        bare = len(response.split()) < BARE_ANSWER_WORDS
+        bare = is_bare(response)
     if claims and bare:
         # A bare answer span ("23", "Paris") asserts nothing on its own: it is judged as the
         # question's statement with the span in its slot (of a choice question, the span with
@@ -311,7 +311,7 @@ class Diagnoser:
         swap = swap_alternative(query, said) if mode == "qa" and len(claims) == 1 else None
         # The other alternative is read as the answer was: a bare span stays a span ("Rogers
         # Locomotive and Machine Works" for "Magna Home Entertainment" is no sentence either).
-        bare = len(response.split()) < BARE_ANSWER_WORDS
+        bare = is_bare(response)
         other_claims = response_claims(query, swap.other_response, o.max_claims, bare) if swap else []
         contrast = other_claims[0] if len(other_claims) == 1 else None
         # Each passage's cross-encoder relevance: answerability (the rerank construction's e_q, and
@@ -449,16 +449,16 @@ class Diagnoser:
             if mode == "qa"
             else None
         )
-        failure = settle(
-            failure, comparison.outcome if comparison else None, off_question is None, len(claims)
-        )
         alternatives = None
         if swap is not None and contrast_verdict is not None:
             alternatives = check_alternatives(swap, claim_verdicts[0], contrast_verdict, t.entail)
-            # Only the evidence for the other alternative decides here: where it agrees with the
-            # pick, the claim's own support has already spoken.
-            if alternatives.outcome == "disagrees":
-                failure = settle(failure, "disagrees", off_question is None, len(claims))
+        failure = settle_checks(
+            failure,
+            comparison.outcome if comparison else None,
+            alternatives.outcome if alternatives else None,
+            off_question is None,
+            len(claims),
+        )
         doc_ids = [p.doc_id for p in passages]
         truncated = any(s.truncated for v in verdicts for s in v.scores if s.passage != "joint")
         stage, reason_line = attribute_stage(

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ragmend.diagnosis.spans import normalise
-from ragmend.diagnosis.types import HypothesisVerdict, Kappa, KGSignal, TripleMatch
+from ragmend.diagnosis.types import HypothesisVerdict, KGSignal, TripleMatch
+from ragmend.kg.align import kappa_of
 
 
 def crosscheck(kg: KGSignal, claims: Sequence[HypothesisVerdict], entail: float) -> KGSignal:
@@ -31,13 +32,8 @@ def crosscheck(kg: KGSignal, claims: Sequence[HypothesisVerdict], entail: float)
         replace(m, verdict="entailed") if m.verdict == "conflict" and _entailed(m, claims, entail) else m
         for m in kg.matches
     )
-    verdicts = {m.verdict for m in matches}
-    kappa: Kappa = "missing"
-    if "conflict" in verdicts:
-        kappa = "conflict"
-    elif verdicts & {"consistent", "entailed"}:
-        kappa = "consistent"
-    return replace(kg, kappa=kappa, matches=matches)
+    verdicts = {"consistent" if m.verdict == "entailed" else m.verdict for m in matches}
+    return replace(kg, kappa=kappa_of(verdicts), matches=matches)
 
 
 def _entailed(m: TripleMatch, claims: Sequence[HypothesisVerdict], entail: float) -> bool:

@@ -38,6 +38,16 @@ _STOP_CAPS = frozenset(
 _CONNECTORS = frozenset({"of", "the", "de", "la", "von", "van", "du", "for"})
 
 
+# A response shorter than this is an answer span ("Canberra", "23 May 1990"), not a sentence: it
+# restates nothing of the question and is judged as the question's statement with it in its slot.
+BARE_ANSWER_WORDS = 4
+
+
+def is_bare(response: str) -> bool:
+    """Whether a response is a bare answer span (under BARE_ANSWER_WORDS words)."""
+    return len(response.split()) < BARE_ANSWER_WORDS
+
+
 def normalise(text: str) -> str:
     """Lower case, accents stripped, punctuation as spaces: how spans are compared."""
     text = unicodedata.normalize("NFKD", text)
@@ -208,7 +218,7 @@ def has_kind_asked(question: str, response: str) -> bool:
         patterns = (_NUMBER, _NUMBER_WORD)
     else:
         return True
-    bare = len(response.split()) < 4
+    bare = is_bare(response)
     for pattern in patterns:
         asked = set() if bare else {m.group(0).lower() for m in pattern.finditer(question)}
         if any(m.group(0).lower() not in asked for m in pattern.finditer(response)):
@@ -227,7 +237,7 @@ def answer_relevance(question: str, response: str) -> tuple[float, float]:
     a date or year for "when"), 0.0 when it lacks it, 1.0 when the question asks for no kind.
     An instruction over a given text asks about no name (asked_spans): overlap 1.0."""
     spans = asked_spans(question)
-    bare = len(response.split()) < 4
+    bare = is_bare(response)
     overlap = 1.0
     if spans and not bare:
         said = normalise(response)
@@ -246,7 +256,7 @@ def off_topic(question: str, response: str) -> bool:
     may stand for the question's subject. Nor is an instruction over a given text (asked_spans)."""
     asked = asked_spans(question)
     words = response.split()
-    if not asked or len(words) < 4 or words[0].lower().strip(",") in _PRONOUNS:
+    if not asked or is_bare(response) or words[0].lower().strip(",") in _PRONOUNS:
         return False
     # A name or a list of names with no verb ("Nebraska Cornhuskers women's basketball team.",
     # "In Japan and Hong Kong.") answers a question asking for a name: it is an answer span, not
@@ -309,7 +319,7 @@ def other_relation(question: str, response: str) -> bool:
     Andrew Jaspan found it?" -> "Andrew Jaspan was born on April 20, 1952."). A response naming
     no listed relation ("It started in 2011.") is not judged here, nor an instruction over a
     given text."""
-    if len(response.split()) < 4 or is_instruction(question):
+    if is_bare(response) or is_instruction(question):
         return False
     asked, said = relations(question), relations(response)
     return bool(asked) and bool(said) and not asked & said
@@ -364,7 +374,7 @@ def restates_question(question: str, response: str) -> bool:
     the answer composes from the question's words ("Indooroopilly Shopping Centre" for "which
     shopping centre in Indooroopilly"), and an instruction over a given text."""
     words = response.split()
-    if len(words) < 4 or not _QUESTION.search(question):
+    if is_bare(response) or not _QUESTION.search(question):
         return False  # a claim given to check (FEVER's) is its own response
     if _YES_NO.match(question) or _CHOICE.search(question) or words[0].lower().strip(",.!") in ("yes", "no"):
         return False

@@ -129,11 +129,15 @@ def align(
         )
         for t, verdict, reason, (s, r, o), row in judged
     )
-    verdicts = {i.verdict for i in items}
-    kappa: Kappa = (
-        "conflict" if "conflict" in verdicts else "consistent" if "consistent" in verdicts else "missing"
-    )
-    return Alignment(kappa, items)
+    return Alignment(kappa_of({i.verdict for i in items}), items)
+
+
+def kappa_of(verdicts: set[str]) -> Kappa:
+    """kappa over a response's triple verdicts (at least one triple): any conflict -> conflict;
+    else any consistent -> consistent; else missing."""
+    if "conflict" in verdicts:
+        return "conflict"
+    return "consistent" if "consistent" in verdicts else "missing"
 
 
 def align_text(

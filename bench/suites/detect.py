@@ -31,7 +31,7 @@ import numpy as np
 
 from ragmend.bench.stats import auroc
 from ragmend.corpora.cases import Case
-from ragmend.diagnosis.comparison import check_comparison, settle
+from ragmend.diagnosis.comparison import check_comparison, settle_checks
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, premise_text
 from ragmend.diagnosis.spans import unaddressed
 from ragmend.diagnosis.types import Diagnosis
@@ -298,9 +298,9 @@ def rescore(
         unsupported = p >= threshold or refuted(x, refute_threshold)
         kappa = r.get("kappa", "missing")  # rows from before the graph was recorded: none read
         failure = failure_of(unsupported, r["rule_failure"], kappa, answerable, addresses, x)
-        failure = settle(failure, r.get("comparison"), addresses, len(r["claims"]))
-        if r.get("alternatives") == "disagrees":  # as the diagnoser: only disagreement decides
-            failure = settle(failure, "disagrees", addresses, len(r["claims"]))
+        failure = settle_checks(
+            failure, r.get("comparison"), r.get("alternatives"), addresses, len(r["claims"])
+        )
         out.append({**r, "score": p, "failure": failure})
     return out
 
