@@ -226,6 +226,54 @@ def has_kind_asked(question: str, response: str) -> bool:
     return False
 
 
+_YEAR = re.compile(r"(?<!\d)(1[0-9]{3}|20[0-9]{2})(?!\d)")
+
+
+def other_year(question: str, response: str) -> bool:
+    """The answer dates what the question dated otherwise: the question holds a year as a
+    condition ("what 2016 Punjabi film directed by Smeep Kang?", "born in 1984 and played as a
+    rookie ... in 2007") and does not ask for a time, and the sentence answering it names a year
+    that is not the question's where it names none of the question's ("... Chak De Phatte
+    (2008)."), or puts another year in the question's own words ("born in 1946"). An answer about
+    another film, season or person often shows itself this way first. A choice question's years
+    date its alternatives, not a condition, and a bare answer has no years to compare."""
+    if _EXPECTS_TIME.search(question) or offered_choice(question) is not None or is_bare(response):
+        return False
+    asked = {m.group(0) for m in _YEAR.finditer(question)}
+    said = {m.group(0) for m in _YEAR.finditer(response)}
+    if not asked or not said - asked:
+        return False
+    if not said & asked:
+        return True
+    # A year in the question's own words: the two words before it ("born in").
+    before_asked = {_words_before(question, m.start()) for m in _YEAR.finditer(question)}
+    return any(
+        m.group(0) not in asked and _words_before(response, m.start()) in before_asked
+        for m in _YEAR.finditer(response)
+    )
+
+
+def _words_before(text: str, at: int, n: int = 2) -> tuple[str, ...]:
+    return tuple(w.lower() for w in re.findall(r"[A-Za-z]+", text[:at])[-n:])
+
+
+# A quoted title a relation is placed in: "in \"Baby Driver\"", "in the highly rated comedy-drama
+# television series \"Death in Paradise\"" (up to six words between "in" and the title).
+_IN_TITLE = re.compile(r"\bin\s+(?:[\w'-]+\s+){0,6}?[\"\u201c]([^\"\u201d]{2,80})[\"\u201d]")
+
+
+def other_work(question: str, response: str) -> bool:
+    """The answer places what the question asks in another work: the question asks about a role,
+    a song or a season in one quoted title, the answer states it in another and never names the
+    question's ("What is the profession of Ansel Elgort's character in \"Baby Driver\"?" ->
+    "Ansel Elgort played Tommy Ross in the horror film \"Carrie\"."): an answer about something
+    else that the subject check misses, since it restates the question's person."""
+    asked = [t.strip(" ?.,").lower() for t in _IN_TITLE.findall(question)]
+    said = [t.strip(" ?.,").lower() for t in _IN_TITLE.findall(response)]
+    text = response.lower()
+    return bool(asked and said) and not any(t in text for t in asked) and not any(t in asked for t in said)
+
+
 def answer_relevance(question: str, response: str) -> tuple[float, float]:
     """(entity overlap, type match) of a response to a question.
 
@@ -490,16 +538,18 @@ def _names_unasked(text: str, asked: str) -> bool:
 
 def unaddressed(query: str, response: str) -> OffQuestion | None:
     """What of the question a response does not address: its subject, its relation, the kind of
-    answer asked for, the answers it offered, or anything beyond the question's own words; None
-    when it does."""
+    answer asked for, the year it set, the answers it offered, or anything beyond the question's
+    own words; None when it does."""
     if picked_alternative(query, response) == "neither":
         return "choice"
-    if off_topic(query, response):
+    if off_topic(query, response) or other_work(query, response):
         return "subject"
     if other_relation(query, response):
         return "relation"
     if wrong_kind(query, response):
         return "kind"
+    if other_year(query, response):
+        return "year"
     if restates_question(query, response):
         return "restated"
     return None
@@ -514,22 +564,86 @@ _AND_BOTH = re.compile(
     r"^(?:yes,?\s+|no,?\s+)?(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+(?P<verb>are|were|have|had)\s+both\s+(?P<rest>.+)$",
     re.I,
 )
+# "Yes, A and B are Y.": the answer to "Are A and B Y?" says the same of each without "both"; only
+# after a yes, where the two are names (capitalised) and the predicate is not a relation between
+# them ("... are from the same city", "... were married") nor a negation.
+_YES_AND = re.compile(
+    r"^(?i:yes),?\s+(?P<a>[A-Z].*?)\s+and\s+(?P<b>[A-Z].*?)\s+(?P<verb>are|were)\s+(?P<rest>(?!not\b).+)$"
+)
+_BETWEEN_THEM = re.compile(
+    r"\b(same|together|each other|one another|related|married|siblings|brothers|sisters|partners"
+    r"|connected|similar|different|both|alike|equal)\b",
+    re.I,
+)
 _SINGULAR = {"are": "is", "were": "was", "have": "has", "had": "had", "do": "does", "did": "did"}
+_PARTICLE = re.compile(r"^(?:yes|no),\s+(?=\S+\s+\S+\s+\S+)", re.I)
 
 
 def decompose(claim: str) -> list[str]:
     """A compound claim as the atomic claims it joins ("Both A and B are in Michigan." -> "A is in
     Michigan.", "B is in Michigan."), so each is checked against single passages and none is
-    entailed by two passages read together; any other claim is returned as it is."""
+    entailed by two passages read together; any other claim is returned as it is, less a leading
+    "Yes," or "No," (the clause after it is what is claimed; the NLI model reads the particle as
+    words of the hypothesis)."""
     text = claim.strip()
-    for pattern in (_BOTH, _AND_BOTH):
+    for pattern in (_BOTH, _AND_BOTH, _YES_AND):
         m = pattern.match(text)
-        if m and len(m.group("a").split()) <= 8 and len(m.group("b").split()) <= 8:
-            verb = _SINGULAR[m.group("verb").lower()]
-            rest = m.group("rest").rstrip(". ")
-            rest = re.sub(r"^(?:located\s+)?both\s+", "", rest)
-            return [f"{_cap(m.group(s))} {verb} {rest}." for s in ("a", "b")]
-    return [text]
+        if not m or len(m.group("a").split()) > 8 or len(m.group("b").split()) > 8:
+            continue
+        if pattern is _YES_AND and _BETWEEN_THEM.search(m.group("rest")):
+            continue
+        verb = _SINGULAR[m.group("verb").lower()]
+        rest = m.group("rest").rstrip(". ")
+        rest = re.sub(r"^(?:located\s+)?both\s+", "", rest)
+        if verb in ("is", "was"):
+            rest = singular_predicate(rest)
+        return [f"{_cap(m.group(s))} {verb} {rest}." for s in ("a", "b")]
+    return [_cap(_PARTICLE.sub("", text, count=1))]
+
+
+# Words that end a predicate's noun phrase ("breeds | of dog", "documentaries | about war").
+_NP_END = re.compile(
+    r"\s+(?=(?:of|in|on|at|about|from|for|with|by|that|who|which|based|located|born|known|since)\b)"
+)
+_NOT_NOUN = frozenset(
+    (
+        *("located", "based", "born", "known", "considered", "present", "active", "famous"),
+        *("popular", "made", "found", "situated", "in", "on", "at", "of", "from", "for", "with"),
+        *("by", "about", "into", "near"),
+    )
+)
+
+
+def singular_predicate(rest: str) -> str:
+    """A plural noun predicate made singular for one subject ("professional tennis players" ->
+    "a professional tennis player", "breeds of dog" -> "a breed of dog"), so that "A is
+    professional tennis players." does not read as ungrammatical nonsense to the NLI model (on
+    DEV it called such claims contradicted); anything else ("American", "located in Michigan",
+    "from the United States") is returned as it is."""
+    head, sep, tail = _NP_END.split(rest, maxsplit=1)[0], "", ""
+    if len(head) < len(rest):
+        sep, tail = " ", rest[len(head) :].lstrip()
+    words = head.split()
+    if not words or len(words) > 5 or words[0].lower() in ("a", "an", "the", "not", "all", "both"):
+        return rest
+    if words[0].lower() == "considered" and len(words) > 1:
+        # "considered rock bands" -> "a rock band": what a passage states ("OK Go is an American
+        # rock band"), which the NLI model read as contradicting "is considered a rock band".
+        return singular_predicate(rest.split(None, 1)[1])
+    if words[0].lower() in _NOT_NOUN:
+        return rest
+    noun = words[-1]
+    if not re.fullmatch(r"[a-z][a-z-]*[a-z]s", noun) or noun.endswith(("ss", "us", "is", "ics")):
+        return rest
+    if noun.endswith("ies") and len(noun) > 4:
+        one = noun[:-3] + "y"
+    elif noun.endswith(("ches", "shes", "xes", "sses")):
+        one = noun[:-2]
+    else:
+        one = noun[:-1]
+    phrase = " ".join([*words[:-1], one])
+    article = "an" if phrase[:1].lower() in "aeiou" else "a"
+    return f"{article} {phrase}{sep}{tail}"
 
 
 def _cap(s: str) -> str:

@@ -12,11 +12,20 @@ Stage = Literal["none", "chunking", "retrieval", "reranking", "generation"]
 Mode = Literal["qa", "claim"]
 # What of the question an answer does not address: its subject (an answer about someone else),
 # its relation (born, when asked founded), the kind of answer (no date for "when", no number for
-# "how many"), anything beyond the question's own words (restated), or its support (only passages
-# about something the question does not name entail it).
-OffQuestion = Literal["subject", "relation", "kind", "restated", "support", "choice"]
+# "how many"), the year the question set (an answer dating it otherwise), anything beyond the
+# question's own words (restated), or its support (only passages about something the question
+# does not name entail it).
+OffQuestion = Literal["subject", "relation", "kind", "year", "restated", "support", "choice"]
 
-OFF_QUESTION: tuple[OffQuestion, ...] = ("subject", "relation", "kind", "restated", "support", "choice")
+OFF_QUESTION: tuple[OffQuestion, ...] = (
+    "subject",
+    "relation",
+    "kind",
+    "year",
+    "restated",
+    "support",
+    "choice",
+)
 NLI_STATES: tuple[NLIState, ...] = ("entail", "neutral", "contradict")
 KAPPAS: tuple[Kappa, ...] = ("consistent", "conflict", "missing", "no_triplet")
 FAILURE_TYPES: tuple[FailureType, ...] = ("NoFailure", "WP", "IE", "WR", "LEM")

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragmend.actions.meter import MemorySource
-from ragmend.diagnosis.types import FailureType, Kappa, Mode, NLIState, Stage
+from ragmend.diagnosis.types import FailureType, Kappa, Mode, NLIState, OffQuestion, Stage
 from ragmend.errors import ApiErrorType
 from ragmend.policy.reward import RewardVariant
 from ragmend.policy.types import PolicyKind
@@ -282,11 +282,12 @@ class Diagnosis(BaseModel):
     final_label: str | None = Field(description="the label, or the abstention when the evidence gate closes")
     timings: dict[str, float] = Field(description="seconds per diagnosis step")
     verdict: Verdict | None = Field(description="the calibrated verdict (null: diagnosis.verdict is off)")
-    off_question: Literal["subject", "relation", "kind", "restated", "support", "choice"] | None = Field(
+    off_question: OffQuestion | None = Field(
         default=None,
         description="what of the question the answer does not address (its subject: an answer about "
         "someone else; its relation: born when asked founded; kind: no date when asked when, no "
-        "number when asked how many; restated: it only repeats the question's words; support: only "
+        "number when asked how many; year: it dates otherwise what the question dated, as in a 2008 "
+        "film for a 2016 one; restated: it only repeats the question's words; support: only "
         "passages about something the question does not name support it; choice: it names neither "
         "of the answers the question offers); such an answer is WR. Null: it does",
     )

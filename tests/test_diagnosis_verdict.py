@@ -14,6 +14,7 @@ from ragmend.diagnosis.spans import (
     best_passage_coverage,
     decompose,
     key_spans,
+    singular_predicate,
     span_coverage,
 )
 from ragmend.diagnosis.verdict import (
@@ -90,6 +91,48 @@ def test_compound_claims_are_checked_as_their_atomic_parts() -> None:
         "Scott Derrickson was American.",
     ]
     assert decompose("Paris is the capital of France.") == ["Paris is the capital of France."]
+
+
+def test_a_yes_answer_about_two_names_is_checked_name_by_name_in_grammatical_claims() -> None:
+    # Without "both": the answer to "Are A and B Y?" says Y of each (DEV: passed as one claim
+    # that no window entails or contradicts).
+    assert decompose(
+        "Yes, Brainerd Lakes Regional Airport and Sawyer International Airport are located in Europe."
+    ) == [
+        "Brainerd Lakes Regional Airport is located in Europe.",
+        "Sawyer International Airport is located in Europe.",
+    ]
+    # One subject gets a singular predicate: "Max Mirnyi is professional tennis players." read as
+    # contradicted (0.95) by the passage that says he is one.
+    assert decompose("Yes, both Marc Rosset and Max Mirnyi are professional tennis players.") == [
+        "Marc Rosset is a professional tennis player.",
+        "Max Mirnyi is a professional tennis player.",
+    ]
+    assert decompose("Yes, Affenpinscher and Villanuco de Las Encartaciones are both breeds of dog.") == [
+        "Affenpinscher is a breed of dog.",
+        "Villanuco de Las Encartaciones is a breed of dog.",
+    ]
+    assert decompose("Yes, both Yangzhou and Jiangyan District are coastal cities.")[0] == (
+        "Yangzhou is a coastal city."
+    )
+    assert decompose("Yes, John le Carré and Tim Winton are novelists.")[1] == "Tim Winton is a novelist."
+    considered = decompose("Yes, Distortion Mirrors and OK Go are considered rock bands.")
+    assert considered[1] == "OK Go is a rock band."
+    assert singular_predicate("from the United States") == "from the United States"
+    assert singular_predicate("American") == "American"
+    assert singular_predicate("located in Michigan") == "located in Michigan"
+    # A relation between the two, or a denial, is one claim: it cannot be split name by name.
+    for claim in (
+        "Yes, Tom Hanks and Rita Wilson were married in 1988.",
+        "Yes, Ecballium and Elatostema are in the same family.",
+        "No, Goo Goo Dolls and Echosmith were not formed in the same city.",
+    ):
+        assert len(decompose(claim)) == 1, claim
+    # The answer particle is no part of the claim.
+    claim = "Madame Figaro is published in France."
+    assert decompose(f"Yes, {claim}") == [claim]
+    assert decompose("No, they were not connected with Disney.") == ["They were not connected with Disney."]
+    assert decompose("No.") == ["No."]
 
 
 def test_linear_score_ignores_unknown_features_and_fills_neutral_ones() -> None:
@@ -346,6 +389,59 @@ def test_an_answer_in_the_questions_own_words_answers_nothing() -> None:
     # A claim given to check is judged as its own response (claim mode, FEVER): it asks nothing.
     claim = "Nikolaj Coster-Waldau worked with the Fox Broadcasting Company."
     assert unaddressed(claim, claim) is None
+
+
+def test_an_answer_dating_otherwise_what_the_question_dated_is_off_the_question() -> None:
+    from ragmend.diagnosis.spans import unaddressed
+
+    # DEV answers the diagnosis passed: another film, another player.
+    for question, response in [
+        (
+            "The actor that played Gutthi on Comedy nights with Kapil Show also starred in what 2016 "
+            "Punjabi film directed by Smeep Kang?",
+            "Smeep Kang directed the Punjabi comedy film Chak De Phatte (2008).",
+        ),
+        (
+            "Which professional baseball player was born in 1984 and played as a rookie for the Los "
+            "Angeles Dogers in 2007?",
+            'Reginald Martinez "Reggie" Jackson was born in 1946 and played as a rookie for the Kansas '
+            "City / Oakland Athletics in 2007.",
+        ),
+    ]:
+        assert unaddressed(question, response) == "year", response
+    for question, response in [
+        # The question's year kept, another added elsewhere.
+        (
+            "Which film directed by Smeep Kang was released in 2016?",
+            "Smeep Kang directed Vaisakhi List, released in 2016 and remade in 2019.",
+        ),
+        # Asked for a time: any year may answer it.
+        ("In what year was the university founded where he taught in 1950?", "It was founded in 1755."),
+        # A choice question's years date its alternatives.
+        (
+            "Which film was Oscar nominated, LaLee's Kin or Gimme Shelter, the 1970 Rolling Stones "
+            "documentary?",
+            "LaLee's Kin: The Legacy of Cotton is the 2001 American documentary film.",
+        ),
+        # A bare answer, and an answer with no year.
+        ("What 2016 Punjabi film did Smeep Kang direct?", "Vaisakhi List"),
+        ("What 2016 Punjabi film did Smeep Kang direct?", "Smeep Kang directed Vaisakhi List."),
+    ]:
+        assert unaddressed(question, response) is None, response
+
+
+def test_an_answer_placing_the_asked_relation_in_another_work_is_about_something_else() -> None:
+    from ragmend.diagnosis.spans import other_work, unaddressed
+
+    question = 'What is the profession of Ansel Elgort\'s character in "Baby Driver"?'
+    assert unaddressed(question, 'Ansel Elgort played Tommy Ross in the horror film "Carrie".') == "subject"
+    assert unaddressed(question, 'Ansel Elgort plays a getaway driver in "Baby Driver".') is None
+    # A title named otherwise than "in ..." is not placed in another work.
+    assert not other_work(
+        "When was the novella written whose film adaptation was played during the Christmas season of "
+        '"Afternoon movie" and contained the character of Ebenezer Scrooge?',
+        'The novella "A Christmas Carol" was written in 1843.',
+    )
 
 
 def test_a_passage_is_about_the_question_when_it_names_it_or_is_led_to() -> None:

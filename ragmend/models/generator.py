@@ -23,6 +23,7 @@ from ragmend.errors import GeneratorError, GeneratorTimeout, ModelUnavailable
 from ragmend.models import bundled
 from ragmend.models.generation import Generation, Purpose, TokenCount
 from ragmend.models.generation_cache import GenerationCache, cache_key
+from ragmend.models.loop_guard import LoopGuard
 from ragmend.models.runtime import prepare_libraries
 from ragmend.settings import GeneratorSettings, Settings
 
@@ -63,12 +64,14 @@ class LocalGGUF:
     ) -> dict[str, Any]:
         """One chat completion. With `timeout_s`, raises LocalTimeout once it has passed, counted
         from the call (the wait for the lock included); see `_deadline_processor` for how."""
-        with self._generating(params, timeout_s) as (kwargs, recorder):
+        with self._generating(params, timeout_s) as (kwargs, recorder, guard):
             # llama-cpp types messages as its own TypedDicts; ours are the same role/content
             # dicts. Not streamed: it returns one completion dict (its stubs type the union).
             out = cast(
                 dict[str, Any], self._llm.create_chat_completion(messages=cast(Any, messages), **kwargs)
             )
+        message = out["choices"][0]["message"]
+        message["content"] = guard.trim(message.get("content") or "")
         # In the OpenAI shape, which litellm carries through and Generator reads for any engine.
         tokens: list[dict[str, Any]] = [
             {"token": "", "logprob": lp, "bytes": None, "top_logprobs": []} for lp in recorder.values
@@ -81,8 +84,9 @@ class LocalGGUF:
     ) -> Iterator[dict[str, Any]]:
         """One chat completion as it is generated: a GenericStreamingChunk (litellm's custom
         provider shape) per piece of text, the last one finished with the usage and the tokens'
-        log-probabilities. The model stays locked until the stream is drained or closed."""
-        with self._generating(params, timeout_s) as (kwargs, recorder):
+        log-probabilities. The model stays locked until the stream is drained or closed. A loop
+        (LoopGuard) ends the stream after its copies were sent: sent text is not taken back."""
+        with self._generating(params, timeout_s) as (kwargs, recorder, _):
             finish = "stop"
             pieces = self._llm.create_chat_completion(messages=cast(Any, messages), stream=True, **kwargs)
             for chunk in cast(Iterator[dict[str, Any]], pieces):
@@ -108,10 +112,10 @@ class LocalGGUF:
     @contextmanager
     def _generating(
         self, params: dict[str, Any], timeout_s: float | None
-    ) -> Iterator[tuple[dict[str, Any], TokenLogprobs]]:
+    ) -> Iterator[tuple[dict[str, Any], TokenLogprobs, LoopGuard]]:
         """The model locked for one generation, with its sampling arguments, the log-probability
-        recorder and, with `timeout_s`, the deadline (LocalTimeout once it passed, counted from
-        the call: the wait for the lock included)."""
+        recorder, the loop guard and, with `timeout_s`, the deadline (LocalTimeout once it
+        passed, counted from the call: the wait for the lock included)."""
         from llama_cpp import LogitsProcessorList
 
         kwargs: dict[str, Any] = {
@@ -127,16 +131,20 @@ class LocalGGUF:
             raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)")
         expired: list[bool] = []
         recorder = TokenLogprobs()
-        processors: list[Any] = [recorder]
+        guard = LoopGuard(self._llm.token_eos(), self._detokenize)
+        processors: list[Any] = [recorder, guard]  # the recorder first: it reads the raw logits
         if deadline is not None:
             processors.append(self._deadline_processor(deadline, expired))
         kwargs["logits_processor"] = LogitsProcessorList(processors)
         try:
-            yield kwargs, recorder
+            yield kwargs, recorder, guard
         finally:
             self._lock.release()
         if expired:
             raise LocalTimeout(f"generation ran past {timeout_s:g} s")
+
+    def _detokenize(self, tokens: list[int]) -> str:
+        return self._llm.detokenize(tokens).decode("utf-8", errors="ignore")
 
     def _deadline_processor(self, deadline: float, expired: list[bool]) -> Any:
         """A logits processor that forces end-of-sequence once `deadline` has passed.
