@@ -160,7 +160,8 @@ def print_outcome(outcome: Any, policy: Any = "annotate", citations: bool = True
     from ragmend.engine.presentation import present
 
     answer, diagnosis = outcome.answer, outcome.diagnosis
-    shown = present(answer.response, diagnosis, [(p.id, p.title) for p in answer.evidence], policy, citations)
+    evidence = [(p.id, p.title) for p in answer.evidence]
+    shown = present(answer.response, diagnosis, evidence, policy, citations, query=answer.query)
     out.print(f"[bold]{escape(shown.text)}[/]\n")
     table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)
     for i, p in enumerate(answer.evidence, start=1):

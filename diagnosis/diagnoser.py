@@ -149,7 +149,7 @@ def premise_text(p: EvidencePassage) -> str:
 def response_claims(query: str, response: str, max_claims: int, bare: bool | None = None) -> list[str]:
     """The claims a response to a question is judged by: its sentences, none for an abstention.
     `bare`: whether it is a bare answer span (None: spans.is_bare)."""
-    claims = [] if is_abstention(response) else split_claims(response, max_claims)
+    claims = [] if is_abstention(response) else split_claims(response, max_claims, keep=query)
     if bare is None:
         bare = is_bare(response)
     if claims and bare:

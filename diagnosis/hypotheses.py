@@ -31,28 +31,44 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\s*\n\s*")
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*\u2022]|\d{1,2}[.)])[ \t]+")
 # A citation marker, "[1]" or "[1, 2]", with the space before it: a generator's or ragmend's own.
 CITATION_MARK = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
-_ABBREVIATION_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Inc|Ltd|Co|vs|No|Mt|Ft|U\.S))\.$")
+# Titles, ranks, volumes and months are abbreviated before what they name: "Guardians of the
+# Galaxy Vol. 2" is one sentence (it was cited as "Vol.[5] 2").
+_ABBREVIATION_END = re.compile(
+    r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Inc|Ltd|Co|Corp|Bros|vs|No|Nos|Mt|Ft|U\.S|Vol|Vols|Op|Pt|Ch"
+    r"|Fig|Gen|Gov|Sen|Rep|Col|Capt|Lt|Sgt|Cpl|Adm|Prof|Rev|Hon|Ave|Blvd|Dept|Univ|Jan|Feb|Mar|Apr|Jun"
+    r"|Jul|Aug|Sep|Sept|Oct|Nov|Dec|approx|ca|cf|pp|e\.g|i\.e))\.$"
+)
 _PARTICIPLES = frozenset({"born", "built", "made", "held", "written", "known", "found", "shot", "set", "run"})
 _AUX = r"(is|was|are|were|has|had|have|will|can|could|should|would)"
 
 
-def split_sentences(text: str) -> list[str]:
+def split_sentences(text: str, keep: str = "") -> list[str]:
     """The sentences of a text: split after . ! ? before a capital, digit or quote, and at line
-    breaks, but not after an initial or a common abbreviation."""
+    breaks, but not after an initial or a common abbreviation, nor where the words on both sides
+    of the break stand together in `keep` (the question: a name with full stops in it, "the
+    magazine Sam Duckworth got his name Get Cape. Wear Cape. Fly from", is one span)."""
+    kept = " ".join(keep.split()).lower()
     parts: list[str] = []
     for piece in (p.strip() for p in _SENTENCE_END.split(text)):
-        if parts and _ABBREVIATION_END.search(parts[-1]):
+        if parts and (_ABBREVIATION_END.search(parts[-1]) or _held_together(parts[-1], piece, kept)):
             parts[-1] = f"{parts[-1]} {piece}"  # "J. D. Fetzer", "Dr. No": not a sentence end
         elif piece:
             parts.append(piece)
     return parts
 
 
-def split_claims(text: str, max_claims: int = 8) -> list[str]:
+def _held_together(before: str, after: str, kept: str) -> bool:
+    if not kept or not after:
+        return False
+    return " ".join([*before.split()[-2:], *after.split()[:2]]).lower() in kept
+
+
+def split_claims(text: str, max_claims: int = 8, keep: str = "") -> list[str]:
     """Sentences of a response, without citations like [1], list markers and empty fragments.
-    A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing."""
+    A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing.
+    `keep`: the question, whose spans are not split (split_sentences)."""
     text = _LIST_MARKER.sub("", CITATION_MARK.sub("", text)).strip()
-    claims = [p for p in split_sentences(text) if not p.endswith(":")]
+    claims = [p for p in split_sentences(text, keep) if not p.endswith(":")]
     return [p for p in claims if len(p.split()) >= 2 or any(c.isdigit() for c in p)][:max_claims] or (
         [text] if text else []
     )

@@ -51,14 +51,19 @@ class Presented:
 
 
 def cite(
-    response: str, diagnosis: Diagnosis, evidence_ids: Sequence[str], joint_passages: int = 2
+    response: str,
+    diagnosis: Diagnosis,
+    evidence_ids: Sequence[str],
+    joint_passages: int = 2,
+    query: str = "",
 ) -> tuple[CitedSentence, ...]:
-    """Each sentence of the response with the passages supporting it, by the diagnosis' claims."""
+    """Each sentence of the response with the passages supporting it, by the diagnosis' claims
+    (`query`: the question the claims were split against, as the diagnoser splits them)."""
     if diagnosis.mode != "qa" or is_abstention(response):
         return ()
     claims = {v.hypothesis: v for v in diagnosis.e_r.hypotheses}
     number = {pid: n for n, pid in enumerate(evidence_ids, start=1)}
-    sentences = split_claims(response, MAX_SENTENCES)
+    sentences = split_claims(response, MAX_SENTENCES, keep=query)
     if len(sentences) == 1 and len(diagnosis.e_r.hypotheses) == 1:
         # A bare answer is judged as the question's statement: that verdict is the sentence's.
         only = diagnosis.e_r.hypotheses[0]
@@ -94,9 +99,10 @@ def present(
     evidence: Sequence[tuple[str, str]],
     policy: AnswerPolicy = "annotate",
     citations: bool = True,
+    query: str = "",
 ) -> Presented:
     """The text the user reads for a final answer and its diagnosis (`evidence`: each passage's
-    id and title, in the reply's order)."""
+    id and title, in the reply's order; `query`: the question the answer was diagnosed against)."""
     if diagnosis is None:
         return Presented(response, (), None)
     if diagnosis.mode == "claim":
@@ -105,7 +111,7 @@ def present(
         if label and diagnosis.label and label != diagnosis.label:
             return Presented(f"{label}: {NOT_VERIFIED}", (), "gated")
         return Presented(response, (), None)
-    sentences = cite(response, diagnosis, [pid for pid, _ in evidence])
+    sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     failed = diagnosis.failed
     if failed and policy == "abstain":
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain")

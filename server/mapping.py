@@ -303,7 +303,7 @@ def answer_response(
     """The body for an engine outcome; its `answer` is what the user reads (engine/presentation.py)."""
     result = outcome.answer
     evidence = [(p.id, p.title) for p in result.evidence]
-    shown = present(result.response, outcome.diagnosis, evidence, policy, citations)
+    shown = present(result.response, outcome.diagnosis, evidence, policy, citations, query=result.query)
     return api.AnswerResponse(
         query=result.query,
         answer=shown.text,

@@ -125,6 +125,20 @@ def test_claims_and_labels() -> None:
         "It was founded by J. D. Fetzer in 1965.",
         "Dr. No is a film.",
     ]
+    # A volume, a rank, a month: "Vol. 2" was split, and the citation went between them.
+    assert split_claims('Gunn directed "Guardians of the Galaxy Vol. 2". Gen. Lee left on Apr. 9, 1865.') == [
+        'Gunn directed "Guardians of the Galaxy Vol. 2".',
+        "Gen. Lee left on Apr. 9, 1865.",
+    ]
+    # A name with full stops in it, as the question spells it, is not split (a sample question's
+    # answer was cited "Get Cape.[3] Wear Cape.[1] Fly from ...").
+    question = "When was the magazine Sam Duckworth got his name Get Cape. Wear Cape. Fly from launched?"
+    answer = "Sam Duckworth got his name Get Cape. Wear Cape. Fly from Retro Gamer magazine. It is British."
+    assert split_claims(answer, keep=question) == [
+        "Sam Duckworth got his name Get Cape. Wear Cape. Fly from Retro Gamer magazine.",
+        "It is British.",
+    ]
+    assert len(split_claims(answer)) == 4
     # Lines are claims of their own; a lead-in line and list markers are not part of any claim.
     overview = "Here is an overview of the cafe:\n\nIt opens at 8 am.\n- It has WiFi\n2. Parking is free."
     assert split_claims(overview) == ["It opens at 8 am.", "It has WiFi", "Parking is free."]
