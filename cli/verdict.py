@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,6 +16,18 @@ verdict_app = typer.Typer(
     no_args_is_help=True,
 )
 DEFAULT_WORKDIR = Path("var/detect")
+
+
+def _refreshed(exs: Any, cases: Any, max_claims: int) -> Any:
+    """The recorded examples with today's text features; examples that no longer match their
+    cases (recorded under another claim splitter) are the user's to record again, not a crash."""
+    from ragmend.errors import InputError
+    from ragmend.train.verdict import refresh_text_features
+
+    try:
+        return refresh_text_features(exs, cases, max_claims)
+    except ValueError as e:
+        raise InputError(str(e)) from None
 
 
 @verdict_app.command("fit")
@@ -47,7 +59,7 @@ def verdict_fit(
     from ragmend.engine import Engine
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_text
-    from ragmend.train.verdict import Example, examples, fit_verdict, refresh_text_features
+    from ragmend.train.verdict import Example, examples, fit_verdict
 
     saved = workdir / "verdict-examples-dev.jsonl"
 
@@ -62,7 +74,7 @@ def verdict_fit(
             # Text features (novelty, ...) as today's diagnoser computes them: no NLI runs again.
             ws = unanswerable_workspace(workdir, data_root)
             by_id = recorded_cases(ws, data_root, "dev", sorted({ex.set for ex in exs}))
-            exs = refresh_text_features(exs, by_id, base.diagnosis.max_claims)
+            exs = _refreshed(exs, by_id, base.diagnosis.max_claims)
         else:
             ws = unanswerable_workspace(workdir, data_root)
             ws.prepare()
@@ -114,7 +126,7 @@ def verdict_cv(
     from ragmend.bench.suites.verdict_cv import cross_validate
     from ragmend.corpora.readers import read_jsonl
     from ragmend.errors import InputError
-    from ragmend.train.verdict import Example, refresh_text_features
+    from ragmend.train.verdict import Example
 
     def work() -> None:
         saved = workdir / "verdict-examples-dev.jsonl"
@@ -126,7 +138,7 @@ def verdict_cv(
         by_id = recorded_cases(
             unanswerable_workspace(workdir, data_root), data_root, "dev", sorted({ex.set for ex in exs})
         )
-        exs = refresh_text_features(exs, by_id, settings().diagnosis.max_claims)
+        exs = _refreshed(exs, by_id, settings().diagnosis.max_claims)
         show(cross_validate(exs, by_id, folds), as_json)
 
     run(work)

@@ -69,6 +69,39 @@ def test_bench_detect_aligns_with_a_graph_only_the_generated_answers(tmp_path: P
     assert result.exit_code == 2 and "--sets hotpotqa,unanswerable" in result.output.replace("\n", "")
 
 
+def test_verdict_cv_over_examples_recorded_by_another_claim_splitter_exits_2(tmp_path: Path) -> None:
+    from ragmend.corpora.cases import Case
+    from ragmend.train.verdict import Example
+
+    # An answer recorded as two claims that today's splitter reads as one sentence.
+    case = Case("hotpotqa", "answerable", "q1", "dev", "Who wrote it?", (), "Gen. Lee wrote it.", True, True)
+    example = Example(
+        "hotpotqa",
+        "answerable",
+        True,
+        {"relevance": 1.0},
+        ({"entail": 0.1}, {"entail": 0.2}),
+        (True, True),
+        "q1",
+    )
+    (tmp_path / "answers-dev.jsonl").write_text(json.dumps(case.as_json()) + "\n")
+    (tmp_path / "verdict-examples-dev.jsonl").write_text(json.dumps(example.as_json()) + "\n")
+    args = [
+        "--data-dir",
+        str(tmp_path),
+        "verdict",
+        "cv",
+        "--workdir",
+        str(tmp_path),
+        "--data-root",
+        str(tmp_path),
+    ]
+    result = runner.invoke(app, args)
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2 and "2 claims recorded, 1 split today" in output, result.output
+    assert "ragmend verdict fit" in output
+
+
 def test_eval_unknown_suite_and_missing_ragtruth_exit_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--data-dir", str(tmp_path), "eval", "--suite", "nope"])
     assert result.exit_code == 2 and "paper, poison, ragtruth" in result.output

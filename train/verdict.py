@@ -124,7 +124,8 @@ def refresh_text_features(
         if len(texts) != len(ex.claims):
             raise ValueError(
                 f"example {ex.set}/{ex.id}: {len(ex.claims)} claims recorded, {len(texts)} split "
-                "today (another max_claims or claim splitter): run without --reuse"
+                "today (another max_claims or claim splitter): record the examples again with "
+                "`ragmend verdict fit --out FILE` (without --reuse)"
             )
         fresh, fresh_claims = case_text_features(case.query, case.passages, case.response, texts)
         claims = tuple({**c, **_rounded(f)} for c, f in zip(ex.claims, fresh_claims, strict=True))
