@@ -620,9 +620,8 @@ def singular_predicate(rest: str) -> str:
     professional tennis players." does not read as ungrammatical nonsense to the NLI model (on
     DEV it called such claims contradicted); anything else ("American", "located in Michigan",
     "from the United States") is returned as it is."""
-    head, sep, tail = _NP_END.split(rest, maxsplit=1)[0], "", ""
-    if len(head) < len(rest):
-        sep, tail = " ", rest[len(head) :].lstrip()
+    head = _NP_END.split(rest, maxsplit=1)[0]
+    tail = rest[len(head) :]  # " of dog", with the space before it; "" when the phrase is all
     words = head.split()
     if not words or len(words) > 5 or words[0].lower() in ("a", "an", "the", "not", "all", "both"):
         return rest
@@ -643,7 +642,7 @@ def singular_predicate(rest: str) -> str:
         one = noun[:-1]
     phrase = " ".join([*words[:-1], one])
     article = "an" if phrase[:1].lower() in "aeiou" else "a"
-    return f"{article} {phrase}{sep}{tail}"
+    return f"{article} {phrase}{tail}"
 
 
 def _cap(s: str) -> str:
