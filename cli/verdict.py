@@ -204,7 +204,7 @@ def verdict_score(
         )
         result = summaries(
             {
-                k: rescore(v, model, d.relevance_threshold, cases, d.refute_threshold)
+                k: rescore(v, model, d.relevance_threshold, cases, d.refute_threshold, d.support_floor)
                 for k, v in by_set.items()
             }
         )
@@ -213,6 +213,7 @@ def verdict_score(
             "rows": [str(p) for p in rows],
             "threshold": model.threshold,
             "refute_threshold": d.refute_threshold,
+            "support_floor": d.support_floor,
             "text_features": "computed afresh from the cases" if refresh else "as recorded",
         }
         if doc:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from ragmend.diagnosis.spans import key_spans, normalise, offered_choice, picked_alternative
+from ragmend.diagnosis.spans import key_spans, names_unasked, normalise, offered_choice, picked_alternative
 from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, FailureType, Outcome
 
 # A name -> the corpus's passages (title, text) titled by it (title_key): each document's opening
@@ -223,20 +223,28 @@ def _answer_direction(response: str) -> Direction | None:
 
 
 def settle(
-    failure: FailureType, outcome: Outcome | None, addresses_question: bool, claims: int
+    failure: FailureType, outcome: Outcome | None, addresses_question: bool, only_the_pick: bool
 ) -> FailureType:
     """The failure once the comparison is checked (`outcome` None: no comparison): dates that
     pick the other alternative make the answer WR whatever the text scores say; dates that pick
-    the same one make a one-claim answer that addresses the question NoFailure (the comparison is
-    the whole answer, and it is what the passages say). A conflict with the knowledge graph (WP)
-    stands either way."""
+    the same one make an answer that addresses the question and is only the pick (one claim,
+    naming nothing the question does not: `only_the_pick`) NoFailure, since the comparison is the
+    whole answer and it is what the passages say. An answer that claims more ("Aleksandr
+    Ivanovsky was born 7 August 1952.": the right pick, a date a passage gives for someone else)
+    keeps the failure its claims have. A conflict with the knowledge graph (WP) stands either way."""
     if outcome is None or failure == "WP":
         return failure
     if outcome == "disagrees":
         return "WR"
-    if outcome == "agrees" and addresses_question and claims <= 1:
+    if outcome == "agrees" and addresses_question and only_the_pick:
         return "NoFailure"
     return failure
+
+
+def only_the_pick(query: str, claims: Sequence[str]) -> bool:
+    """An answer that is its pick alone: at most one claim, naming nothing the question does not
+    (a number aside: "born first, in 1881")."""
+    return len(claims) <= 1 and not any(names_unasked(c, normalise(query)) for c in claims)
 
 
 def settle_checks(
@@ -244,12 +252,12 @@ def settle_checks(
     comparison: Outcome | None,
     alternatives: Outcome | None,
     addresses_question: bool,
-    claims: int,
+    only_the_pick: bool,
 ) -> FailureType:
     """The failure once both checks of an answer's pick are read: a comparison in time (`settle`)
     and a choice of attribute (alternatives.py), of which only disagreement decides: where the
     passages agree with the pick, the claim's own support has already spoken."""
-    failure = settle(failure, comparison, addresses_question, claims)
+    failure = settle(failure, comparison, addresses_question, only_the_pick)
     if alternatives == "disagrees":
-        failure = settle(failure, "disagrees", addresses_question, claims)
+        failure = settle(failure, "disagrees", addresses_question, only_the_pick)
     return failure

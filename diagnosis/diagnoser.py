@@ -22,7 +22,7 @@ from ragmend.diagnosis.alternatives import (
     without_echo,
 )
 from ragmend.diagnosis.answerability import AnswerabilityModel, answerability_features
-from ragmend.diagnosis.comparison import TitleLookup, check_comparison, settle_checks
+from ragmend.diagnosis.comparison import TitleLookup, check_comparison, only_the_pick, settle_checks
 from ragmend.diagnosis.egc import egc_features
 from ragmend.diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label
 from ragmend.diagnosis.hypotheses import (
@@ -36,10 +36,13 @@ from ragmend.diagnosis.hypotheses import (
 from ragmend.diagnosis.kg_crosscheck import crosscheck
 from ragmend.diagnosis.spans import (
     anchored_passages,
+    asks_question,
     best_passage_coverage,
     content_words,
     decompose,
     is_bare,
+    key_spans,
+    names_any,
     span_coverage,
     unaddressed,
 )
@@ -60,8 +63,8 @@ from ragmend.diagnosis.verdict import (
     claim_features,
     claim_text_features,
     failure_of,
-    refuted,
     text_features,
+    unsupported_by,
 )
 
 
@@ -132,6 +135,14 @@ class DiagnosisOptions:
     # A claim contradicted at this probability (and entailed less) makes the answer unsupported
     # whatever its P(unsupported) (verdict.refuted); None: the score alone decides.
     refute_threshold: float | None = None
+    # A window that names none of a claim's names and numbers cannot contradict it: its
+    # contradiction is read as neutral. The NLI model learned from SNLI's captions that another
+    # subject is a contradiction ("Marc Rosset is a professional tennis player." contradicted at
+    # 0.96 by a window about Mariaan de Swardt); entailment is left as the model reads it.
+    contradiction_needs_name: bool = True
+    # An answer to a question none of whose claims a window entails at this probability is
+    # unsupported whatever its P(unsupported) (verdict.unbacked); None: the score alone decides.
+    support_floor: float | None = None
     # With a verdict, e_q is answerability: a passage whose cross-encoder relevance reaches
     # thresholds.relevance; without a reranker, one naming answerable_coverage of the question's
     # names and numbers. An unsupported answer to an unanswerable question is IE, not WR.
@@ -355,11 +366,14 @@ class Diagnoser:
         row = 0
         for h, idx in zip(hypotheses, chosen, strict=True):
             best: dict[str, PassageScores] = {}
+            names = key_spans(h) if o.contradiction_needs_name else []
             for i in idx:
                 assert batch is not None  # a premise and a hypothesis made a pair
                 pid = premises[i][0]
                 k = slot[pairs[row]]
                 e, n, c = (float(x) for x in batch.probs[k])
+                if pid != "joint" and not names_any(names, premises[i][1]):
+                    n, c = n + c, 0.0
                 s = PassageScores(pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[k])
                 row += 1
                 if pid not in best or _decisive(s) > _decisive(best[pid]):
@@ -457,7 +471,7 @@ class Diagnoser:
             comparison.outcome if comparison else None,
             alternatives.outcome if alternatives else None,
             off_question is None,
-            len(claims),
+            only_the_pick(query, claims),
         )
         doc_ids = [p.doc_id for p in passages]
         truncated = any(s.truncated for v in verdicts for s in v.scores if s.passage != "joint")
@@ -520,7 +534,17 @@ class Diagnoser:
         claims = [claim_features(v, evidence, query, response) for v in e_r.hypotheses]
         p_claims = [model.claim.probability(x) for x in claims]
         features = answer_features(
-            query, response, evidence, claims, p_claims, e_q.support, egc, q_sims, relevance, token_logprobs
+            query,
+            response,
+            evidence,
+            claims,
+            p_claims,
+            e_q.support,
+            egc,
+            q_sims,
+            relevance,
+            token_logprobs,
+            question=asks_question(query),
         )
         p, fitted_threshold = model.score(features, claims)
         threshold = self.options.unsupported_threshold or fitted_threshold
@@ -528,13 +552,10 @@ class Diagnoser:
         scored = tuple(
             replace(v, p_unsupported=round(p_c, 4)) for v, p_c in zip(e_r.hypotheses, p_claims, strict=True)
         )
+        o = self.options
+        why = unsupported_by(p, threshold, features, o.refute_threshold, o.support_floor)
         verdict = Verdict(
-            round(p, 4),
-            threshold,
-            p >= threshold or refuted(features, self.options.refute_threshold),
-            "NoFailure",
-            rounded,
-            model.profile_for(features),
+            round(p, 4), threshold, bool(why), "NoFailure", rounded, model.profile_for(features), why
         )
         return replace(e_r, hypotheses=scored), verdict
 

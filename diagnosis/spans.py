@@ -122,6 +122,14 @@ def _found(span: str, haystack: str) -> bool:
     return hits >= max(2, (len(words) * 2 + 2) // 3)  # "Gerald Ford Airport" for the full name
 
 
+def names_any(spans: Sequence[str], text: str) -> bool:
+    """Whether `text` names one of `spans` (key_spans of a claim), or there is none to name."""
+    if not spans:
+        return True
+    haystack = normalise(text)
+    return any(_found(s, haystack) for s in spans)
+
+
 def span_coverage(text: str, evidence: Sequence[str], exclude: str = "") -> float | None:
     """The share of `text`'s key spans that occur in the evidence (spans also in `exclude`, the
     question, are left out: restating the question asserts nothing new). None: no key span."""
@@ -412,6 +420,12 @@ _CHOICE = re.compile(r"\bor\b", re.I)
 _POSSESSIVE = re.compile(r"['\u2019]s\b")
 
 
+def asks_question(query: str) -> bool:
+    """The request asks a question (a question mark, or a question word first), and is no task
+    over a text it gives."""
+    return bool(_QUESTION.search(query)) and not is_instruction(query)
+
+
 def restates_question(question: str, response: str) -> bool:
     """The response only restates the question: a sentence whose every content word the question
     already holds and which names nothing the question does not ("... represented what public
@@ -525,13 +539,13 @@ def picked_alternative(question: str, response: str) -> int | Literal["neither"]
         # Richards." does not choose between Nicki Minaj and Meg Ryan.
         other = choice.alternatives[1 - pick]
         names_other = any(_names_alternative(other, compared, lo) is not None for lo in (False, True))
-        if compared and not names_other and _names_unasked(response.split(" than ", 1)[-1], asked):
+        if compared and not names_other and names_unasked(response.split(" than ", 1)[-1], asked):
             return "neither"
         return pick
-    return "neither" if _names_unasked(response, asked) else None
+    return "neither" if names_unasked(response, asked) else None
 
 
-def _names_unasked(text: str, asked: str) -> bool:
+def names_unasked(text: str, asked: str) -> bool:
     """The text names something (not a number) that the normalised question does not."""
     return any(not _NUMBER.fullmatch(s) and not _found(s, asked) for s in key_spans(text))
 

@@ -36,12 +36,13 @@ import ragmend
 from ragmend.diagnosis.spans import (
     answer_relevance,
     best_passage_coverage,
+    names_unasked,
     normalise,
     novel_words,
     offered_choice,
     span_coverage,
 )
-from ragmend.diagnosis.types import FailureType, HypothesisVerdict, Kappa
+from ragmend.diagnosis.types import FailureType, HypothesisVerdict, Kappa, UnsupportedBy
 from ragmend.errors import ConfigError
 from ragmend.fileio import atomic_write_text
 from ragmend.logistic import Logistic, fit_logistic
@@ -293,12 +294,15 @@ def claim_text_features(claim: str, evidence: Sequence[str], query: str, respons
     """A claim's novelty: the share of its content words the evidence never says, and how many
     (log1p). A hallucinated sentence is often one that adds words (RAGTruth's "baseless info").
     And `choice`: whether it answers a question offering two alternatives ("Who is younger, A or
-    B?"), whose claim ("B is younger than A") no single window can settle (`refutation`)."""
+    B?") with nothing the question does not name, a claim ("B is younger than A") no single
+    window can settle (`refutation`, `backing`). One that names more ("Aleksandr Ivanovsky was
+    born 7 August 1952.", a date a passage gives for someone else) a window can settle."""
     share, count = novel_words(claim, evidence, exclude=_restated(query, response))
+    choice = offered_choice(query) is not None and not names_unasked(claim, normalise(query))
     return {
         "novel_share": share,
         "novel_count": float(np.log1p(count)),
-        "choice": float(offered_choice(query) is not None),
+        "choice": float(choice),
     }
 
 
@@ -313,11 +317,13 @@ def answer_features(
     q_sims: np.ndarray,
     relevance: np.ndarray | None = None,
     token_logprobs: Sequence[float] | None = None,
+    question: bool = False,
 ) -> dict[str, float]:
     """Every answer-level signal by name (ANSWER_FEATURES), from the claims' features and
     probabilities and the request's other signals (`relevance`: each passage's cross-encoder
     probability of answering the question, where a reranker is loaded; `token_logprobs`: the
-    generator's log-probability of each answer token, where its engine reports them)."""
+    generator's log-probability of each answer token, where its engine reports them; `question`:
+    the request asks a question, whose answer's `backing` is then recorded)."""
     support = [max(x["entail"], x["joint_entail"]) for x in claims]
     overlap, kind = answer_relevance(query, response)
     covered = best_passage_coverage(query, evidence)
@@ -341,6 +347,8 @@ def answer_features(
     features.update(text_features(query, response, evidence))
     if relevance is not None and len(relevance):
         features["relevance"] = float(np.max(relevance))
+    if question and not features.get("restates_query"):  # not a claim given to check
+        features["backing"] = backing(claims)
     if token_logprobs:
         # The generator's confidence: its mean per-token log-probability, and its least sure
         # token (a guessed name is often one uncertain token in an otherwise fluent sentence).
@@ -461,6 +469,58 @@ def refuted(features: Mapping[str, float], refute_at: float | None) -> bool:
     relevance): "Yes, both Elko ... and Gerald R. Ford ... are in Michigan" scored 0.08 although
     the Elko passage contradicts it at 0.86. None: the score alone decides."""
     return refute_at is not None and features.get("refuted", 0.0) >= refute_at
+
+
+def backing(claims: Sequence[Mapping[str, float]]) -> float:
+    """The best support (P(entailment) of one window, or of the joint premise where it may
+    bridge) of any claim one passage could settle: a claim choosing between two alternatives is
+    left out, as in `refutation`. 1 when no claim is left (an abstention is judged apart)."""
+    return max(
+        (max(c["entail"], c.get("joint_entail", 0.0)) for c in claims if not c.get("choice")),
+        default=1.0,
+    )
+
+
+def unbacked(features: Mapping[str, float], floor: float | None) -> bool:
+    """Whether nothing read supports an answer to a question: no window entails any of its claims
+    at `floor` (its `backing` feature). The answer is then unsupported whatever its P(unsupported):
+    the score of the generator's answers weighs support little, since over two-hop questions
+    single windows support right and wrong answers alike (AUROC 0.60), and weighs their
+    relevance and the generator's confidence instead, which let "Richard Keith Herring has a
+    style of comedy full of 'stream-of-conscious banter'." pass at 0.03 support (the passage
+    says it of Eddie Izzard). None, or a row recorded without `backing` (a claim given to
+    check, a task over given text): the score alone decides."""
+    return floor is not None and features.get("backing", 1.0) < floor
+
+
+def unsupported_by(
+    p: float,
+    threshold: float,
+    features: Mapping[str, float],
+    refute_at: float | None,
+    floor: float | None,
+) -> tuple[UnsupportedBy, ...]:
+    """What makes an answer unsupported, if anything: its P(unsupported) at the operating point
+    (score), a claim refuted (`refuted`), nothing that supports it (`unbacked`)."""
+    found: list[UnsupportedBy] = []
+    if p >= threshold:
+        found.append("score")
+    if refuted(features, refute_at):
+        found.append("refuted")
+    if unbacked(features, floor):
+        found.append("unbacked")
+    return tuple(found)
+
+
+def is_unsupported(
+    p: float,
+    threshold: float,
+    features: Mapping[str, float],
+    refute_at: float | None,
+    floor: float | None,
+) -> bool:
+    """The verdict's decision (`unsupported_by` found something)."""
+    return bool(unsupported_by(p, threshold, features, refute_at, floor))
 
 
 def grounded(features: Mapping[str, float]) -> bool:

@@ -145,6 +145,8 @@ class Engine:
                 answerability=open_answerability(d.answerability),
                 unsupported_threshold=d.unsupported_threshold,
                 refute_threshold=d.refute_threshold,
+                contradiction_needs_name=d.contradiction_needs_name,
+                support_floor=d.support_floor,
                 answerable_coverage=d.answerable_coverage,
             )
             self._diagnoser = Diagnoser(

@@ -196,6 +196,14 @@ class DiagnosisSettings(_Section):
     # score lets the rest of the answer outweigh one decisive contradiction). Chosen on DEV
     # answers (docs/diagnosis.md); None: the score alone decides.
     refute_threshold: float | None = Field(0.8, gt=0, le=1)
+    # A window naming none of a claim's names and numbers cannot contradict it (its contradiction
+    # reads as neutral): the NLI model calls a sentence about another subject a contradiction.
+    contradiction_needs_name: bool = True
+    # With a verdict: an answer to a question none of whose claims any window entails at this
+    # probability (its `backing`; a choice between two alternatives is left out) is unsupported
+    # whatever its P(unsupported). Chosen on DEV answers (docs/diagnosis.md); None: the score
+    # alone decides.
+    support_floor: float | None = Field(0.1, gt=0, le=1)
     # With a verdict, e_q is answerability (docs/diagnosis.md): the evidence answers the question
     # when a passage's cross-encoder relevance reaches relevance_threshold; without a reranker,
     # when one passage names answerable_coverage of the question's names and numbers. An

@@ -187,6 +187,7 @@ def verdict(v: diag.Verdict) -> api.Verdict:
         rule_failure=v.rule_failure,
         features=dict(v.features),
         profile=v.profile,
+        unsupported_by=list(v.unsupported_by),
     )
 
 

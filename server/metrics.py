@@ -56,8 +56,17 @@ STAGE_LABELS = (*STAGES, UNDIAGNOSED, OTHER)
 # The diagnosis' checks that can find against an answer beside its scores (docs/diagnosis.md): what
 # of the question it does not address (OFF_QUESTION), a comparison in time or a choice of
 # attribute the passages decide the other way, a conflict with the knowledge graph, and a graph
-# conflict the passage of its triple entails (not a conflict: the graph's false alarm).
-CHECKS = (*OFF_QUESTION, "comparison", "alternatives", "graph_conflict", "graph_entailed")
+# conflict the passage of its triple entails (not a conflict: the graph's false alarm). refuted and
+# unbacked: the verdict's rules that fail an answer whatever its score.
+CHECKS = (
+    *OFF_QUESTION,
+    "comparison",
+    "alternatives",
+    "refuted",
+    "unbacked",
+    "graph_conflict",
+    "graph_entailed",
+)
 BUDGETS = ("action_latency", "action_memory", "request")
 KEPT = ("repaired", "original")
 MEMORY_SOURCES = ("nvml", "rss", "unavailable")
@@ -206,9 +215,11 @@ class Metrics:
         self.diagnosis_checks = counter(
             "ragmend_diagnosis_checks_total",
             "Answers each diagnosis check found against, per pass: what of the question the answer "
-            "does not address (subject, relation, kind, restated, support, choice), a comparison in "
-            "time or a choice of attribute the passages decide the other way (comparison, "
-            "alternatives), a knowledge-graph conflict (graph_conflict), and graph conflicts the "
+            "does not address (subject, relation, kind, year, restated, support, choice), a "
+            "comparison in time or a choice of attribute the passages decide the other way "
+            "(comparison, alternatives), a claim a passage refutes or an answer no passage "
+            "supports, whatever its score (refuted, unbacked), a knowledge-graph conflict "
+            "(graph_conflict), and graph conflicts the "
             "passage of their triple entails (graph_entailed: not conflicts; the graph's false alarms).",
             ("pass", "check"),
         )
@@ -529,6 +540,8 @@ def checks_against(d: Diagnosis) -> list[str]:
         found.append("comparison")
     if d.alternatives is not None and d.alternatives.outcome == "disagrees":
         found.append("alternatives")
+    if d.verdict is not None:  # the verdict's own rules (its score is no check)
+        found += [r for r in d.verdict.unsupported_by if r != "score"]
     if d.kg.kappa == "conflict":
         found.append("graph_conflict")
     if any(m.verdict == "entailed" for m in d.kg.matches):

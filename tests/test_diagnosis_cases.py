@@ -16,6 +16,7 @@ from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine import Engine
 from ragmend.engine.presentation import ABSTAINED, NOT_ANSWERED, NOT_SUPPORTED, present
+from ragmend.rag.types import Passage
 from ragmend.server.mapping import diagnosis as api_diagnosis
 from ragmend.settings import load_settings
 
@@ -44,8 +45,22 @@ CASES = [
         "Which airport is located in Elko, Nevada?",
         "John Glenn Columbus International Airport is located in Elko, Nevada.",
     ),
+    # A sample question, the default generator's answer through `ragmend serve`: no passage
+    # supports it (the best window entails it at 0.03; the passage says it of Eddie Izzard),
+    # yet its relevance and the generator's confidence scored it 0.35 against 0.46.
+    (
+        'What English stand-up comedian has a style of comedy full of "stream-of-conscious banter"?',
+        'Richard Keith Herring has a style of comedy full of "stream-of-conscious banter".',
+    ),
+    # Another, through the server: the right pick (the passages date Ivanovsky 1881, Lubin 1899)
+    # with a date a passage gives for Alexei Sayle. The comparison agreeing settled it as
+    # NoFailure, and the claim was left out of the refutation as a choice no window can settle.
+    (
+        "Who was born first, Aleksandr Ivanovsky or Arthur Lubin?",
+        "Aleksandr Ivanovsky was born 7 August 1952.",
+    ),
 ]
-IDS = ["elko", "australia", "curie", "jaspan", "jaspan-born", "elko-airport"]
+IDS = ["elko", "australia", "curie", "jaspan", "jaspan-born", "elko-airport", "herring", "ivanovsky"]
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +112,59 @@ def test_a_contradicted_claim_fails_whatever_its_score(bundled_engine: Engine) -
     assert alone.verdict.p_unsupported < alone.verdict.threshold  # the score alone passes it
     assert with_bar.verdict.features["refuted"] >= (base.options.refute_threshold or 1.0)
     assert with_bar.verdict.unsupported and with_bar.failure == "WR"
+
+
+def test_a_passage_about_someone_else_does_not_contradict_a_claim(bundled_engine: Engine) -> None:
+    """The NLI model reads a sentence about another subject as a contradiction (SNLI's captions
+    taught it so): "Marc Rosset is a professional tennis player." against a window about Mariaan
+    de Swardt. A window naming none of the claim's names reads as neutral
+    (diagnosis.contradiction_needs_name); the passage about the claim's own subject still
+    contradicts what it denies."""
+    other = Passage(
+        id="swardt",
+        doc_id="swardt",
+        title="Mariaan de Swardt",
+        text="Mariaan de Swardt (born 18 March 1971) is a former tennis player from South Africa, "
+        "who played as a professional from 1988 to 2001.",
+        score=1.0,
+        retriever="dense",
+    )
+    own = Passage(
+        id="elko",
+        doc_id="elko",
+        title="Elko Regional Airport",
+        text="Elko Regional Airport is a mile west of downtown Elko, in Elko County, Nevada.",
+        score=1.0,
+        retriever="dense",
+    )
+    base = bundled_engine.diagnoser
+    assert base.options.contradiction_needs_name  # the default
+    read_as_is = Diagnoser(
+        base.nli, base.embed, replace(base.options, contradiction_needs_name=False), reranker=base.reranker
+    )
+    question = "Is Marc Rosset a professional tennis player?"
+    claim = "Marc Rosset is a professional tennis player."
+    as_is = read_as_is.diagnose(question, [other], claim).e_r.hypotheses[0]
+    named = base.diagnose(question, [other], claim).e_r.hypotheses[0]
+    assert as_is.state == "contradict", as_is  # what the model alone says
+    assert named.state != "contradict" and max(s.contradict for s in named.scores) == 0.0, named
+    elko = base.diagnose(
+        "Where is Elko Regional Airport?", [own], "Elko Regional Airport is located in Michigan."
+    ).e_r.hypotheses[0]
+    assert elko.state == "contradict", elko
+
+
+def test_an_answer_nothing_supports_says_so_in_the_api(bundled_engine: Engine) -> None:
+    """The Herring answer scores under the operating point; what fails it is that no window
+    entails it (diagnosis.support_floor), and the API says so."""
+    question, response = CASES[IDS.index("herring")]
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    d = bundled_engine.diagnoser.diagnose(question, passages, response)
+    assert d.verdict is not None and d.verdict.p_unsupported < d.verdict.threshold
+    assert d.verdict.unsupported_by == ("unbacked",) and d.failure != "NoFailure"
+    shown = api_diagnosis(d).verdict
+    assert shown is not None and shown.unsupported_by == ["unbacked"]
+    assert shown.features["backing"] < (bundled_engine.settings.diagnosis.support_floor or 0.0)
 
 
 def test_a_right_answer_passes_on_the_bundled_corpus(bundled_engine: Engine) -> None:
@@ -274,7 +342,13 @@ def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: En
         rows.append(record(case, d))
         verdicts.append(d)
     settings = bundled_engine.settings.diagnosis
-    rescored = rescore(rows, model, settings.relevance_threshold, refute_threshold=settings.refute_threshold)
+    rescored = rescore(
+        rows,
+        model,
+        settings.relevance_threshold,
+        refute_threshold=settings.refute_threshold,
+        support_floor=settings.support_floor,
+    )
     assert rows[0]["features"]["refuted"] >= (settings.refute_threshold or 1.0)  # Elko: refuted
     for again, d in zip(rescored, verdicts, strict=True):
         assert d.verdict is not None

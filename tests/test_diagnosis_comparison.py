@@ -8,6 +8,7 @@ import pytest
 from ragmend.diagnosis.comparison import (
     check_comparison,
     first_date,
+    only_the_pick,
     opening_sentence,
     settle,
     time_direction,
@@ -165,21 +166,29 @@ def test_not_a_comparison_in_time() -> None:
 
 
 @pytest.mark.parametrize(
-    ("failure", "outcome", "addresses", "claims", "settled"),
+    ("failure", "outcome", "addresses", "alone", "settled"),
     [
-        ("NoFailure", "disagrees", True, 1, "WR"),
-        ("IE", "agrees", True, 1, "NoFailure"),
-        ("WR", "agrees", True, 2, "WR"),  # more than the comparison is claimed
-        ("WR", "agrees", False, 1, "WR"),  # off the question (another relation, say)
-        ("WP", "disagrees", True, 1, "WP"),
-        ("IE", "undecided", True, 1, "IE"),
-        ("NoFailure", None, True, 1, "NoFailure"),
+        ("NoFailure", "disagrees", True, True, "WR"),
+        ("IE", "agrees", True, True, "NoFailure"),
+        ("WR", "agrees", True, False, "WR"),  # more than the comparison is claimed
+        ("WR", "agrees", False, True, "WR"),  # off the question (another relation, say)
+        ("WP", "disagrees", True, True, "WP"),
+        ("IE", "undecided", True, True, "IE"),
+        ("NoFailure", None, True, True, "NoFailure"),
     ],
 )
 def test_the_failure_once_the_comparison_is_checked(
-    failure: str, outcome: str | None, addresses: bool, claims: int, settled: str
+    failure: str, outcome: str | None, addresses: bool, alone: bool, settled: str
 ) -> None:
-    assert settle(failure, outcome, addresses, claims) == settled  # type: ignore[arg-type]
+    assert settle(failure, outcome, addresses, alone) == settled  # type: ignore[arg-type]
+
+
+def test_an_answer_is_only_its_pick_when_it_claims_nothing_more() -> None:
+    question = "Who was born first, Aleksandr Ivanovsky or Arthur Lubin?"
+    assert only_the_pick(question, ["Aleksandr Ivanovsky was born first."])
+    assert only_the_pick(question, ["Aleksandr Ivanovsky was born first, in 1881."])  # a number
+    assert not only_the_pick(question, ["Aleksandr Ivanovsky was born 7 August 1952."])
+    assert not only_the_pick(question, ["Aleksandr Ivanovsky was born first.", "He directed films."])
 
 
 def test_the_benchmark_against_gold_answers() -> None:

@@ -14,6 +14,7 @@ from ragmend.diagnosis.spans import (
     best_passage_coverage,
     decompose,
     key_spans,
+    names_any,
     singular_predicate,
     span_coverage,
 )
@@ -59,6 +60,14 @@ def test_span_coverage_finds_what_the_evidence_never_names() -> None:
         span_coverage("Gerald R. Ford International Airport", ["the Gerald Ford International Airport"])
         == 1.0
     )
+
+
+def test_a_window_names_a_claim_when_it_holds_one_of_its_names() -> None:
+    claim = key_spans("Gerald R. Ford International Airport is located in Michigan.")
+    assert names_any(claim, "Gerald Ford International Airport: the airport of Grand Rapids.")
+    assert names_any(claim, "Detroit is the largest city in Michigan.")
+    assert not names_any(claim, "Elko Regional Airport is a mile west of downtown Elko, Nevada.")
+    assert names_any([], "A claim naming nothing is named by any window.")
 
 
 def test_answerability_is_coverage_of_the_question_by_one_passage() -> None:
@@ -689,3 +698,65 @@ def test_a_claim_contradicted_more_than_entailed_refutes_the_answer() -> None:
     assert refutation([]) == 0.0
     assert refuted({"refuted": 0.86}, 0.8) and not refuted({"refuted": 0.86}, 0.9)
     assert not refuted({"refuted": 0.99}, None) and not refuted({}, 0.5)
+
+
+def test_an_answer_nothing_supports_is_unsupported_whatever_its_score() -> None:
+    from ragmend.diagnosis.spans import asks_question
+    from ragmend.diagnosis.verdict import backing, is_unsupported, unbacked
+
+    weak = {"entail": 0.03, "contradict": 0.5, "joint_entail": 0.0, "choice": 0.0}
+    bridged = {"entail": 0.04, "contradict": 0.1, "joint_entail": 0.9, "choice": 0.0}
+    choice = {"entail": 0.01, "contradict": 0.9, "joint_entail": 0.0, "choice": 1.0}
+    assert backing([weak]) == 0.03 and backing([weak, bridged]) == 0.9
+    # A choice between two alternatives no window can settle is not judged; nothing left: 1.
+    assert backing([weak, choice]) == 0.03 and backing([choice]) == 1.0 and backing([]) == 1.0
+    assert unbacked({"backing": 0.03}, 0.1) and not unbacked({"backing": 0.3}, 0.1)
+    # No bar, or no backing recorded (a claim given to check, a task over given text): the score.
+    assert not unbacked({"backing": 0.03}, None) and not unbacked({}, 0.1)
+    assert is_unsupported(0.2, 0.46, {"backing": 0.03}, 0.8, 0.1)
+    assert not is_unsupported(0.2, 0.46, {"backing": 0.5, "refuted": 0.5}, 0.8, 0.1)
+    assert is_unsupported(0.2, 0.46, {"refuted": 0.9}, 0.8, 0.1) and is_unsupported(0.5, 0.46, {}, 0.8, 0.1)
+    # Recorded only for an answer to a question.
+    assert asks_question("What English comedian has a style of stream-of-conscious banter?")
+    assert asks_question("who founded Marvel Comics")
+    assert not asks_question("Nikolaj Coster-Waldau worked with the Fox Broadcasting Company.")
+    assert not asks_question("Summarize the following news article.")
+    features = answer_features(
+        "Who is older?",
+        "Ann is older.",
+        ["Ann: Ann was born in 1950."],
+        [weak],
+        [0.6],
+        0.1,
+        0.5,
+        np.array([0.5]),
+        question=True,
+    )
+    assert features["backing"] == 0.03
+    given = answer_features(
+        "Ann is older.",
+        "Ann is older.",
+        ["Ann: Ann was born in 1950."],
+        [weak],
+        [0.6],
+        0.1,
+        0.5,
+        np.array([0.5]),
+        question=True,
+    )
+    assert "backing" not in given  # the response restates the request: a claim given to check
+
+
+def test_a_claim_naming_more_than_the_offered_alternatives_is_judged_by_windows() -> None:
+    from ragmend.diagnosis.verdict import claim_text_features
+
+    question = "Who was born first, Aleksandr Ivanovsky or Arthur Lubin?"
+    evidence = ["Aleksandr Ivanovsky: Aleksandr Ivanovsky (1881-1968) was a Russian film director."]
+
+    def choice(claim: str) -> float:
+        return claim_text_features(claim, evidence, question, claim)["choice"]
+
+    assert choice("Aleksandr Ivanovsky was born first.") == 1.0  # no window settles it
+    assert choice("Aleksandr Ivanovsky was born 7 August 1952.") == 0.0  # a window can
+    other = "Aleksandr Ivanovsky was born 7 August 1952."
+    assert claim_text_features(other, evidence, "When was Aleksandr Ivanovsky born?", other)["choice"] == 0.0

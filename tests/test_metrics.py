@@ -285,11 +285,18 @@ def test_the_checks_that_found_against_an_answer_are_counted(metrics: Metrics) -
     metrics.observe(Outcome(answer(), off, seconds=1.0))
     passed = replace(diagnosis(), kg=KGSignal("consistent", (entailed,)))
     metrics.observe(Outcome(answer(), passed, seconds=1.0))
+    # The verdict's rules count; its score is no check.
+    scored = diagnosis("WR", p_unsupported=0.7)
+    assert scored.verdict is not None
+    unbacked = replace(scored, verdict=replace(scored.verdict, unsupported_by=("score", "unbacked")))
+    metrics.observe(Outcome(answer(), unbacked, seconds=1.0))
     text = scrape(metrics)
-    for check in ("kind", "alternatives", "graph_conflict", "graph_entailed"):
+    for check in ("kind", "alternatives", "unbacked", "graph_conflict", "graph_entailed"):
         assert value(text, "ragmend_diagnosis_checks_total", **{"pass": "first", "check": check}) == 1, check
     assert value(text, "ragmend_diagnosis_checks_total", **{"pass": "final", "check": "subject"}) == 0
     assert value(text, "ragmend_diagnosis_checks_total", check="comparison") == 0
+    assert value(text, "ragmend_diagnosis_checks_total", check="refuted") == 0
+    assert value(text, "ragmend_diagnosis_checks_total", check="other") == 0  # "score" not counted
 
 
 def test_a_repair_records_action_cost_reward_and_outcome(metrics: Metrics) -> None:

@@ -31,11 +31,18 @@ import numpy as np
 
 from ragmend.bench.stats import auroc
 from ragmend.corpora.cases import Case
-from ragmend.diagnosis.comparison import check_comparison, settle_checks
+from ragmend.diagnosis.comparison import check_comparison, only_the_pick, settle_checks
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, premise_text
-from ragmend.diagnosis.spans import unaddressed
+from ragmend.diagnosis.spans import asks_question, unaddressed
 from ragmend.diagnosis.types import Diagnosis
-from ragmend.diagnosis.verdict import VerdictModel, claim_features, failure_of, refutation, refuted
+from ragmend.diagnosis.verdict import (
+    VerdictModel,
+    backing,
+    claim_features,
+    failure_of,
+    is_unsupported,
+    refutation,
+)
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 
@@ -73,6 +80,7 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "off_question": d.off_question,
         "comparison": d.comparison.outcome if d.comparison else None,
         "alternatives": d.alternatives.outcome if d.alternatives else None,
+        "only_the_pick": only_the_pick(case.query, [h.hypothesis for h in d.e_r.hypotheses]),
         # kappa as decided (missing where no graph was read), and how many graph conflicts the
         # passage their triple came from entails (kg_crosscheck): without that check each would
         # have made the answer WP.
@@ -256,6 +264,7 @@ def rescore(
     relevance_threshold: float,
     cases: Mapping[tuple[str, str], Case] | None = None,
     refute_threshold: float | None = None,
+    support_floor: float | None = None,
 ) -> list[dict[str, Any]]:
     """The rows as another verdict model decides them, from the features they recorded (no
     diagnosis runs again): its claim model gives claim_p_max, its answer model P(unsupported),
@@ -266,17 +275,20 @@ def rescore(
     addresses the question are computed afresh from each row's case (case_text_features,
     spans.unaddressed), so rows recorded before a change to either are scored with it. A claim
     contradicted at `refute_threshold` makes a row unsupported (verdict.refuted; its `refuted`
-    feature is read from the claims the row recorded)."""
+    feature is read from the claims the row recorded), and so does an answer to a question whose
+    recorded `backing` is under `support_floor` (verdict.unbacked)."""
     out = []
     for r in rows:
         if not r.get("features"):
             why = "diagnosed without a verdict: run bench detect with diagnosis.verdict set"
             raise InputError(f"row {r['set']}/{r['id']} has no verdict features ({why})")
         x, claims = r["features"], r["claim_features"]
+        asked, query = False, None
         if cases is not None:
             if (case := cases.get((r["set"], r["id"]))) is None:
                 raise InputError(f"row {r['set']}/{r['id']}: no such case in the data to refresh it from")
             fresh, fresh_claims = case_text_features(case.query, case.passages, case.response, r["claims"])
+            asked, query = asks_question(case.query), case.query
             x = {**x, **_rounded(fresh)}
             claims = [{**c, **_rounded(f)} for c, f in zip(claims, fresh_claims, strict=True)]
             # "support" is read from the NLI scores, which rows do not keep: as recorded.
@@ -287,6 +299,9 @@ def rescore(
                 r = {**r, "comparison": check.outcome if check else None}
             r = {**r, "off_question": kept or unaddressed(case.query, case.response)}
         x = {**x, "refuted": refutation(claims)}
+        # Recorded for an answer to a question; rows from before it get it from their case.
+        if "backing" in x or (asked and not x.get("restates_query")):
+            x["backing"] = backing(claims)
         p, threshold = model.score(x, claims)
         # As the diagnoser decided it where the row records it (the answerability model's
         # decision); rows from before that model: the relevance rule.
@@ -295,12 +310,15 @@ def rescore(
         else:
             answerable = x.get("relevance", 1.0) >= relevance_threshold
         addresses = r.get("off_question") is None  # rows recorded before the check: unknown
-        unsupported = p >= threshold or refuted(x, refute_threshold)
+        unsupported = is_unsupported(p, threshold, x, refute_threshold, support_floor)
         kappa = r.get("kappa", "missing")  # rows from before the graph was recorded: none read
         failure = failure_of(unsupported, r["rule_failure"], kappa, answerable, addresses, x)
-        failure = settle_checks(
-            failure, r.get("comparison"), r.get("alternatives"), addresses, len(r["claims"])
-        )
+        # Rows from before it was recorded, without their case: one claim was the pick alone.
+        if query is not None:
+            alone = only_the_pick(query, r["claims"])
+        else:
+            alone = r.get("only_the_pick", len(r["claims"]) <= 1)
+        failure = settle_checks(failure, r.get("comparison"), r.get("alternatives"), addresses, alone)
         out.append({**r, "score": p, "failure": failure})
     return out
 
