@@ -58,7 +58,8 @@ def evaluate(
         typer.Option(
             "--restart",
             help="Set each chosen method's earlier records, policy state and warm start aside "
-            "(results/<task>/archive/) and run it afresh, e.g. after the NLI model changed.",
+            "(results/<task>/archive/) and run it afresh, e.g. after the NLI model changed; for "
+            "the poison suite, its records (the answers are diagnosed again from the cache).",
         ),
     ] = False,
     report_only: Annotated[
@@ -149,6 +150,7 @@ def evaluate(
                 command,
                 judge_questions=dev_limit or 150,
                 on_item=on_item,
+                restart=restart,
             )
         err.print(json.dumps(summary["contexts"]))
         err.print(f"wrote {reports / 'poison.md'}")

@@ -15,6 +15,7 @@ from ragmend.bench.suites.poison import (
     fit_judge,
     load_truthfulqa,
     mark_correct,
+    set_aside,
     summarize_poison,
 )
 from ragmend.bench.suites.truth_judge import Judged
@@ -122,3 +123,13 @@ def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine
     # The fitted judge is kept: the same setup reads it back instead of refitting.
     again_judge, again_validation = fit_judge(engine.models, DATA, questions=12, cache=cache)
     assert again_validation == validation and again_judge.weights == judge.weights
+
+
+def test_a_restart_sets_the_records_aside_and_keeps_them(tmp_path: Path) -> None:
+    records = tmp_path / "results" / "poison.test.jsonl"
+    assert set_aside(records) is None  # nothing to set aside
+    records.parent.mkdir(parents=True)
+    records.write_text('{"question": "q"}\n')
+    moved = set_aside(records)
+    assert moved is not None and not records.exists()
+    assert moved.read_text() == '{"question": "q"}\n' and moved.parent.parent.name == "archive"

@@ -29,6 +29,7 @@ import csv
 import json
 import os
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -365,6 +366,16 @@ def write_poison_report(
     atomic_write_text(reports / "poison.md", "\n".join(lines) + "\n")
 
 
+def set_aside(records: Path) -> Path | None:
+    """Move a records file into archive/<UTC time>/ beside it (None when there is none): nothing
+    is deleted, an earlier result stays readable next to the new one."""
+    if not records.exists():
+        return None
+    aside = records.parent / "archive" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.move(records, aside / records.name))
+
+
 def run_poison_suite(
     engine: Engine,
     data_root: Path,
@@ -374,11 +385,17 @@ def run_poison_suite(
     command: str,
     judge_questions: int = 150,
     on_item: Callable[[int, int], None] | None = None,
+    restart: bool = False,
 ) -> dict[str, Any]:
+    """`restart`: set the earlier records aside (results/archive/<UTC time>/) and diagnose every
+    answer again, e.g. after the diagnosis changed; the generations stay cached."""
     started = time.monotonic()
     judge, validation = fit_judge(engine.models, data_root, judge_questions, workdir / "judge.json")
     items = load_truthfulqa(data_root / TRUTHFULQA_FILE, split="test")[:limit]
-    poison = PoisonRun(engine, workdir / "results" / "poison.test.jsonl")
+    kept = workdir / "results" / "poison.test.jsonl"
+    if restart:
+        set_aside(kept)
+    poison = PoisonRun(engine, kept)
     records = poison.run(items, on_item)
     mark_correct(records, items, judge)
     summary = {**summarize_poison(records), "judge": validation}
