@@ -43,6 +43,7 @@ from ragmend.diagnosis.spans import (
     is_bare,
     key_spans,
     names_any,
+    normalise,
     span_coverage,
     unaddressed,
 )
@@ -364,6 +365,7 @@ class Diagnoser:
         timings["nli_s"] = time.perf_counter() - t0
         verdicts: list[HypothesisVerdict] = []
         row = 0
+        plain: dict[int, str] = {}  # each premise normalised once, for the names it holds
         for h, idx in zip(hypotheses, chosen, strict=True):
             best: dict[str, PassageScores] = {}
             names = key_spans(h) if o.contradiction_needs_name else []
@@ -372,8 +374,11 @@ class Diagnoser:
                 pid = premises[i][0]
                 k = slot[pairs[row]]
                 e, n, c = (float(x) for x in batch.probs[k])
-                if pid != "joint" and not names_any(names, premises[i][1]):
-                    n, c = n + c, 0.0
+                if names and pid != "joint":
+                    if i not in plain:
+                        plain[i] = normalise(premises[i][1])
+                    if not names_any(names, plain[i]):
+                        n, c = n + c, 0.0
                 s = PassageScores(pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[k])
                 row += 1
                 if pid not in best or _decisive(s) > _decisive(best[pid]):

@@ -122,12 +122,10 @@ def _found(span: str, haystack: str) -> bool:
     return hits >= max(2, (len(words) * 2 + 2) // 3)  # "Gerald Ford Airport" for the full name
 
 
-def names_any(spans: Sequence[str], text: str) -> bool:
-    """Whether `text` names one of `spans` (key_spans of a claim), or there is none to name."""
-    if not spans:
-        return True
-    haystack = normalise(text)
-    return any(_found(s, haystack) for s in spans)
+def names_any(spans: Sequence[str], normalised: str) -> bool:
+    """Whether a text (`normalised` by `normalise`) names one of `spans` (key_spans of a claim),
+    or there is none to name."""
+    return not spans or any(_found(s, normalised) for s in spans)
 
 
 def span_coverage(text: str, evidence: Sequence[str], exclude: str = "") -> float | None:

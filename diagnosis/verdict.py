@@ -347,7 +347,7 @@ def answer_features(
     features.update(text_features(query, response, evidence))
     if relevance is not None and len(relevance):
         features["relevance"] = float(np.max(relevance))
-    if question and not features.get("restates_query"):  # not a claim given to check
+    if judges_backing(question, features):
         features["backing"] = backing(claims)
     if token_logprobs:
         # The generator's confidence: its mean per-token log-probability, and its least sure
@@ -479,6 +479,12 @@ def backing(claims: Sequence[Mapping[str, float]]) -> float:
         (max(c["entail"], c.get("joint_entail", 0.0)) for c in claims if not c.get("choice")),
         default=1.0,
     )
+
+
+def judges_backing(question: bool, features: Mapping[str, float]) -> bool:
+    """Whether an answer's `backing` is recorded (and `unbacked` can fail it): it answers a
+    question, and is not a claim given to check (a response restating its request)."""
+    return question and not features.get("restates_query")
 
 
 def unbacked(features: Mapping[str, float], floor: float | None) -> bool:

@@ -15,6 +15,7 @@ from ragmend.diagnosis.spans import (
     decompose,
     key_spans,
     names_any,
+    normalise,
     singular_predicate,
     span_coverage,
 )
@@ -64,10 +65,10 @@ def test_span_coverage_finds_what_the_evidence_never_names() -> None:
 
 def test_a_window_names_a_claim_when_it_holds_one_of_its_names() -> None:
     claim = key_spans("Gerald R. Ford International Airport is located in Michigan.")
-    assert names_any(claim, "Gerald Ford International Airport: the airport of Grand Rapids.")
-    assert names_any(claim, "Detroit is the largest city in Michigan.")
-    assert not names_any(claim, "Elko Regional Airport is a mile west of downtown Elko, Nevada.")
-    assert names_any([], "A claim naming nothing is named by any window.")
+    assert names_any(claim, normalise("Gerald Ford International Airport: the airport of Grand Rapids."))
+    assert names_any(claim, normalise("Detroit is the largest city in Michigan."))
+    assert not names_any(claim, normalise("Elko Regional Airport is a mile west of downtown Elko, Nevada."))
+    assert names_any([], normalise("A claim naming nothing is named by any window."))
 
 
 def test_answerability_is_coverage_of_the_question_by_one_passage() -> None:
@@ -721,29 +722,13 @@ def test_an_answer_nothing_supports_is_unsupported_whatever_its_score() -> None:
     assert asks_question("who founded Marvel Comics")
     assert not asks_question("Nikolaj Coster-Waldau worked with the Fox Broadcasting Company.")
     assert not asks_question("Summarize the following news article.")
-    features = answer_features(
-        "Who is older?",
-        "Ann is older.",
-        ["Ann: Ann was born in 1950."],
-        [weak],
-        [0.6],
-        0.1,
-        0.5,
-        np.array([0.5]),
-        question=True,
-    )
-    assert features["backing"] == 0.03
-    given = answer_features(
-        "Ann is older.",
-        "Ann is older.",
-        ["Ann: Ann was born in 1950."],
-        [weak],
-        [0.6],
-        0.1,
-        0.5,
-        np.array([0.5]),
-        question=True,
-    )
+
+    def features(query: str) -> dict[str, float]:
+        evidence, sims = ["Ann: Ann was born in 1950."], np.array([0.5])
+        return answer_features(query, "Ann is older.", evidence, [weak], [0.6], 0.1, 0.5, sims, question=True)
+
+    assert features("Who is older?")["backing"] == 0.03
+    given = features("Ann is older.")
     assert "backing" not in given  # the response restates the request: a claim given to check
 
 

@@ -41,6 +41,7 @@ from ragmend.diagnosis.verdict import (
     claim_features,
     failure_of,
     is_unsupported,
+    judges_backing,
     refutation,
 )
 from ragmend.errors import InputError
@@ -283,12 +284,12 @@ def rescore(
             why = "diagnosed without a verdict: run bench detect with diagnosis.verdict set"
             raise InputError(f"row {r['set']}/{r['id']} has no verdict features ({why})")
         x, claims = r["features"], r["claim_features"]
-        asked, query = False, None
+        query: str | None = None  # the case's, where rows are refreshed from their cases
         if cases is not None:
             if (case := cases.get((r["set"], r["id"]))) is None:
                 raise InputError(f"row {r['set']}/{r['id']}: no such case in the data to refresh it from")
             fresh, fresh_claims = case_text_features(case.query, case.passages, case.response, r["claims"])
-            asked, query = asks_question(case.query), case.query
+            query = case.query
             x = {**x, **_rounded(fresh)}
             claims = [{**c, **_rounded(f)} for c, f in zip(claims, fresh_claims, strict=True)]
             # "support" is read from the NLI scores, which rows do not keep: as recorded.
@@ -300,7 +301,7 @@ def rescore(
             r = {**r, "off_question": kept or unaddressed(case.query, case.response)}
         x = {**x, "refuted": refutation(claims)}
         # Recorded for an answer to a question; rows from before it get it from their case.
-        if "backing" in x or (asked and not x.get("restates_query")):
+        if "backing" in x or (query is not None and judges_backing(asks_question(query), x)):
             x["backing"] = backing(claims)
         p, threshold = model.score(x, claims)
         # As the diagnoser decided it where the row records it (the answerability model's
