@@ -40,10 +40,12 @@ from ragmend.diagnosis.spans import (
     best_passage_coverage,
     content_words,
     decompose,
+    editions,
     is_bare,
     key_spans,
     names_any,
     normalise,
+    other_edition,
     span_coverage,
     unaddressed,
 )
@@ -141,6 +143,12 @@ class DiagnosisOptions:
     # subject is a contradiction ("Marc Rosset is a professional tennis player." contradicted at
     # 0.96 by a window about Mariaan de Swardt); entailment is left as the model reads it.
     contradiction_needs_name: bool = True
+    # A window about another edition of what a claim names by its edition (the 51st Golden Globe
+    # Awards, for a claim about the 31st: spans.other_edition) says nothing of it: its entailment
+    # and contradiction are read as neutral. The NLI model reads the two as one subject, and
+    # contradicted the right date of the 31st at 0.95 with the 51st's while entailing the 51st's
+    # date for the 31st at 0.69.
+    other_edition_is_neutral: bool = True
     # An answer to a question none of whose claims a window entails at this probability is
     # unsupported whatever its P(unsupported) (verdict.unbacked); None: the score alone decides.
     support_floor: float | None = None
@@ -366,14 +374,21 @@ class Diagnoser:
         verdicts: list[HypothesisVerdict] = []
         row = 0
         plain: dict[int, str] = {}  # each premise normalised once, for the names it holds
+        editioned: dict[int, dict[str, frozenset[str]]] = {}  # ... and its editioned names once
         for h, idx in zip(hypotheses, chosen, strict=True):
             best: dict[str, PassageScores] = {}
             names = key_spans(h) if o.contradiction_needs_name else []
+            claim_editions = editions(h) if o.other_edition_is_neutral else {}
             for i in idx:
                 assert batch is not None  # a premise and a hypothesis made a pair
                 pid = premises[i][0]
                 k = slot[pairs[row]]
                 e, n, c = (float(x) for x in batch.probs[k])
+                if claim_editions:
+                    if i not in editioned:
+                        editioned[i] = editions(premises[i][1])
+                    if other_edition(claim_editions, editioned[i]):
+                        e, n, c = 0.0, e + n + c, 0.0
                 if names and pid != "joint":
                     if i not in plain:
                         plain[i] = normalise(premises[i][1])

@@ -146,6 +146,7 @@ class Engine:
                 unsupported_threshold=d.unsupported_threshold,
                 refute_threshold=d.refute_threshold,
                 contradiction_needs_name=d.contradiction_needs_name,
+                other_edition_is_neutral=d.other_edition_is_neutral,
                 support_floor=d.support_floor,
                 answerable_coverage=d.answerable_coverage,
             )

@@ -199,6 +199,9 @@ class DiagnosisSettings(_Section):
     # A window naming none of a claim's names and numbers cannot contradict it (its contradiction
     # reads as neutral): the NLI model calls a sentence about another subject a contradiction.
     contradiction_needs_name: bool = True
+    # A window about another edition of what a claim names by its edition ("The 51st Golden Globe
+    # Awards ..." for a claim about the 31st) neither entails nor contradicts it.
+    other_edition_is_neutral: bool = True
     # With a verdict: an answer to a question none of whose claims any window entails at this
     # probability (its `backing`; a choice between two alternatives is left out) is unsupported
     # whatever its P(unsupported). Chosen on DEV answers (docs/diagnosis.md); None: the score

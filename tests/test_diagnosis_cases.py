@@ -154,6 +154,31 @@ def test_a_passage_about_someone_else_does_not_contradict_a_claim(bundled_engine
     assert elko.state == "contradict", elko
 
 
+def test_a_window_about_another_edition_neither_supports_nor_refutes(bundled_engine: Engine) -> None:
+    """Asked through the server: "When were the 31st Golden Globe Awards held?" -> "January 26,
+    1974", right and cited, failed as refuted: the window about the 51st Golden Globe Awards
+    contradicted it at 0.96 (the NLI model reads two editions as one subject), and entailed the
+    51st's date for the 31st at 0.69. A window about another edition now says nothing of it
+    (diagnosis.other_edition_is_neutral)."""
+    question = "When were the 31st Golden Globe Awards held?"
+    right = "The 31st Golden Globe Awards were held on January 26, 1974."
+    wrong = "The 31st Golden Globe Awards were held on January 22, 1994."
+    base = bundled_engine.diagnoser
+    assert base.options.other_edition_is_neutral  # the default
+    read_as_is = Diagnoser(
+        base.nli, base.embed, replace(base.options, other_edition_is_neutral=False), reranker=base.reranker
+    )
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    assert {"31st Golden Globe Awards", "51st Golden Globe Awards"} <= {p.title for p in passages}
+    as_is = read_as_is.diagnose(question, passages, right)
+    assert as_is.verdict is not None and as_is.verdict.unsupported_by == ("refuted",)  # the defect
+    d = base.diagnose(question, passages, right)
+    assert d.failure == "NoFailure", d.verdict
+    other = {s.passage: s for s in d.e_r.hypotheses[0].scores}["51st Golden Globe Awards#0"]
+    assert other.entail == 0.0 and other.contradict == 0.0
+    assert base.diagnose(question, passages, wrong).failure != "NoFailure"
+
+
 def test_an_answer_nothing_supports_says_so_in_the_api(bundled_engine: Engine) -> None:
     """The Herring answer scores under the operating point; what fails it is that no window
     entails it (diagnosis.support_floor), and the API says so."""

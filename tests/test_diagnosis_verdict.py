@@ -13,9 +13,11 @@ from ragmend.diagnosis.spans import (
     answer_relevance,
     best_passage_coverage,
     decompose,
+    editions,
     key_spans,
     names_any,
     normalise,
+    other_edition,
     singular_predicate,
     span_coverage,
 )
@@ -69,6 +71,25 @@ def test_a_window_names_a_claim_when_it_holds_one_of_its_names() -> None:
     assert names_any(claim, normalise("Detroit is the largest city in Michigan."))
     assert not names_any(claim, normalise("Elko Regional Airport is a mile west of downtown Elko, Nevada."))
     assert names_any([], normalise("A claim naming nothing is named by any window."))
+
+
+def test_a_window_about_another_edition_is_about_something_else() -> None:
+    claim = editions("The 31st Golden Globe Awards were held on January 26, 1974.")
+    assert claim == {"golden globe awards": frozenset({"31"})}
+    fifty_first = editions("51st Golden Globe Awards: The 51st Golden Globe Awards were held in 1994.")
+    assert other_edition(claim, fifty_first)
+    assert not other_edition(claim, editions("The 31st Golden Globe Awards, honoring the best of 1973."))
+    # A window naming both editions is about this one too; one naming none says nothing here.
+    both = editions("The 31st Golden Globe Awards came before the 51st Golden Globe Awards.")
+    assert not other_edition(claim, both)
+    assert not other_edition(claim, editions("The Golden Globe Awards are held in Beverly Hills."))
+    # A year after "the" is an edition; a year opening a sentence dates an event; a sentence ends
+    # a name ("Olympics. In ...") where an initial does not ("Gerald R. Ford").
+    assert editions("He ran at the 2012 Summer Olympics. In 1998 Microsoft grew.") == {
+        "summer olympics": frozenset({"2012"})
+    }
+    assert editions("the 2nd Gerald R. Ford Airport") == {"gerald r ford airport": frozenset({"2"})}
+    assert not other_edition({}, fifty_first)
 
 
 def test_answerability_is_coverage_of_the_question_by_one_passage() -> None:
