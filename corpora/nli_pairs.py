@@ -125,6 +125,33 @@ class EntitySwapper:
         choices = [t for t in self.pool.get(ents[0].label_, []) if t.lower() not in blocked]
         return self.rng.choice(choices) if choices else None
 
+    def swap_within(self, sentence: str, premise: str, rng: random.Random) -> Swap | None:
+        """`sentence` with one named entity replaced by another of its type that `premise` holds
+        and the sentence does not: a name the premise gives in another role ("Charles Bronson
+        played Captain Jack." -> "Audrey Dalton played Captain Jack." over the cast list naming
+        both). None when no entity of the sentence has such a stand-in. `rng` draws it."""
+        held: dict[str, set[str]] = defaultdict(set)
+        for e in self.nlp(premise).ents:
+            if e.label_ in SWAP_LABELS:
+                held[e.label_].add(e.text.strip())
+        doc = self.nlp(sentence)
+        said = doc.text.lower()
+        ents = [e for e in doc.ents if e.label_ in SWAP_LABELS]
+        rng.shuffle(ents)
+        for ent in ents:
+            own = ent.text.lower()
+            choices = sorted(
+                t
+                for t in held[ent.label_]
+                if t.lower() not in said and own not in t.lower() and t.lower() not in own
+            )
+            if choices:
+                new = rng.choice(choices)
+                return Swap(
+                    doc.text[: ent.start_char] + new + doc.text[ent.end_char :], ent.text, new, ent.label_
+                )
+        return None
+
     def swap_doc(self, doc: Any, avoid: str = "") -> Swap | None:
         ents = [e for e in doc.ents if e.label_ in SWAP_LABELS and self.pool.get(e.label_)]
         self.rng.shuffle(ents)
@@ -267,6 +294,34 @@ def _distractor(
     return " ".join(f"{title}: {' '.join(paragraph.split()[:words])}" for title, paragraph in chosen)
 
 
+def swap_within_pairs(
+    items: Sequence[HotpotItem], claims: Sequence[FeverClaim], swapper: EntitySwapper, seed: int = 0
+) -> dict[str, list[NLIPair]]:
+    """Names swapped within the premise: a HotpotQA supporting sentence with one named entity
+    replaced by another of its type that its own paragraph holds, against that paragraph (cut as
+    in `hotpot_pairs`), and a FEVER SUPPORTS claim with one replaced by another that its evidence
+    holds: contradiction. The other swap files draw the stand-in from a pool and never from the
+    premise ("avoid"), so a model trained on them learns that a name the premise holds is
+    support, wherever the premise holds it: the shipped model entails these swaps as readily as
+    the true sentences (docs/nli.md, "Names in another role"). A seeded draw of its own, so the
+    other files are as they were."""
+    rng = random.Random(seed)
+    out: dict[str, list[NLIPair]] = defaultdict(list)
+    for item in items:
+        for j, (title, paragraph, sentence) in enumerate(item.supporting_sentences(PREMISE_WORDS)):
+            if len(sentence) >= 20 and (s := swapper.swap_within(sentence, paragraph, rng)):
+                premise = f"{title}: {paragraph}"
+                out["hotpot_swap_within"].append(
+                    NLIPair(premise, s.text, "contradiction", f"hotpot-within-{item.id}-{j}")
+                )
+    for i, c in enumerate(claims):
+        if c.label == "SUPPORTS" and (s := swapper.swap_within(c.claim, c.evidence_text, rng)):
+            out["fever_swap_within"].append(
+                NLIPair(c.evidence_text, s.text, "contradiction", f"fever-within-{i}")
+            )
+    return dict(out)
+
+
 def _answer(item: HotpotItem) -> str:
     return item.answer.strip().rstrip(".").strip()
 
@@ -294,6 +349,7 @@ def build_in_domain_pairs(
         | hotpot_statement_pairs(hotpot, swapper, seed=seed)
         | {k.replace("hotpot_", "hotpot_long_"): _retag(v, "long") for k, v in long.items()}
         | {"fever_long": fever_long_premise_pairs(claims, insufficient, seed=seed)}
+        | swap_within_pairs(hotpot, claims, swapper, seed=seed + 2)
     )
 
 

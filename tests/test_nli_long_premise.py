@@ -120,3 +120,43 @@ def test_sets_option_refuses_an_unknown_set() -> None:
 
     result = CliRunner().invoke(app, ["bench", "nli", "--suite", "--sets", "long_premise_test,nope"])
     assert result.exit_code == 2 and "long_premise_test_windows2" in result.output
+
+
+@needs_data
+def test_the_swap_within_set_pairs_each_true_sentence_with_its_swap_from_test_splits() -> None:
+    """Names in another role: each swap beside the true sentence it was made from, on the same
+    premise, from TEST items and claims only; the stand-in is a name that premise holds."""
+    from ragmend.bench.suites.nli import swap_within_test
+
+    pairs = swap_within_test(DATA, limit=20)
+    by_id = {p.id: p for p in pairs}
+    swaps = [p for p in pairs if p.label == "contradiction"]
+    assert swaps and len(pairs) == 2 * len(swaps)
+    assert {p.id.split("-")[0] for p in swaps} == {"hotpot", "fever"}
+    for swap in swaps:
+        true = by_id[f"{swap.id}-true"]
+        assert true.label == "entailment" and true.premise == swap.premise
+        assert true.hypothesis != swap.hypothesis
+    hotpot = {
+        i.id for i in load_hotpotqa(DATA / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")
+    }
+    assert all(p.id.split("-")[2] in hotpot for p in swaps if p.id.startswith("hotpot-"))
+    fever = [p for p in pairs if p.id.startswith("fever-") and p.label == "entailment"]
+    assert all(split_of(p.hypothesis) == "test" for p in fever)
+    sets = {s.name: s for s in SUITE}
+    assert sets["swap_within_test"].target == ("false_entailment_rate", 0.10)
+    assert sets["swap_within_test"].paired
+
+
+def test_true_above_swap_compares_each_sentence_with_its_own_swap() -> None:
+    from ragmend.bench.suites.nli import true_above_swap
+
+    pairs = [
+        NLIPair("p", "a", "contradiction", "x"),
+        NLIPair("p", "b", "entailment", "x-true"),
+        NLIPair("q", "c", "contradiction", "y"),
+        NLIPair("q", "d", "entailment", "y-true"),
+    ]
+    probs = np.array([[0.2, 0.1, 0.7], [0.9, 0.05, 0.05], [0.95, 0.0, 0.05], [0.9, 0.05, 0.05]])
+    assert true_above_swap(pairs, probs) == 0.5  # x: the true sentence wins; y: its swap does
+    assert true_above_swap(pairs[1:2], probs[1:2]) is None

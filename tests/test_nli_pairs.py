@@ -31,6 +31,21 @@ def test_swap_uses_an_entity_of_the_same_type_absent_from_the_premise(registry: 
     assert swapper.swap("nothing named here at all") is None
 
 
+def test_a_swap_within_takes_a_name_the_premise_holds_in_another_role(registry: ModelRegistry) -> None:
+    """The stand-in comes from the premise itself: the hard negative the pool swaps never make
+    (docs/nli.md, "Names in another role")."""
+    import random
+
+    swapper = EntitySwapper(registry.spacy, [], seed=0)
+    premise = "Ladd stars along with Audrey Dalton, Charles Bronson as Captain Jack, in Oregon."
+    swap = swapper.swap_within("Charles Bronson played Captain Jack.", premise, random.Random(0))
+    assert swap is not None and swap.old == "Charles Bronson"
+    assert swap.new in premise and swap.new != swap.old and swap.new not in {"Captain Jack"}
+    assert swap.text == f"{swap.new} played Captain Jack."
+    # Nothing of the sentence's types elsewhere in the premise: no swap.
+    assert swapper.swap_within("Charles Bronson played Captain Jack.", "A film.", random.Random(0)) is None
+
+
 @pytest.mark.slow
 @needs_data
 def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: ModelRegistry) -> None:
@@ -50,6 +65,8 @@ def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: Mode
         "hotpot_long_statement_swap": {"contradiction"},
         "hotpot_long_statement_distractor": {"neutral"},
         "fever_long": {"entailment", "contradiction", "neutral"},
+        "hotpot_swap_within": {"contradiction"},
+        "fever_swap_within": {"contradiction"},
     }
     assert set(pairs) == set(expected)
     for source, labels in expected.items():
@@ -82,6 +99,16 @@ def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: Mode
     for p in pairs["fever_long"]:
         assert split_of(p.hypothesis) == "dev"
     assert np.median([len(p.premise.split()) for p in pairs["fever_long"]]) >= 100
+    # Swaps within the premise: the stand-in is a name the premise holds and the true one does not.
+    support = {p.id.removeprefix("hotpot-"): p for p in pairs["hotpot_support"]}
+    for swap in pairs["hotpot_swap_within"]:
+        true = support[swap.id.removeprefix("hotpot-within-")]
+        assert swap.premise == true.premise and swap.hypothesis != true.hypothesis
+    claims = {p.id.removeprefix("fever-"): p for p in pairs["fever_claim"]}
+    for swap in pairs["fever_swap_within"]:  # a DEV claim with a name swapped, on its own evidence
+        true = claims[swap.id.removeprefix("fever-within-")]
+        assert swap.premise == true.premise and swap.hypothesis != true.hypothesis
+        assert split_of(true.hypothesis) == "dev"
     again = build_in_domain_pairs(DATA, registry.spacy, seed=0, limit=30)
     assert again["hotpot_swap"] == pairs["hotpot_swap"]  # seeded: the same data every time
 
@@ -97,6 +124,6 @@ def test_pairs_cli_writes_one_file_per_source(tmp_path: Path, limit: int) -> Non
         app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(DATA), "--limit", str(limit)]
     )
     assert result.exit_code == 0, result.output
-    assert len(list(tmp_path.glob("*.jsonl"))) == 14
+    assert len(list(tmp_path.glob("*.jsonl"))) == 16
     result = CliRunner().invoke(app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(tmp_path)])
     assert result.exit_code == 2 and "does not hold the shared data" in " ".join(result.output.split())

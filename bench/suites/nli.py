@@ -18,7 +18,7 @@ import numpy as np
 
 from ragmend.bench.harness.nli_eval import classification_metrics, score_nli
 from ragmend.bench.markdown import markdown_table
-from ragmend.corpora.nli_pairs import HOTPOT_PREMISE_WORDS, fever_long_premise_pairs
+from ragmend.corpora.nli_pairs import HOTPOT_PREMISE_WORDS, PREMISE_WORDS, fever_long_premise_pairs
 from ragmend.corpora.readers import (
     FEVER_TO_NLI,
     NLI_LABELS,
@@ -44,6 +44,9 @@ class SuiteSet:
     # set: windows of this many sentences overlapping by one, the pair taking its most decisive
     # window's probabilities (score_windows). 0: the whole premise in one pair.
     windows: int = 0
+    # Pairs come as a true sentence (id X-true) and its swap (id X): also report how often the
+    # true one gets the higher P(entailment) (`true_above_swap`, 0.5 is a coin).
+    paired: bool = False
 
 
 def _shared(name: str) -> Callable[[Path], list[NLIPair]]:
@@ -129,6 +132,41 @@ def _long_premise_test(root: Path, limit: int | None) -> tuple[NLIPair, ...]:
     return tuple(interleave(long))
 
 
+def swap_within_test(root: Path, limit: int | None = None) -> list[NLIPair]:
+    """Names in another role, from TEST splits only: HotpotQA supporting sentences against their
+    paragraph and FEVER SUPPORTS claims against their evidence (entailment), each beside itself
+    with one named entity swapped for another of its type that the premise holds
+    (contradiction: corpora.nli_pairs.swap_within_pairs, which builds the DEV training files the
+    same way). Only sentences with such a swap, so both labels have the same sentences. `limit`
+    caps the HotpotQA items and FEVER claims read."""
+    return list(_swap_within_test(root, limit))
+
+
+@lru_cache(maxsize=1)
+def _swap_within_test(root: Path, limit: int | None) -> tuple[NLIPair, ...]:
+    from ragmend.corpora.nli_pairs import EntitySwapper, swap_within_pairs
+    from ragmend.corpora.readers import load_hotpotqa
+    from ragmend.models.spacy_model import load_spacy
+    from ragmend.settings import ModelsSettings
+
+    items = load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")[:limit]
+    claims = _fever_test(root)[0][:limit]
+    swaps = swap_within_pairs(items, claims, EntitySwapper(load_spacy(ModelsSettings()), []), seed=0)
+    # The true sentence each swap was made from, by the ids swap_within_pairs gives.
+    sentences = {
+        f"hotpot-within-{item.id}-{j}": (f"{title}: {paragraph}", sentence)
+        for item in items
+        for j, (title, paragraph, sentence) in enumerate(item.supporting_sentences(PREMISE_WORDS))
+    }
+    sentences |= {f"fever-within-{i}": (c.evidence_text, c.claim) for i, c in enumerate(claims)}
+    groups = []
+    for key in ("hotpot_swap_within", "fever_swap_within"):
+        swapped = swaps.get(key, [])
+        true = [NLIPair(*sentences[p.id], "entailment", f"{p.id}-true") for p in swapped]
+        groups += [true, swapped]
+    return tuple(interleave(groups))
+
+
 SUITE: tuple[SuiteSet, ...] = (
     SuiteSet("mnli_dev_matched", "MNLI dev-matched", _shared("mnli_dev_matched"), ("accuracy", 0.72)),
     SuiteSet("snli_test", "SNLI test", _shared("snli_test"), ("accuracy", 0.82)),
@@ -165,6 +203,14 @@ SUITE: tuple[SuiteSet, ...] = (
         direction="at_most",
         windows=2,
     ),
+    SuiteSet(
+        "swap_within_test",
+        "Names in another role (HotpotQA, FEVER test): a sentence, and with a name of its premise swapped in",
+        swap_within_test,
+        ("false_entailment_rate", 0.10),
+        direction="at_most",
+        paired=True,
+    ),
     SuiteSet("anli_dev_r1", "ANLI dev r1", _shared("anli_dev_r1")),
     SuiteSet("anli_dev_r2", "ANLI dev r2", _shared("anli_dev_r2")),
     SuiteSet("anli_dev_r3", "ANLI dev r3", _shared("anli_dev_r3")),
@@ -182,12 +228,27 @@ def evaluate_set(model: Any, s: SuiteSet, pairs: list[NLIPair]) -> dict[str, Any
         three_way = {k: result[k] for k in keys}
         two = classification_metrics([p.label for p in pairs], list(pred), ("entailment", "contradiction"))
         result |= {k: two[k] for k in keys} | {"three_way": three_way}
+    if s.paired:
+        result["true_above_swap"] = true_above_swap(pairs, probs)
     if s.target:
         metric, bound = s.target
         value = result[metric]
         met = value is not None and (value >= bound if s.direction == "at_least" else value <= bound)
         result["target"] = {"metric": metric, s.direction: bound, "met": met}
     return result
+
+
+def true_above_swap(pairs: Sequence[NLIPair], probs: np.ndarray) -> float | None:
+    """The share of (true sentence, its swap) pairs in which the true one is the more entailed:
+    whether the model tells which name the premise gives in the sentence's role. None without
+    pairs."""
+    row = {p.id: i for i, p in enumerate(pairs)}
+    wins = [
+        probs[row[f"{p.id}-true"], 0] > probs[i, 0]
+        for i, p in enumerate(pairs)
+        if p.label == "contradiction" and f"{p.id}-true" in row
+    ]
+    return round(float(np.mean(wins)), 4) if wins else None
 
 
 def score_windows(model: Any, pairs: list[NLIPair], sentences: int) -> tuple[dict[str, Any], np.ndarray]:
