@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,31 +138,41 @@ class EntitySwapper:
         said = doc.text.lower()
         ents = [e for e in doc.ents if e.label_ in SWAP_LABELS]
         rng.shuffle(ents)
-        for ent in ents:
-            own = ent.text.lower()
-            choices = sorted(
+        return _first_swap(
+            doc,
+            ents,
+            lambda ent: sorted(
                 t
                 for t in held[ent.label_]
-                if t.lower() not in said and own not in t.lower() and t.lower() not in own
-            )
-            if choices:
-                new = rng.choice(choices)
-                return Swap(
-                    doc.text[: ent.start_char] + new + doc.text[ent.end_char :], ent.text, new, ent.label_
-                )
-        return None
+                if t.lower() not in said
+                and ent.text.lower() not in t.lower()
+                and t.lower() not in ent.text.lower()
+            ),
+            rng,
+        )
 
     def swap_doc(self, doc: Any, avoid: str = "") -> Swap | None:
         ents = [e for e in doc.ents if e.label_ in SWAP_LABELS and self.pool.get(e.label_)]
         self.rng.shuffle(ents)
         blocked = (avoid + " " + doc.text).lower()
-        for ent in ents:
-            choices = [t for t in self.pool[ent.label_] if t.lower() not in blocked]
-            if choices:
-                new = self.rng.choice(choices)
-                text = doc.text[: ent.start_char] + new + doc.text[ent.end_char :]
-                return Swap(text, ent.text, new, ent.label_)
-        return None
+        return _first_swap(
+            doc, ents, lambda ent: [t for t in self.pool[ent.label_] if t.lower() not in blocked], self.rng
+        )
+
+
+def _first_swap(
+    doc: Any, ents: Sequence[Any], stand_ins: Callable[[Any], list[str]], rng: random.Random
+) -> Swap | None:
+    """`doc` with the first of `ents` (in the order given) that has a stand-in replaced by one
+    drawn from its `stand_ins`; None when none has."""
+    for ent in ents:
+        choices = stand_ins(ent)
+        if choices:
+            new = rng.choice(choices)
+            return Swap(
+                doc.text[: ent.start_char] + new + doc.text[ent.end_char :], ent.text, new, ent.label_
+            )
+    return None
 
 
 def fever_pairs(

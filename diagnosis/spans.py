@@ -23,9 +23,8 @@ from ragmend.diagnosis.wordforms import has_verb, stem
 # A key span: a run of capitalised words (joined by a few lower-case connectors: "Gerald R. Ford
 # International Airport", "Bank of America"; never by "and", which joins two names), a number, or
 # a quoted title.
-_CAP_RUN = re.compile(
-    r"[A-Z][\w'\-.]*(?:\s+(?:(?:of|de|la|von|van|du|for)\s+)?[A-Z][\w'\-.]*)*|\d[\d,.]*\d|\d"
-)
+_NAME = r"[A-Z][\w'\-.]*(?:\s+(?:(?:of|de|la|von|van|du|for)\s+)?[A-Z][\w'\-.]*)*"
+_CAP_RUN = re.compile(rf"{_NAME}|\d[\d,.]*\d|\d")
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 _QUOTED = re.compile(r"[\"\u201c]([^\"\u201d]{2,80})[\"\u201d]")
 # Capitalised words that start sentences or questions and name nothing.
@@ -131,10 +130,7 @@ def names_any(spans: Sequence[str], normalised: str) -> bool:
 # A name qualified by its edition: an ordinal ("31st Golden Globe Awards", "2nd Battalion") or a
 # year after "the" ("the 2010 Commonwealth Games"). A bare year before a name is left alone: "In
 # 1998 Microsoft released ..." dates an event, it does not name an edition of Microsoft.
-_EDITION = re.compile(
-    r"(?:\b(\d{1,4})(?:st|nd|rd|th)|\b(?i:the)\s+(\d{4}))\s+"
-    r"([A-Z][\w'\-.]*(?:\s+(?:(?:of|de|la|von|van|du|for)\s+)?[A-Z][\w'\-.]*)*)"
-)
+_EDITION = re.compile(rf"(?:\b(\d{{1,4}})(?:st|nd|rd|th)|\b(?i:the)\s+(\d{{4}}))\s+({_NAME})")
 
 
 def editions(text: str) -> dict[str, frozenset[str]]:
