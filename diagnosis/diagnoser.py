@@ -38,7 +38,9 @@ from ragmend.diagnosis.spans import (
     anchored_passages,
     asks_question,
     best_passage_coverage,
+    claimed_roles,
     content_words,
+    credited_roles,
     decompose,
     editions,
     is_bare,
@@ -46,6 +48,7 @@ from ragmend.diagnosis.spans import (
     names_any,
     normalise,
     other_edition,
+    role_of_another,
     span_coverage,
     unaddressed,
 )
@@ -149,6 +152,12 @@ class DiagnosisOptions:
     # contradicted the right date of the 31st at 0.95 with the 51st's while entailing the 51st's
     # date for the 31st at 0.69.
     other_edition_is_neutral: bool = True
+    # A window that credits a role a claim credits to someone else ("Charles Bronson as Captain
+    # Jack" against "Audrey Dalton played Captain Jack": spans.role_of_another) contradicts the
+    # claim: what it entails of it is read as contradiction. The NLI model cannot tell which name
+    # of a cast list holds which role: it entailed that claim at 0.95 with any of the window's
+    # names in the slot (docs/nli.md "Names in another role").
+    role_of_another_refutes: bool = True
     # An answer to a question none of whose claims a window entails at this probability is
     # unsupported whatever its P(unsupported) (verdict.unbacked); None: the score alone decides.
     support_floor: float | None = None
@@ -375,10 +384,12 @@ class Diagnoser:
         row = 0
         plain: dict[int, str] = {}  # each premise normalised once, for the names it holds
         editioned: dict[int, dict[str, frozenset[str]]] = {}  # ... and its editioned names once
+        credited: dict[int, dict[str, frozenset[str]]] = {}  # ... and the roles it credits once
         for h, idx in zip(hypotheses, chosen, strict=True):
             best: dict[str, PassageScores] = {}
             names = key_spans(h) if o.contradiction_needs_name else []
             claim_editions = editions(h) if o.other_edition_is_neutral else {}
+            claim_roles = claimed_roles(h) if o.role_of_another_refutes else {}
             for i in idx:
                 assert batch is not None  # a premise and a hypothesis made a pair
                 pid = premises[i][0]
@@ -389,6 +400,11 @@ class Diagnoser:
                         editioned[i] = editions(premises[i][1])
                     if other_edition(claim_editions, editioned[i]):
                         e, n, c = 0.0, e + n + c, 0.0
+                if claim_roles:
+                    if i not in credited:
+                        credited[i] = credited_roles(premises[i][1])
+                    if role_of_another(claim_roles, credited[i]):
+                        e, c = 0.0, c + e
                 if names and pid != "joint":
                     if i not in plain:
                         plain[i] = normalise(premises[i][1])

@@ -86,18 +86,21 @@ def novel_words(text: str, evidence: Sequence[str], exclude: str = "") -> tuple[
     return novel / len(words), novel
 
 
+def _trimmed(run: str) -> str:
+    """A capitalised run less its leading stop words and its trailing connectors and punctuation:
+    "The Joker." -> "Joker"."""
+    words = run.rstrip(".,'").split()
+    while words and (words[0].lower() in _STOP_CAPS or words[0].lower() in _CONNECTORS):
+        words = words[1:]
+    while words and words[-1].lower() in _CONNECTORS:
+        words = words[:-1]
+    return " ".join(words)
+
+
 def key_spans(text: str) -> list[str]:
     """Names and numbers a text asserts: capitalised runs (leading stop words dropped), numbers
     and quoted titles, each once, in order."""
-    spans: list[str] = []
-    for m in _CAP_RUN.finditer(text):
-        words = m.group(0).rstrip(".,'").split()
-        while words and (words[0].lower() in _STOP_CAPS or words[0].lower() in _CONNECTORS):
-            words = words[1:]
-        while words and words[-1].lower() in _CONNECTORS:
-            words = words[:-1]
-        if words:
-            spans.append(" ".join(words))
+    spans = [span for m in _CAP_RUN.finditer(text) if (span := _trimmed(m.group(0)))]
     spans += [m.group(1) for m in _QUOTED.finditer(text)]
     seen: dict[str, str] = {}
     for s in spans:
@@ -133,17 +136,23 @@ def names_any(spans: Sequence[str], normalised: str) -> bool:
 _EDITION = re.compile(rf"(?:\b(\d{{1,4}})(?:st|nd|rd|th)|\b(?i:the)\s+(\d{{4}}))\s+({_NAME})")
 
 
+def _within_sentence(run: str) -> str:
+    """A capitalised run up to the end of its sentence: _NAME runs on over a full stop ("Vice
+    President. Obama"), which a word of three letters or more ends (not an initial: "R.")."""
+    words: list[str] = []
+    for word in run.split():
+        words.append(word)
+        if word.endswith(".") and len(word) > 2:
+            break
+    return " ".join(words)
+
+
 def editions(text: str) -> dict[str, frozenset[str]]:
     """The editioned names a text holds, each with the editions it names: "The 31st Golden Globe
     Awards ..." -> {"golden globe awards": {"31"}}."""
     found: dict[str, set[str]] = {}
     for m in _EDITION.finditer(text):
-        words: list[str] = []
-        for word in m.group(3).split():
-            words.append(word)
-            if word.endswith(".") and len(word) > 2:  # a sentence ends here, not an initial ("R.")
-                break
-        name = normalise(" ".join(words).rstrip(".,'"))
+        name = normalise(_within_sentence(m.group(3)).rstrip(".,'"))
         if name:
             found.setdefault(name, set()).add(m.group(1) or m.group(2))
     return {name: frozenset(numbers) for name, numbers in found.items()}
@@ -154,6 +163,80 @@ def other_edition(claim: dict[str, frozenset[str]], text: dict[str, frozenset[st
     edition: it names the name, only with other numbers ("The 51st Golden Globe Awards ... were
     held on January 22, 1994." for a claim about the 31st). What it says is of another subject."""
     return any(name in text and not numbers & text[name] for name, numbers in claim.items())
+
+
+# A role credited to a performer. In a passage: a cast list's "Charles Bronson as Captain Jack",
+# or "Captain Jack, played by Charles Bronson". In a claim, which credits a role only with a verb of
+# performing (so "served as President" credits none): "Audrey Dalton played Captain Jack", "...
+# starred as ...", "Captain Jack was played by ...".
+_PERFORMED = (
+    r"(?:play(?:s|ed)|portray(?:s|ed)|voic(?:es|ed)|star(?:s|red)\s+as|appear(?:s|ed)\s+as"
+    r"|(?:was|is)\s+cast\s+as)"
+)
+_ROLE_THE = r"(?:(?:the\s+)?(?:role|part|character)\s+of\s+)?(?:the\s+)?"
+_BY = r"(?:played|portrayed|voiced)\s+by"
+_CREDIT = re.compile(
+    rf"(?P<who>{_NAME})\s+as\s+(?:the\s+)?(?P<role>{_NAME})|(?P<role2>{_NAME}),?\s+{_BY}\s+(?P<who2>{_NAME})"
+)
+_CLAIMED_ROLE = re.compile(
+    rf"(?P<who>{_NAME})\s+{_PERFORMED}\s+{_ROLE_THE}(?P<role>{_NAME})"
+    rf"|(?P<role2>{_NAME})\s+(?:was|is)\s+{_BY}\s+(?P<who2>{_NAME})"
+)
+
+
+# A cast list is about a performance: "X as Y" credits a role only with one of these words near
+# it, since elsewhere it names an office or a post ("named Smith as Arsenal captain"), and a
+# claim that a team "played Arsenal" must not meet it as a role.
+_CAST_CUE = re.compile(
+    r"\b(?:(?:co-?)?star(?:s|red|ring)?|cast|film|movie|series|sitcom|show|musical|opera|role"
+    r"|episodes?|drama|voiced|portray(?:s|ed)?)\b",
+    re.I,
+)
+
+
+def _roles(pattern: re.Pattern[str], text: str, cue: bool = False) -> dict[str, frozenset[str]]:
+    found: dict[str, set[str]] = {}
+    for m in pattern.finditer(text):
+        # "Y, played by X" speaks of a performance itself; "X as Y" needs a word that does.
+        as_form = m.group("role") is not None
+        if cue and as_form and not _CAST_CUE.search(text, max(0, m.start() - 200), m.end() + 100):
+            continue
+        role = normalise(_trimmed(_within_sentence(m.group("role") or m.group("role2"))))
+        who = normalise(_trimmed(_within_sentence(m.group("who") or m.group("who2"))))
+        if role and who and role != who:
+            found.setdefault(role, set()).add(who)
+    return {role: frozenset(names) for role, names in found.items()}
+
+
+def claimed_roles(claim: str) -> dict[str, frozenset[str]]:
+    """The roles a claim credits to performers: "Audrey Dalton played Captain Jack in Drum
+    Beat." -> {"captain jack": {"audrey dalton"}}."""
+    return _roles(_CLAIMED_ROLE, claim)
+
+
+def credited_roles(text: str) -> dict[str, frozenset[str]]:
+    """The roles a passage credits to performers where it speaks of a performance: "Ladd stars
+    along with ... Charles Bronson as Captain Jack, and Hayden Rorke as President Ulysses S.
+    Grant." -> {"captain jack": {"charles bronson"}, "president ulysses s grant": {"hayden
+    rorke"}}."""
+    return _roles(_CREDIT, text, cue=True)
+
+
+def _same_name(a: str, b: str) -> bool:
+    """Two normalised names for one bearer: equal, or one holds most of the other's words ("Grant"
+    and "Ulysses S Grant", "Dalton" and "Audrey Dalton")."""
+    return _found(a, b) or _found(b, a)
+
+
+def role_of_another(claim: dict[str, frozenset[str]], text: dict[str, frozenset[str]]) -> bool:
+    """Whether a passage (its `credited_roles`) credits a role the claim credits (its
+    `claimed_roles`) to someone else, and not also to the claim's performer: the cast list's
+    "Charles Bronson as Captain Jack" against "Audrey Dalton played Captain Jack"."""
+    for role, performers in claim.items():
+        credited = [names for r, names in text.items() if _same_name(role, r)]
+        if credited and not any(_same_name(p, n) for names in credited for n in names for p in performers):
+            return True
+    return False
 
 
 def span_coverage(text: str, evidence: Sequence[str], exclude: str = "") -> float | None:

@@ -147,6 +147,7 @@ class Engine:
                 refute_threshold=d.refute_threshold,
                 contradiction_needs_name=d.contradiction_needs_name,
                 other_edition_is_neutral=d.other_edition_is_neutral,
+                role_of_another_refutes=d.role_of_another_refutes,
                 support_floor=d.support_floor,
                 answerable_coverage=d.answerable_coverage,
             )

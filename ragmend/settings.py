@@ -202,6 +202,9 @@ class DiagnosisSettings(_Section):
     # A window about another edition of what a claim names by its edition ("The 51st Golden Globe
     # Awards ..." for a claim about the 31st) neither entails nor contradicts it.
     other_edition_is_neutral: bool = True
+    # A window that credits a role a claim credits to someone else ("Charles Bronson as Captain
+    # Jack" against "Audrey Dalton played Captain Jack") contradicts the claim.
+    role_of_another_refutes: bool = True
     # With a verdict: an answer to a question none of whose claims any window entails at this
     # probability (its `backing`; a choice between two alternatives is left out) is unsupported
     # whatever its P(unsupported). Chosen on DEV answers (docs/diagnosis.md); None: the score

@@ -179,6 +179,30 @@ def test_a_window_about_another_edition_neither_supports_nor_refutes(bundled_eng
     assert base.diagnose(question, passages, wrong).failure != "NoFailure"
 
 
+def test_a_cast_list_crediting_the_role_to_another_refutes(bundled_engine: Engine) -> None:
+    """Asked through the server: "Who played Captain Jack in Drum Beat?" -> "Audrey Dalton played
+    Captain Jack in Drum Beat." passed: its window ("Ladd stars along with Audrey Dalton, Charles
+    Bronson as Captain Jack, ...") entails it at 0.95, as it does with any of its names in the
+    slot (docs/nli.md "Names in another role"). A window crediting the role to someone else now
+    contradicts the claim (diagnosis.role_of_another_refutes); the right performer still passes."""
+    question = "Who played Captain Jack in Drum Beat?"
+    wrong = "Audrey Dalton played Captain Jack in Drum Beat."
+    right = "Charles Bronson played Captain Jack in Drum Beat."
+    base = bundled_engine.diagnoser
+    assert base.options.role_of_another_refutes  # the default
+    read_as_is = Diagnoser(
+        base.nli, base.embed, replace(base.options, role_of_another_refutes=False), reranker=base.reranker
+    )
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    assert "Drum Beat#0" in {p.id for p in passages}
+    assert read_as_is.diagnose(question, passages, wrong).failure == "NoFailure"  # the defect
+    d = base.diagnose(question, passages, wrong)
+    assert d.failure != "NoFailure" and d.verdict is not None and "refuted" in d.verdict.unsupported_by
+    cast = {s.passage: s for s in d.e_r.hypotheses[0].scores}["Drum Beat#0"]
+    assert cast.entail == 0.0 and cast.contradict > 0.8
+    assert base.diagnose(question, passages, right).failure == "NoFailure"
+
+
 def test_an_answer_nothing_supports_says_so_in_the_api(bundled_engine: Engine) -> None:
     """The Herring answer scores under the operating point; what fails it is that no window
     entails it (diagnosis.support_floor), and the API says so."""

@@ -12,12 +12,15 @@ import pytest
 from ragmend.diagnosis.spans import (
     answer_relevance,
     best_passage_coverage,
+    claimed_roles,
+    credited_roles,
     decompose,
     editions,
     key_spans,
     names_any,
     normalise,
     other_edition,
+    role_of_another,
     singular_predicate,
     span_coverage,
 )
@@ -90,6 +93,39 @@ def test_a_window_about_another_edition_is_about_something_else() -> None:
     }
     assert editions("the 2nd Gerald R. Ford Airport") == {"gerald r ford airport": frozenset({"2"})}
     assert not other_edition({}, fifty_first)
+
+
+def test_a_cast_list_credits_each_role_to_its_performer() -> None:
+    cast = credited_roles(
+        "Drum Beat: Ladd stars along with Audrey Dalton, Charles Bronson as Captain Jack, and"
+        " Hayden Rorke as President Ulysses S. Grant."
+    )
+    assert cast == {
+        "captain jack": frozenset({"charles bronson"}),
+        "president ulysses s grant": frozenset({"hayden rorke"}),
+    }
+    assert credited_roles("The Joker, portrayed by Heath Ledger, returns.") == {
+        "joker": frozenset({"heath ledger"})
+    }
+    # A sentence ends a name ("Vice President. Obama ..."). "X as Y" away from any word of a
+    # performance names a post, not a role.
+    assert credited_roles("The film cast Joe Biden as Vice President. Obama won.") == {
+        "vice president": frozenset({"joe biden"})
+    }
+    assert credited_roles("Wenger named Smith as Arsenal captain. Chelsea played them.") == {}
+    dalton = claimed_roles("Audrey Dalton played Captain Jack in Drum Beat.")
+    assert dalton == {"captain jack": frozenset({"audrey dalton"})}
+    assert role_of_another(dalton, cast)
+    # The performer by part of the name, the role by part of its name: the same credit.
+    assert not role_of_another(claimed_roles("Bronson portrayed the role of Captain Jack."), cast)
+    assert not role_of_another(claimed_roles("Hayden Rorke portrayed President Grant."), cast)
+    assert role_of_another(claimed_roles("President Grant was played by Alan Ladd."), cast)
+    # A role the passage does not credit, a claim crediting none ("served as" is no performance),
+    # and a role shared by two performers refute nothing.
+    assert not role_of_another(claimed_roles("Alan Ladd played Johnny MacKay."), cast)
+    assert claimed_roles("Barack Obama served as President of the United States.") == {}
+    shared = credited_roles("Audrey Dalton as Captain Jack (young) and Charles Bronson as Captain Jack.")
+    assert not role_of_another(dalton, shared)
 
 
 def test_answerability_is_coverage_of_the_question_by_one_passage() -> None:
