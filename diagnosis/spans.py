@@ -136,13 +136,23 @@ def names_any(spans: Sequence[str], normalised: str) -> bool:
 _EDITION = re.compile(rf"(?:\b(\d{{1,4}})(?:st|nd|rd|th)|\b(?i:the)\s+(\d{{4}}))\s+({_NAME})")
 
 
+# Titles and abbreviations whose full stop ends no sentence ("Mr. Spock", "Dr. McCoy").
+_ABBREVIATIONS = frozenset(
+    (
+        *("mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "gen", "col", "capt", "lt", "sgt"),
+        *("rev", "mt", "ft", "no", "vs", "sen", "gov", "rep", "hon", "fr"),
+    )
+)
+
+
 def _within_sentence(run: str) -> str:
     """A capitalised run up to the end of its sentence: _NAME runs on over a full stop ("Vice
-    President. Obama"), which a word of three letters or more ends (not an initial: "R.")."""
+    President. Obama"), which a word of three letters or more ends (not an initial, "R.", nor a
+    title, "Mr. Spock")."""
     words: list[str] = []
     for word in run.split():
         words.append(word)
-        if word.endswith(".") and len(word) > 2:
+        if word.endswith(".") and len(word) > 2 and word[:-1].lower() not in _ABBREVIATIONS:
             break
     return " ".join(words)
 
@@ -176,7 +186,12 @@ _PERFORMED = (
 _ROLE_THE = r"(?:(?:the\s+)?(?:role|part|character)\s+of\s+)?(?:the\s+)?"
 _BY = r"(?:played|portrayed|voiced)\s+by"
 _CREDIT = re.compile(
-    rf"(?P<who>{_NAME})\s+as\s+(?:the\s+)?(?P<role>{_NAME})|(?P<role2>{_NAME}),?\s+{_BY}\s+(?P<who2>{_NAME})"
+    rf"(?P<who>{_NAME})\s+as\s+(?:the\s+)?(?P<role>{_NAME})"
+    rf"|(?P<role2>{_NAME}),?\s+{_BY}\s+(?P<who2>{_NAME})"
+    # A cast in brackets, "Rachel Green (Jennifer Aniston), Phoebe Buffay (Lisa Kudrow), ...": a
+    # name of two words or more alone in them, an item of a list ("(Missouri)", "(born 1994)" and
+    # a title's "Joker (The Dark Knight):" credit nothing).
+    rf"|(?P<role3>{_NAME})\s+\((?P<who3>[A-Z][\w'\-.]*(?:\s+[A-Z][\w'\-.]*)+)\)(?=[,;]|\s+and\b)"
 )
 _CLAIMED_ROLE = re.compile(
     rf"(?P<who>{_NAME})\s+{_PERFORMED}\s+{_ROLE_THE}(?P<role>{_NAME})"
@@ -197,12 +212,13 @@ _CAST_CUE = re.compile(
 def _roles(pattern: re.Pattern[str], text: str, cue: bool = False) -> dict[str, frozenset[str]]:
     found: dict[str, set[str]] = {}
     for m in pattern.finditer(text):
-        # "Y, played by X" speaks of a performance itself; "X as Y" needs a word that does.
-        as_form = m.group("role") is not None
-        if cue and as_form and not _CAST_CUE.search(text, max(0, m.start() - 200), m.end() + 100):
+        form = next(n for n in ("", "2", "3") if m.group("role" + n) is not None)
+        # "Y, played by X" speaks of a performance itself; "X as Y" and "Y (X)" need a word that
+        # does.
+        if cue and form != "2" and not _CAST_CUE.search(text, max(0, m.start() - 200), m.end() + 100):
             continue
-        role = normalise(_trimmed(_within_sentence(m.group("role") or m.group("role2"))))
-        who = normalise(_trimmed(_within_sentence(m.group("who") or m.group("who2"))))
+        role = normalise(_trimmed(_within_sentence(m.group("role" + form))))
+        who = normalise(_trimmed(_within_sentence(m.group("who" + form))))
         if role and who and role != who:
             found.setdefault(role, set()).add(who)
     return {role: frozenset(names) for role, names in found.items()}

@@ -113,6 +113,23 @@ def test_a_cast_list_credits_each_role_to_its_performer() -> None:
         "vice president": frozenset({"joe biden"})
     }
     assert credited_roles("Wenger named Smith as Arsenal captain. Chelsea played them.") == {}
+    # A cast in brackets, as a list: each item credits its role; a title's qualifier does not.
+    friends = credited_roles(
+        "Friends: It featured six main cast members: Rachel Green (Jennifer Aniston), Phoebe"
+        " Buffay (Lisa Kudrow) and Joey Tribbiani (Matt LeBlanc)."
+    )
+    assert friends == {
+        "rachel green": frozenset({"jennifer aniston"}),
+        "phoebe buffay": frozenset({"lisa kudrow"}),
+    }
+    assert role_of_another(claimed_roles("Lisa Kudrow played Rachel Green."), friends)
+    # A title's full stop ends no name: Mr. Spock is not Mr. anyone.
+    trek = credited_roles("Star Trek stars William Shatner as Captain Kirk and Leonard Nimoy as Mr. Spock.")
+    assert trek["mr spock"] == frozenset({"leonard nimoy"})
+    assert not role_of_another(claimed_roles("Leonard Nimoy played Spock."), trek)
+    assert role_of_another(claimed_roles("William Shatner played Mr. Spock."), trek)
+    qualified = "Joker (The Dark Knight): the film's villain, Kansas City (Missouri), Elgort (born 1994)."
+    assert credited_roles(qualified) == {}
     dalton = claimed_roles("Audrey Dalton played Captain Jack in Drum Beat.")
     assert dalton == {"captain jack": frozenset({"audrey dalton"})}
     assert role_of_another(dalton, cast)
