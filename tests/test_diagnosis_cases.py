@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,6 +74,11 @@ def bundled_engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
     return engine
 
 
+def _with_options(base: Diagnoser, **changes: Any) -> Diagnoser:
+    """The engine's diagnoser (its models and reranker) with some of its options changed."""
+    return Diagnoser(base.nli, base.embed, replace(base.options, **changes), reranker=base.reranker)
+
+
 @pytest.mark.parametrize(("question", "response"), CASES, ids=IDS)
 def test_wrong_answers_fail_on_the_bundled_corpus(
     bundled_engine: Engine, question: str, response: str
@@ -87,7 +93,7 @@ def test_wrong_answers_fail_under_the_rule_too(bundled_engine: Engine, question:
     """The same cases with `diagnosis.verdict: off` (Algorithm 1's rule over the NLI states)."""
     base = bundled_engine.diagnoser
     assert base.options.verdict is not None  # the default diagnoses with the verdict
-    rule = Diagnoser(base.nli, base.embed, replace(base.options, verdict=None), reranker=base.reranker)
+    rule = _with_options(base, verdict=None)
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     d = rule.diagnose(question, passages, response)
     assert d.verdict is None and d.failure != "NoFailure", (d.e_q, d.e_r)
@@ -101,10 +107,8 @@ def test_a_contradicted_claim_fails_whatever_its_score(bundled_engine: Engine) -
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     decided = {}
     for bar in (None, base.options.refute_threshold):
-        options = replace(base.options, verdict=open_verdict("bundled"), refute_threshold=bar)
-        d = Diagnoser(base.nli, base.embed, options, reranker=base.reranker).diagnose(
-            question, passages, response
-        )
+        diagnoser = _with_options(base, verdict=open_verdict("bundled"), refute_threshold=bar)
+        d = diagnoser.diagnose(question, passages, response)
         assert d.verdict is not None
         decided[bar] = d
     alone, with_bar = decided.values()
@@ -139,9 +143,7 @@ def test_a_passage_about_someone_else_does_not_contradict_a_claim(bundled_engine
     )
     base = bundled_engine.diagnoser
     assert base.options.contradiction_needs_name  # the default
-    read_as_is = Diagnoser(
-        base.nli, base.embed, replace(base.options, contradiction_needs_name=False), reranker=base.reranker
-    )
+    read_as_is = _with_options(base, contradiction_needs_name=False)
     question = "Is Marc Rosset a professional tennis player?"
     claim = "Marc Rosset is a professional tennis player."
     as_is = read_as_is.diagnose(question, [other], claim).e_r.hypotheses[0]
@@ -165,9 +167,7 @@ def test_a_window_about_another_edition_neither_supports_nor_refutes(bundled_eng
     wrong = "The 31st Golden Globe Awards were held on January 22, 1994."
     base = bundled_engine.diagnoser
     assert base.options.other_edition_is_neutral  # the default
-    read_as_is = Diagnoser(
-        base.nli, base.embed, replace(base.options, other_edition_is_neutral=False), reranker=base.reranker
-    )
+    read_as_is = _with_options(base, other_edition_is_neutral=False)
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     assert {"31st Golden Globe Awards", "51st Golden Globe Awards"} <= {p.title for p in passages}
     as_is = read_as_is.diagnose(question, passages, right)
@@ -190,9 +190,7 @@ def test_a_cast_list_crediting_the_role_to_another_refutes(bundled_engine: Engin
     right = "Charles Bronson played Captain Jack in Drum Beat."
     base = bundled_engine.diagnoser
     assert base.options.role_of_another_refutes  # the default
-    read_as_is = Diagnoser(
-        base.nli, base.embed, replace(base.options, role_of_another_refutes=False), reranker=base.reranker
-    )
+    read_as_is = _with_options(base, role_of_another_refutes=False)
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     assert "Drum Beat#0" in {p.id for p in passages}
     assert read_as_is.diagnose(question, passages, wrong).failure == "NoFailure"  # the defect
@@ -255,9 +253,7 @@ def test_a_comparison_in_time_is_checked_against_the_passages_dates(bundled_engi
     question = "Who was born first, Nicki Minaj or Meg Ryan?"
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     base = bundled_engine.diagnoser
-    verdict = Diagnoser(
-        base.nli, base.embed, replace(base.options, verdict=open_verdict("bundled")), reranker=base.reranker
-    )
+    verdict = _with_options(base, verdict=open_verdict("bundled"))
     for diagnoser in (base, verdict):
         wrong = diagnoser.diagnose(question, passages, "Nicki Minaj was born first.")
         assert wrong.comparison is not None and wrong.comparison.outcome == "disagrees"
@@ -337,9 +333,7 @@ def test_a_faithful_summary_of_given_text_passes(bundled_engine: Engine) -> None
     rule and under the verdict."""
     passages, _ = bundled_engine.pipeline.retrieve("Elko Regional Airport", bundled_engine.config())
     base = bundled_engine.diagnoser
-    verdict = Diagnoser(
-        base.nli, base.embed, replace(base.options, verdict=open_verdict("bundled")), reranker=base.reranker
-    )
+    verdict = _with_options(base, verdict=open_verdict("bundled"))
     for diagnoser in (base, verdict):
         d = diagnoser.diagnose(
             "Summarize the following text.",
@@ -355,8 +349,7 @@ def test_e_q_is_answerability_whatever_the_answer_says(bundled_engine: Engine) -
     one question, one right and one about someone else, get the same e_q; a question the corpus
     cannot answer gets a neutral e_q (IE when its answer is unsupported)."""
     base = bundled_engine.diagnoser
-    options = replace(base.options, verdict=open_verdict("bundled"))
-    diagnose = Diagnoser(base.nli, base.embed, options, reranker=base.reranker).diagnose
+    diagnose = _with_options(base, verdict=open_verdict("bundled")).diagnose
     question = "Who co-founded The Conversation?"
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     right = diagnose(question, passages, "Andrew Jaspan co-founded The Conversation.")
@@ -378,7 +371,7 @@ def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: En
     base = bundled_engine.diagnoser
     model = open_verdict("bundled")
     assert model is not None
-    diagnoser = Diagnoser(base.nli, base.embed, replace(base.options, verdict=model), reranker=base.reranker)
+    diagnoser = _with_options(base, verdict=model)
     rows, verdicts = [], []
     for n, (question, response) in enumerate(
         [*CASES, ("Which airport is located in Elko, Nevada?", "Elko Regional Airport is in Elko, Nevada.")]
