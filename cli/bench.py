@@ -57,7 +57,7 @@ def bench_pipeline(
 def bench_nli(
     data: Annotated[Path | None, typer.Option(help="A JSONL file of {premise, hypothesis, label}.")] = None,
     suite: Annotated[
-        bool, typer.Option("--suite", help="Run the standard evaluation sets and write docs/nli.md.")
+        bool, typer.Option("--suite", help="Run the standard evaluation sets and record them (--doc).")
     ] = False,
     model: Annotated[
         str | None, typer.Option(help="NLI model directory or hub id (default models.nli.model).")
@@ -68,9 +68,13 @@ def bench_nli(
         typer.Option(help="--suite: only these sets, comma-separated (nothing is written); default all."),
     ] = None,
     data_root: Annotated[Path, typer.Option(help="The shared data directory (--suite).")] = SHARED_DATA,
-    doc: Annotated[Path, typer.Option(help="Markdown file the suite's table goes into.")] = Path(
-        "docs/nli.md"
-    ),
+    doc: Annotated[
+        Path | None,
+        typer.Option(
+            help="Markdown file the suite's table goes into (default docs/nli.md; with --model, none: "
+            "a candidate's reading never replaces the configured model's)."
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print {n, accuracy, macro_f1, confusion, pairs_per_s}.")
     ] = False,
@@ -120,9 +124,11 @@ def bench_nli(
             speed = speed_check(lambda: load_nli(models), fever_claim_evidence_test(data_root))
             command = "ragmend " + shlex.join(sys.argv[1:])
             result = {"command": command, "model": models.nli.model, "sets": results, "speed": speed}
-            if limit is None and chosen is None:  # a partial run never overwrites the recorded one
-                write_suite_section(doc, suite_markdown(results, speed, command))
-                atomic_write_json(doc.parent / "bench" / "nli-suite.json", result)
+            # A partial run never overwrites the recorded one, nor does another model's.
+            target = doc if doc is not None else (Path("docs/nli.md") if model is None else None)
+            if limit is None and chosen is None and target is not None:
+                write_suite_section(target, suite_markdown(results, speed, command))
+                atomic_write_json(target.parent / "bench" / "nli-suite.json", result)
             show(result, as_json)
             return
         assert data is not None

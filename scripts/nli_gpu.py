@@ -32,7 +32,14 @@ from ragmend.train.nli_train import TrainConfig, load_train_config, resolve_mix,
 
 PART_BYTES = 15 * 2**20
 CHUNK = "::rows"
-EVAL_SETS = ("long_premise_test", "mnli_dev_matched", "snli_test", "fever_claim_evidence_test")
+EVAL_SETS = (
+    "long_premise_test",
+    "mnli_dev_matched",
+    "snli_test",
+    "fever_claim_evidence_test",
+    "hotpot_statement_test",
+    "swap_within_test",
+)
 
 
 def pack(mixes: list[Path], out: Path, data_root: Path) -> None:
@@ -71,6 +78,7 @@ def run(pack_dir: Path, out: Path, deadline_s: float, device: str = "cuda", limi
     from safetensors.torch import load_file, save_file
 
     t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
     base32 = Path("/tmp/nli-base32")
     base32.mkdir(exist_ok=True)
     for f in (pack_dir / "base").iterdir():
