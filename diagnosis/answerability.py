@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +150,11 @@ class AnswerabilityModel:
         atomic_write_text(Path(path), json.dumps(self.as_json(), indent=1) + "\n")
 
 
-def open_answerability(spec: str) -> AnswerabilityModel | None:
+def open_answerability(spec: str, threshold: float | None = None) -> AnswerabilityModel | None:
     """'off': none (the best passage's relevance against diagnosis.relevance_threshold decides);
-    'bundled': the shipped model; anything else: a file from `ragmend bench answerability --fit`."""
+    'bundled': the shipped model; anything else: a file from `ragmend bench answerability --fit`.
+    `threshold`: the operating point in place of the file's own (diagnosis.answerable_threshold)."""
     if spec == "off":
         return None
-    return AnswerabilityModel.load(BUNDLED if spec == "bundled" else Path(spec))
+    model = AnswerabilityModel.load(BUNDLED if spec == "bundled" else Path(spec))
+    return model if threshold is None else replace(model, threshold=threshold)

@@ -579,13 +579,14 @@ def derive_failure(
     and the passages alone, and a supported answer is better evidence that they answer it (on
     RAGTruth's DEV questions, whose given passages answer them, the answerability gate alone made
     61% of the responses IE). Then a supported verdict is NoFailure; an unsupported one takes
-    the rule's type where it found one, else WR. An answer that does not address the question
-    (another subject or relation, spans.py) is WR whatever its verdict: a passage may well
-    entail what it says. `grounded` (see `grounded`): some of a one-claim answer's key spans
-    (beyond the question's own) occur in the evidence; an answer with none of them, to a question
-    the evidence does not answer, is IE whatever its score: nothing read supports it ("What is
-    the capital of Australia?" -> "... Canberra." over passages that never name Canberra), and
-    that decision should not move with a refit of the score's intercepts."""
+    the rule's type where it found one (LEM), else WR (the rule's IE too: the evidence answers).
+    An answer that does not address the question (another subject or relation, spans.py) is WR
+    whatever its verdict: a passage may well entail what it says. `grounded` (see `grounded`):
+    some of a one-claim answer's key spans (beyond the question's own) occur in the evidence; an
+    answer with none of them, to a question the evidence does not answer, is IE whatever its
+    score: nothing read supports it ("What is the capital of Australia?" -> "... Canberra." over
+    passages that never name Canberra), and that decision should not move with a refit of the
+    score's intercepts."""
     if kappa == "conflict":
         return "WP"
     if abstained or (not answerable and (unsupported or not grounded)):
@@ -594,4 +595,8 @@ def derive_failure(
         return "WR"
     if not unsupported:
         return "NoFailure"
-    return "WR" if rule == "NoFailure" else rule
+    # The evidence answers the question here, so Algorithm 1 with e_q = answerability has no IE
+    # to give: a rule's IE came from the statement built from the answer, which a wrong answer
+    # fails as surely as missing evidence does. On DEV, 26 of the 65 answerable questions typed
+    # IE were this case (docs/diagnosis.md, twenty-first session).
+    return "WR" if rule in ("NoFailure", "IE") else rule

@@ -142,7 +142,7 @@ class Engine:
                 if d.premise_words is None
                 else d.premise_words,
                 verdict=open_verdict(d.verdict),
-                answerability=open_answerability(d.answerability),
+                answerability=open_answerability(d.answerability, d.answerable_threshold),
                 unsupported_threshold=d.unsupported_threshold,
                 refute_threshold=d.refute_threshold,
                 contradiction_needs_name=d.contradiction_needs_name,

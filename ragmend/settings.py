@@ -221,6 +221,10 @@ class DiagnosisSettings(_Section):
     # answerability --fit`), a path to such a file, or "off" (the best relevance against
     # relevance_threshold alone).
     answerability: str = "bundled"
+    # P(answerable) at which the evidence answers the question (where answerability is a model):
+    # None, the model file's own threshold (fitted for the question alone). IE needs both an
+    # unanswered question and an unsupported answer, so its best point lies elsewhere.
+    answerable_threshold: float | None = Field(None, gt=0, lt=1)
 
 
 class PolicySettings(_Section):

@@ -69,6 +69,9 @@ def test_the_fit_separates_the_kinds_and_its_threshold_is_chosen_out_of_fold(tmp
     model.save(tmp_path / "a.json")
     assert open_answerability(str(tmp_path / "a.json")) == model
     assert open_answerability("off") is None
+    # diagnosis.answerable_threshold: the operating point moves, the fitted score does not.
+    moved = open_answerability(str(tmp_path / "a.json"), threshold=0.6)
+    assert moved is not None and moved.threshold == 0.6 and moved.score == model.score
     (tmp_path / "bad.json").write_text(
         '{"score": {"features": ["nope"], "mean": [0], "scale": [1], '
         '"coef": [1], "intercept": 0}, "threshold": 0.5}'

@@ -252,7 +252,8 @@ def test_fit_learns_the_direction_of_a_signal_and_the_file_round_trips(tmp_path:
         (True, "NoFailure", "missing", True, "WR"),  # ... and flags what it passed
         (True, "NoFailure", "missing", False, "IE"),  # an unsupported answer, evidence that does not answer
         (False, "NoFailure", "missing", False, "NoFailure"),  # a supported answer shows it does
-        (True, "IE", "missing", True, "IE"),  # the rule's type stays where it found one
+        (True, "LEM", "missing", True, "LEM"),  # the rule's type stays where it found one
+        (True, "IE", "missing", True, "WR"),  # ... but not IE: with e_q = answerability, the evidence answers
         (True, "WR", "missing", False, "IE"),  # ... IE where the evidence does not answer
         (False, "NoFailure", "conflict", True, "WP"),  # a conflict with the graph always fails
     ],
