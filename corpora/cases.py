@@ -53,6 +53,9 @@ class Case:
     spans: tuple[tuple[int, int], ...] = ()  # labelled unsupported character spans (RAGTruth)
     # The generator's log-probability of each answer token (generated answers; None for given ones)
     token_logprobs: tuple[float, ...] | None = None
+    # Whether the passages hold the gold answer (generated answers to answerable questions with a
+    # span answer; None otherwise): IE on an answerable question whose evidence lacks it is right.
+    answer_in_evidence: bool | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -13,8 +13,9 @@ from typing import Any
 from ragmend.bench.harness.workspace import Workspace
 from ragmend.corpora.cases import RAGTRUTH_TEST, RAGTRUTH_TRAIN, Case, fever_cases, ragtruth_cases
 from ragmend.corpora.readers import Split, read_jsonl
-from ragmend.corpora.tasks import EvalItem, first
+from ragmend.corpora.tasks import EvalItem, EvidenceCheck, first
 from ragmend.corpora.unanswerable import UNANSWERABLE, correct_answer
+from ragmend.diagnosis.diagnoser import premise_text
 
 
 def generated_cases(
@@ -56,12 +57,13 @@ def generated_cases(
             if n % 20 == 0:
                 log(f"{split}: answered {n}/{len(todo)}")
     # Answers made before a change of the labelling rule are labelled by the rule in force.
-    return [_relabelled(done[i.id], i) for i in wanted]
+    return [_relabelled(done[i.id], i, workspace.task.answer_in) for i in wanted]
 
 
-def _relabelled(case: Case, item: EvalItem) -> Case:
+def _relabelled(case: Case, item: EvalItem, answer_in: EvidenceCheck) -> Case:
     right = correct_answer(item.kind, case.response, item.gold, item.query)
-    return case if case.unsupported != right else replace(case, unsupported=not right)
+    held = answer_in(item, [premise_text(p) for p in case.passages])
+    return replace(case, unsupported=not right, answer_in_evidence=held)
 
 
 def recorded_cases(

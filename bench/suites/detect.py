@@ -68,6 +68,7 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "id": case.id,
         "unsupported": case.unsupported,
         "answerable": case.answerable,
+        "answer_in_evidence": case.answer_in_evidence,
         "score": diagnosis_score(d),
         "failure": d.failure,
         "egc": 1.0 - d.egc.score,
@@ -252,6 +253,13 @@ def summaries(all_rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, 
         result["unanswerable"]["ie_rate_answerable"] = round(
             float(np.mean([r["failure"] == "IE" for r in answerable])), 4
         )
+        # Apart by whether the retrieved passages hold the gold answer: IE is right where they
+        # do not (the question is answerable from the corpus, not from what was retrieved).
+        result["unanswerable"]["ie_rate_answerable_by_evidence"] = {
+            name: {"n": len(part), "ie_rate": round(float(np.mean([r["failure"] == "IE" for r in part])), 4)}
+            for name, held in (("answer_in_evidence", True), ("answer_not_in_evidence", False))
+            if (part := [r for r in answerable if r.get("answer_in_evidence") is held])
+        }
         if all(r.get("features") for r in answerable):
             result["unanswerable"]["rule"]["ie_rate_answerable"] = round(
                 float(np.mean([r["rule_failure"] == "IE" for r in answerable])), 4
