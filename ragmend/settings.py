@@ -223,7 +223,8 @@ class DiagnosisSettings(_Section):
     answerability: str = "bundled"
     # P(answerable) at which the evidence answers the question (where answerability is a model):
     # None, the model file's own threshold (fitted for the question alone). IE needs both an
-    # unanswered question and an unsupported answer, so its best point lies elsewhere.
+    # unanswered question and an unsupported answer; on DEV the file's own was still IE's best
+    # point of those measured (docs/diagnosis.md, twenty-first session).
     answerable_threshold: float | None = Field(None, gt=0, lt=1)
 
 
