@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragmend.bench.stats import auroc  # noqa: E402
+from ragmend.corpora.readers import read_jsonl  # noqa: E402
 from ragmend.diagnosis.diagnoser import premise_windows  # noqa: E402
 from ragmend.diagnosis.spans import key_spans, normalise  # noqa: E402
 from ragmend.models.nli import NLIModel, load_nli  # noqa: E402
@@ -79,13 +80,9 @@ def main() -> None:
     args = ap.parse_args()
 
     nli = load_nli(Settings(models={"nli": {"model": args.model}}).models)
-    answers = {}
-    for line in (args.workdir / f"answers-{args.split}.jsonl").read_text(encoding="utf-8").splitlines():
-        a = json.loads(line)
-        answers[a["id"]] = a
+    answers = {a["id"]: a for a in read_jsonl(args.workdir / f"answers-{args.split}.jsonl")}
     rows_path = args.workdir / f"detect-{args.split}-hotpotqa+unanswerable-rows.jsonl"
-    rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines()]
-    rows = [r for r in rows if r["set"] == "hotpotqa" and r["claims"]]
+    rows = [r for r in read_jsonl(rows_path) if r["set"] == "hotpotqa" and r["claims"]]
 
     t0 = time.perf_counter()
     wrong, backing, contradiction, margin = [], [], [], []

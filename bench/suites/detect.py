@@ -146,6 +146,11 @@ def decision_figures(flagged: np.ndarray, y: np.ndarray) -> dict[str, float | No
     }
 
 
+def ie_rate(rows: Sequence[Mapping[str, Any]], key: str = "failure") -> float:
+    """The share of rows typed IE, by the verdict (`failure`) or by Algorithm 1's rule."""
+    return round(float(np.mean([r[key] == "IE" for r in rows])), 4)
+
+
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The figures of one data set (or one group of it)."""
     y = np.array([r["unsupported"] for r in rows], dtype=bool)
@@ -168,11 +173,9 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         rule = np.array([r.get("rule_failure", r["failure"]) != "NoFailure" for r in rows], dtype=bool)
         out["rule"] = decision_figures(rule, y)
         if not all(r["answerable"] for r in rows):
-            out["rule"]["ie_rate"] = round(
-                float(np.mean([r["rule_failure"] == "IE" for r in rows if not r["answerable"]])), 4
-            )
+            out["rule"]["ie_rate"] = ie_rate([r for r in rows if not r["answerable"]], "rule_failure")
     if not all(r["answerable"] for r in rows):
-        out["ie_rate"] = round(float(np.mean([r["failure"] == "IE" for r in rows if not r["answerable"]])), 4)
+        out["ie_rate"] = ie_rate([r for r in rows if not r["answerable"]])
     return out
 
 
@@ -250,20 +253,16 @@ def summaries(all_rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, 
         result[name] = summary
     if "unanswerable" in all_rows and "hotpotqa" in all_rows:
         answerable = all_rows["hotpotqa"]
-        result["unanswerable"]["ie_rate_answerable"] = round(
-            float(np.mean([r["failure"] == "IE" for r in answerable])), 4
-        )
+        result["unanswerable"]["ie_rate_answerable"] = ie_rate(answerable)
         # Apart by whether the retrieved passages hold the gold answer: IE is right where they
         # do not (the question is answerable from the corpus, not from what was retrieved).
         result["unanswerable"]["ie_rate_answerable_by_evidence"] = {
-            name: {"n": len(part), "ie_rate": round(float(np.mean([r["failure"] == "IE" for r in part])), 4)}
+            name: {"n": len(part), "ie_rate": ie_rate(part)}
             for name, held in (("answer_in_evidence", True), ("answer_not_in_evidence", False))
             if (part := [r for r in answerable if r.get("answer_in_evidence") is held])
         }
         if all(r.get("features") for r in answerable):
-            result["unanswerable"]["rule"]["ie_rate_answerable"] = round(
-                float(np.mean([r["rule_failure"] == "IE" for r in answerable])), 4
-            )
+            result["unanswerable"]["rule"]["ie_rate_answerable"] = ie_rate(answerable, "rule_failure")
     return result
 
 
