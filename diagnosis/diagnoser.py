@@ -23,6 +23,7 @@ from ragmend.diagnosis.alternatives import (
 )
 from ragmend.diagnosis.answerability import AnswerabilityModel, answerability_features
 from ragmend.diagnosis.comparison import TitleLookup, check_comparison, only_the_pick, settle_checks
+from ragmend.diagnosis.compound import atomic_claims, decompose
 from ragmend.diagnosis.egc import egc_features
 from ragmend.diagnosis.failure import StageEvidence, attribute_stage, failure_type, gated_label
 from ragmend.diagnosis.hypotheses import (
@@ -41,7 +42,6 @@ from ragmend.diagnosis.spans import (
     claimed_roles,
     content_words,
     credited_roles,
-    decompose,
     editions,
     is_bare,
     key_spans,
@@ -188,7 +188,7 @@ def response_claims(query: str, response: str, max_claims: int, bare: bool | Non
         claims = [choice_statement(query, response) or question_statement(query, response)]
     # A compound claim ("both A and B are in Michigan") is checked as its atomic claims, each
     # against single passages: two passages read together cannot support it.
-    return [atom for c in claims for atom in decompose(c)][:max_claims]
+    return atomic_claims(claims, max_claims)
 
 
 def case_text_features(

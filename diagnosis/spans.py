@@ -1,6 +1,6 @@
 """Surface checks the NLI model cannot be trusted with: which names and numbers a text asserts,
-whether the evidence states them, whether an answer is about what was asked, and compound claims
-split into the atomic claims they join.
+whether the evidence states them, whether an answer is about what was asked (compound claims
+split into the atomic claims they join are in diagnosis/compound.py).
 
 An NLI model scores a hypothesis against a premise; it does not notice that "Canberra" occurs
 nowhere in the evidence when the premise is long and on topic, nor that an answer about "Marsha
@@ -692,98 +692,3 @@ def unaddressed(query: str, response: str) -> OffQuestion | None:
     if restates_question(query, response):
         return "restated"
     return None
-
-
-# "Both A and B are ...", "A and B are both ...", "Neither A nor B ...": one claim per subject.
-_BOTH = re.compile(
-    r"^(?:yes,?\s+|no,?\s+)?both\s+(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+(?P<verb>are|were|have|had|do|did)\s+(?P<rest>.+)$",
-    re.I,
-)
-_AND_BOTH = re.compile(
-    r"^(?:yes,?\s+|no,?\s+)?(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+(?P<verb>are|were|have|had)\s+both\s+(?P<rest>.+)$",
-    re.I,
-)
-# "Yes, A and B are Y.": the answer to "Are A and B Y?" says the same of each without "both"; only
-# after a yes, where the two are names (capitalised) and the predicate is not a relation between
-# them ("... are from the same city", "... were married") nor a negation.
-_YES_AND = re.compile(
-    r"^(?i:yes),?\s+(?P<a>[A-Z].*?)\s+and\s+(?P<b>[A-Z].*?)\s+(?P<verb>are|were)\s+(?P<rest>(?!not\b).+)$"
-)
-_BETWEEN_THEM = re.compile(
-    r"\b(same|together|each other|one another|related|married|siblings|brothers|sisters|partners"
-    r"|connected|similar|different|both|alike|equal)\b",
-    re.I,
-)
-_SINGULAR = {"are": "is", "were": "was", "have": "has", "had": "had", "do": "does", "did": "did"}
-_PARTICLE = re.compile(r"^(?:yes|no),\s+(?=\S+\s+\S+\s+\S+)", re.I)
-
-
-def decompose(claim: str) -> list[str]:
-    """A compound claim as the atomic claims it joins ("Both A and B are in Michigan." -> "A is in
-    Michigan.", "B is in Michigan."), so each is checked against single passages and none is
-    entailed by two passages read together; any other claim is returned as it is, less a leading
-    "Yes," or "No," (the clause after it is what is claimed; the NLI model reads the particle as
-    words of the hypothesis)."""
-    text = claim.strip()
-    for pattern in (_BOTH, _AND_BOTH, _YES_AND):
-        m = pattern.match(text)
-        if not m or len(m.group("a").split()) > 8 or len(m.group("b").split()) > 8:
-            continue
-        if pattern is _YES_AND and _BETWEEN_THEM.search(m.group("rest")):
-            continue
-        verb = _SINGULAR[m.group("verb").lower()]
-        rest = m.group("rest").rstrip(". ")
-        rest = re.sub(r"^(?:located\s+)?both\s+", "", rest)
-        if verb in ("is", "was"):
-            rest = singular_predicate(rest)
-        return [f"{_cap(m.group(s))} {verb} {rest}." for s in ("a", "b")]
-    return [_cap(_PARTICLE.sub("", text, count=1))]
-
-
-# Words that end a predicate's noun phrase ("breeds | of dog", "documentaries | about war").
-_NP_END = re.compile(
-    r"\s+(?=(?:of|in|on|at|about|from|for|with|by|that|who|which|based|located|born|known|since)\b)"
-)
-_NOT_NOUN = frozenset(
-    (
-        *("located", "based", "born", "known", "considered", "present", "active", "famous"),
-        *("popular", "made", "found", "situated", "in", "on", "at", "of", "from", "for", "with"),
-        *("by", "about", "into", "near"),
-    )
-)
-
-
-def singular_predicate(rest: str) -> str:
-    """A plural noun predicate made singular for one subject ("professional tennis players" ->
-    "a professional tennis player", "breeds of dog" -> "a breed of dog"), so that "A is
-    professional tennis players." does not read as ungrammatical nonsense to the NLI model (on
-    DEV it called such claims contradicted); anything else ("American", "located in Michigan",
-    "from the United States") is returned as it is."""
-    head = _NP_END.split(rest, maxsplit=1)[0]
-    tail = rest[len(head) :]  # " of dog", with the space before it; "" when the phrase is all
-    words = head.split()
-    if not words or len(words) > 5 or words[0].lower() in ("a", "an", "the", "not", "all", "both"):
-        return rest
-    if words[0].lower() == "considered" and len(words) > 1:
-        # "considered rock bands" -> "a rock band": what a passage states ("OK Go is an American
-        # rock band"), which the NLI model read as contradicting "is considered a rock band".
-        return singular_predicate(rest.split(None, 1)[1])
-    if words[0].lower() in _NOT_NOUN:
-        return rest
-    noun = words[-1]
-    if not re.fullmatch(r"[a-z][a-z-]*[a-z]s", noun) or noun.endswith(("ss", "us", "is", "ics")):
-        return rest
-    if noun.endswith("ies") and len(noun) > 4:
-        one = noun[:-3] + "y"
-    elif noun.endswith(("ches", "shes", "xes", "sses")):
-        one = noun[:-2]
-    else:
-        one = noun[:-1]
-    phrase = " ".join([*words[:-1], one])
-    article = "an" if phrase[:1].lower() in "aeiou" else "a"
-    return f"{article} {phrase}{tail}"
-
-
-def _cap(s: str) -> str:
-    s = s.strip().strip(",")
-    return s[:1].upper() + s[1:]

@@ -6,6 +6,10 @@ never shown."""
 
 from __future__ import annotations
 
+from typing import Literal
+
+VerbForm = Literal["auxiliary", "past", "present"]
+
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
 
 # Base form, then its irregular past forms. Only verbs whose past forms are not also common
@@ -44,6 +48,21 @@ def has_verb(words: list[str]) -> bool:
         or (w.islower() and len(w) > 3 and (w.endswith("ed") or (w.endswith("s") and not w.endswith("'s"))))
         for w in words
     )
+
+
+def verb_form(word: str) -> VerbForm | None:
+    """What finite verb a lower-case word may be: an auxiliary ("was", "has"), a past form
+    ("founded", "wrote") or a present form in -s ("covers"); None for anything else. The same
+    crude reading as `has_verb`: a plural noun passes for a present form."""
+    if not word.islower():
+        return None
+    if word in _AUXILIARIES:
+        return "auxiliary"
+    if (word in _BASE and word != _BASE[word]) or (len(word) > 3 and word.endswith("ed")):
+        return "past"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is", "'s")):
+        return "present"
+    return None
 
 
 def stem(word: str) -> str:

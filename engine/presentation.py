@@ -21,8 +21,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ragmend.diagnosis.compound import decompose, unprefixed
 from ragmend.diagnosis.hypotheses import CITATION_MARK, is_abstention, split_claims
-from ragmend.diagnosis.spans import decompose
 from ragmend.diagnosis.types import Diagnosis, HypothesisVerdict
 from ragmend.settings import AnswerPolicy
 
@@ -71,6 +71,8 @@ def cite(
     out = []
     for sentence in sentences:
         atoms = [claims.get(atom) for atom in decompose(sentence)]
+        if None in atoms:  # judged whole: its parts did not fit in the claim limit
+            atoms = [claims.get(unprefixed(sentence))]
         found = [v for v in atoms if v is not None]
         if len(found) < len(atoms) or not found:
             out.append(CitedSentence(sentence, (), None))

@@ -9,19 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragmend.diagnosis.compound import atomic_claims, decompose, singular_predicate, split_conjunction
 from ragmend.diagnosis.spans import (
     answer_relevance,
     best_passage_coverage,
     claimed_roles,
     credited_roles,
-    decompose,
     editions,
     key_spans,
     names_any,
     normalise,
     other_edition,
     role_of_another,
-    singular_predicate,
     span_coverage,
 )
 from ragmend.diagnosis.verdict import (
@@ -217,6 +216,56 @@ def test_a_yes_answer_about_two_names_is_checked_name_by_name_in_grammatical_cla
     assert decompose(f"Yes, {claim}") == [claim]
     assert decompose("No, they were not connected with Disney.") == ["They were not connected with Disney."]
     assert decompose("No.") == ["No."]
+
+
+def test_two_clauses_or_two_predicates_are_checked_one_by_one() -> None:
+    # A right answer the NLI model called contradicted (0.96) as one claim: a window settles
+    # one half and says nothing of the other.
+    assert decompose("Yes, Karjiang is a mountain and Sherpi Kangri is a mountain peak.") == [
+        "Karjiang is a mountain.",
+        "Sherpi Kangri is a mountain peak.",
+    ]
+    assert decompose('Jennifer Aniston portrayed Rachel Green on "Friends" and starred in "Cake".') == [
+        'Jennifer Aniston portrayed Rachel Green on "Friends".',
+        'Jennifer Aniston starred in "Cake".',
+    ]
+    assert decompose("The novella was written in 1843 and was adapted in 1908.") == [
+        "The novella was written in 1843.",
+        "The novella was adapted in 1908.",
+    ]
+    assert decompose("The region means salt estate and covers the village of Obertraun.")[1] == (
+        "The region covers the village of Obertraun."
+    )
+    # One claim where the split would misread it: a name or title with "and" in it, a verb of
+    # another form (passive or active?), a relative clause's verb, a quoted question, a relation
+    # between the two, a plural noun that only looks like a verb, a verb with nothing after it.
+    for claim in (
+        "The woman who portrayed Corliss Archer in the film Kiss and Tell was Shirley Temple.",
+        "Reggie Jackson was born in 1946 and played for the Oakland Athletics.",
+        "Lakshmi Shankar is the wife of a violinist noted for his techniques and compositions.",
+        "The train that runs on the C&M subdivision and runs to Chicago serves 2 termini.",
+        'The answer to the question "Did both X-Large and A Bathing Ape have stores?" is Japan.',
+        "The flowering plants Ecballium and Elatostema are in the same family.",
+        "Ryan Murphy and Brad Falchuk created and produced the series.",
+        "Sophia Sidney, Baroness De L'Isle and Dudley, was the eldest daughter of William IV.",
+    ):
+        assert decompose(claim) == [claim], claim
+    assert split_conjunction("Paris is the capital of France.") is None
+
+
+def test_parts_never_push_a_later_sentence_past_the_claim_limit() -> None:
+    claims = ["A is X and B is Y.", "C was born in 1900.", "Yes, D wrote E and directed F."]
+    assert atomic_claims(claims, 8) == [
+        "A is X.",
+        "B is Y.",
+        "C was born in 1900.",
+        "D wrote E.",
+        "D directed F.",
+    ]
+    # Three sentences in a limit of four: one of them may be split, the rest are read whole.
+    four = ["A is X.", "B is Y.", "C was born in 1900.", "D wrote E and directed F."]
+    assert atomic_claims(claims, 4) == four
+    assert atomic_claims(claims, 2) == ["A is X and B is Y.", "C was born in 1900."]
 
 
 def test_linear_score_ignores_unknown_features_and_fills_neutral_ones() -> None:
