@@ -59,7 +59,8 @@ def evaluate(
             "--restart",
             help="Set each chosen method's earlier records, policy state and warm start aside "
             "(results/<task>/archive/) and run it afresh, e.g. after the NLI model changed; for "
-            "the poison suite, its records (the answers are diagnosed again from the cache).",
+            "the poison and RAGTruth suites, their records (diagnosed again; the poison suite's answers "
+            "from the cache).",
         ),
     ] = False,
     report_only: Annotated[
@@ -163,7 +164,7 @@ def evaluate(
         engine = Engine(settings_with(base, **OVERRIDES))
         with counted("ragtruth") as on_item:
             summary = run_ragtruth_suite(
-                engine, data_root, root / "ragtruth", reports, test_limit, command, on_item
+                engine, data_root, root / "ragtruth", reports, test_limit, command, on_item, restart
             )
         err.print(json.dumps({k: summary["all"]["signals"][k] for k in ("weakest_claim", "egc")}))
         err.print(f"wrote {reports / 'ragtruth.md'}")

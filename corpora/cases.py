@@ -157,19 +157,31 @@ def _render(value: Any) -> str:
 
 
 def locate_claims(response: str, claims: Sequence[str]) -> list[tuple[int, int] | None]:
-    """Character span of each claim in the response, in order (None when it cannot be found: the
-    splitter drops citation marks and joins abbreviation pieces with one space)."""
+    """Character span of each claim in the response, in order: where it begins as the claim does,
+    else the longest run of its last words found verbatim (an atomic part of a compound sentence:
+    "Bates has said the shooting was accidental." is placed at "has said the shooting was
+    accidental" after "Bates is charged with ... and"). None when neither is found (the splitter
+    drops citation marks and joins abbreviation pieces with one space)."""
     out: list[tuple[int, int] | None] = []
     cursor = 0
     for claim in claims:
         start = response.find(claim[:40], cursor)
-        if start < 0:
-            out.append(None)
-            continue
-        end = start + len(claim)
-        out.append((start, end))
-        cursor = start + 1
+        span = (start, start + len(claim)) if start >= 0 else _tail_span(response, claim, cursor)
+        out.append(span)
+        if span:
+            cursor = span[0] + 1
     return out
+
+
+def _tail_span(response: str, claim: str, cursor: int) -> tuple[int, int] | None:
+    """The span of the longest run of a claim's last words (three at least) in the response."""
+    words = claim.rstrip(". ").split()
+    for i in range(len(words) - 2):
+        tail = " ".join(words[i:])
+        at = response.find(tail, cursor)
+        if at >= 0:
+            return (at, at + len(tail))
+    return None
 
 
 def overlaps(span: tuple[int, int], labelled: Sequence[tuple[int, int]]) -> bool:
@@ -178,8 +190,8 @@ def overlaps(span: tuple[int, int], labelled: Sequence[tuple[int, int]]) -> bool
 
 def claim_labels(case: Case, claims: Sequence[str]) -> list[bool | None]:
     """Each claim's ground truth where the data set has one: RAGTruth's labelled spans (a claim
-    overlapping one is unsupported; None when the claim is not found verbatim, e.g. an atomic
-    part of a compound sentence), FEVER's claim (the response is the claim); else None."""
+    overlapping one is unsupported; None when the claim cannot be placed in the response,
+    `locate_claims`), FEVER's claim (the response is the claim); else None."""
     if case.spans:
         return [overlaps(s, case.spans) if s else None for s in locate_claims(case.response, claims)]
     if case.set == "ragtruth":

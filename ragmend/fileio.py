@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,3 +31,13 @@ def atomic_write_text(path: Path, text: str) -> Path:
 
 def atomic_write_json(path: Path, data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def set_aside(records: Path) -> Path | None:
+    """Move a records file into archive/<UTC time>/ beside it (None when there is none): nothing
+    is deleted, an earlier result stays readable next to the new one."""
+    if not records.exists():
+        return None
+    aside = records.parent / "archive" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.move(records, aside / records.name))

@@ -15,12 +15,12 @@ from ragmend.bench.suites.poison import (
     fit_judge,
     load_truthfulqa,
     mark_correct,
-    set_aside,
     summarize_poison,
 )
 from ragmend.bench.suites.truth_judge import Judged
 from ragmend.engine import Engine
 from ragmend.errors import InputError
+from ragmend.fileio import set_aside
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not beside this checkout")

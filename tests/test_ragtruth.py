@@ -23,6 +23,7 @@ from ragmend.bench.suites.ragtruth import (
     verdict_row,
 )
 from ragmend.corpora.cases import locate_claims, source_documents
+from ragmend.diagnosis.compound import decompose
 from ragmend.engine import Engine
 from ragmend.errors import InputError
 from ragmend.logistic import fit_logistic
@@ -81,6 +82,15 @@ def test_claims_are_placed_in_the_response() -> None:
         (15, 30),
         (31, 43),
         None,
+    ]
+    # The atomic parts of a compound sentence: the second is placed at its own predicate, so a
+    # labelled span there is found by the part that says it.
+    compound = "Bates is charged with manslaughter and has said the shooting was an accident."
+    parts = decompose(compound)
+    assert parts == ["Bates is charged with manslaughter.", "Bates has said the shooting was an accident."]
+    assert [compound[a:b] for a, b in filter(None, locate_claims(compound, parts))] == [
+        "Bates is charged with manslaughter",
+        "has said the shooting was an accident",
     ]
 
 
@@ -195,6 +205,12 @@ def test_real_responses_are_diagnosed_and_reported(
     changed = Engine(fewer, models=ModelRegistry.sharing(registry, fewer))
     with pytest.raises(AssertionError, match="reused"):
         run_ragtruth_suite(changed, DATA, tmp_path / "work", reports, 6, "changed")
+    # A restart diagnoses again under the same setup (a changed diagnosis, the same weights),
+    # and sets the earlier records aside rather than deleting them.
+    with pytest.raises(AssertionError, match="reused"):
+        run_ragtruth_suite(engine, DATA, tmp_path / "work", reports, 6, "restart", restart=True)
+    assert not records_path.exists()
+    assert [p.name for p in (tmp_path / "work" / "archive").glob("*/*")] == ["ragtruth.test.jsonl"]
 
 
 def test_missing_data_is_a_clear_error(tmp_path: Path, registry: ModelRegistry) -> None:

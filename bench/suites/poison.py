@@ -29,7 +29,6 @@ import csv
 import json
 import os
 import random
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -51,7 +50,7 @@ from ragmend.corpora.readers import Split, split_of
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.errors import InputError
-from ragmend.fileio import atomic_write_json, atomic_write_text
+from ragmend.fileio import atomic_write_json, atomic_write_text, set_aside
 from ragmend.kg.phrases import embed_with
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
@@ -364,16 +363,6 @@ def write_poison_report(
         lines += markdown_table(head, rows)
         lines.append("")
     atomic_write_text(reports / "poison.md", "\n".join(lines) + "\n")
-
-
-def set_aside(records: Path) -> Path | None:
-    """Move a records file into archive/<UTC time>/ beside it (None when there is none): nothing
-    is deleted, an earlier result stays readable next to the new one."""
-    if not records.exists():
-        return None
-    aside = records.parent / "archive" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    aside.mkdir(parents=True, exist_ok=True)
-    return Path(shutil.move(records, aside / records.name))
 
 
 def run_poison_suite(

@@ -39,7 +39,7 @@ from ragmend.corpora.cases import TASK_QUERIES, locate_claims, overlaps, source_
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.errors import InputError
-from ragmend.fileio import atomic_write_text
+from ragmend.fileio import atomic_write_text, set_aside
 from ragmend.logistic import fit_logistic
 from ragmend.models.nli import nli_identity
 from ragmend.rag.types import Passage
@@ -338,11 +338,14 @@ def run_ragtruth_suite(
     limit: int | None,
     command: str,
     on_item: Callable[[int, int], None] | None = None,
+    restart: bool = False,
 ) -> dict[str, Any]:
     """Diagnose every response (or the first `limit`), then write reports/ragtruth.{md,json}.
 
     The records (workdir/ragtruth.test.jsonl) hold every claim's scores: the report is rebuilt
-    from them, and they are redone when the NLI weights or the item list differ."""
+    from them, and they are redone when the NLI weights or the item list differ. `restart`: set
+    them aside (archive/<UTC time>/) and diagnose every response again, e.g. after the diagnosis
+    changed (its weights unchanged, nothing else would tell)."""
     started = time.monotonic()
     path = data_root / RAGTRUTH_FILE
     if not path.exists():
@@ -351,6 +354,8 @@ def run_ragtruth_suite(
     items = items[:limit]
     run = RagTruthRun(engine)
     records_path = workdir / "ragtruth.test.jsonl"
+    if restart:
+        set_aside(records_path)
     records = _saved(records_path, items, run.setup)
     reused = records is not None
     if records is None:
