@@ -102,21 +102,21 @@ def split_conjunction(text: str) -> list[str] | None:
         left, right = body[: m.start()], body[m.end() :]
         if _inside_quotes(left):  # a title or a quoted question: "... did both X-Large and A ..."
             continue
-        first = _first_verb(left.split())
+        words = left.split()
+        first = _first_verb(words)
         if first is None:
             continue
+        form = verb_form(words[first].strip(_PUNCTUATION))
         # A clause of its own after one with a verb that is no plural noun in disguise ("The
         # flowering plants Ecballium and Elatostema are in the same family"), saying nothing of
         # the two together.
-        if (
-            _CLAUSE.match(right)
-            and verb_form(left.split()[first].strip(_PUNCTUATION)) != "present"
-            and not _BETWEEN_THEM.search(right)
-        ):
+        if _CLAUSE.match(right) and form != "present" and not _BETWEEN_THEM.search(right):
             return [f"{left}.", f"{_cap(right)}."]
-        subject = _subject_of(left.split(), first, right)
-        if subject:
-            return [f"{left}.", f"{subject} {right}."]
+        # One subject, two predicates: the second begins with a verb of the first one's form.
+        head = right.split(maxsplit=1)
+        second = verb_form(head[0]) if len(head) > 1 else None
+        if second is not None and second in ("auxiliary", form):
+            return [f"{left}.", f"{' '.join(words[:first])} {right}."]
     return None
 
 
@@ -134,19 +134,6 @@ def _first_verb(words: list[str]) -> int | None:
         if verb_form(w.strip(_PUNCTUATION)) is not None:
             return None if words[i - 1].lower() in _RELATIVE else i
     return None
-
-
-def _subject_of(words: list[str], first: int, right: str) -> str | None:
-    """The subject that the second predicate (`right`) shares with the first clause, or None where
-    `right` does not begin with a verb of the first verb's form."""
-    head = right.split(maxsplit=1)
-    if len(head) < 2:
-        return None
-    second = verb_form(head[0])
-    form = verb_form(words[first].strip(_PUNCTUATION))
-    if second is None or (second != "auxiliary" and second != form):
-        return None
-    return " ".join(words[:first])
 
 
 # Words that end a predicate's noun phrase ("breeds | of dog", "documentaries | about war").

@@ -33,11 +33,16 @@ def atomic_write_json(path: Path, data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def set_aside(records: Path) -> Path | None:
-    """Move a records file into archive/<UTC time>/ beside it (None when there is none): nothing
-    is deleted, an earlier result stays readable next to the new one."""
+def archive_dir(parent: Path) -> Path:
+    """A new parent/archive/<UTC time>/ to move earlier results into: nothing is deleted, an
+    earlier result stays readable next to the new one."""
+    aside = parent / "archive" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside.mkdir(parents=True, exist_ok=True)
+    return aside
+
+
+def archive_file(records: Path) -> Path | None:
+    """Move a records file into `archive_dir` beside it; None when there is none."""
     if not records.exists():
         return None
-    aside = records.parent / "archive" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    aside.mkdir(parents=True, exist_ok=True)
-    return Path(shutil.move(records, aside / records.name))
+    return Path(shutil.move(records, archive_dir(records.parent) / records.name))

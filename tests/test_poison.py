@@ -20,7 +20,7 @@ from ragmend.bench.suites.poison import (
 from ragmend.bench.suites.truth_judge import Judged
 from ragmend.engine import Engine
 from ragmend.errors import InputError
-from ragmend.fileio import set_aside
+from ragmend.fileio import archive_file
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not beside this checkout")
@@ -127,9 +127,9 @@ def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine
 
 def test_a_restart_sets_the_records_aside_and_keeps_them(tmp_path: Path) -> None:
     records = tmp_path / "results" / "poison.test.jsonl"
-    assert set_aside(records) is None  # nothing to set aside
+    assert archive_file(records) is None  # nothing to set aside
     records.parent.mkdir(parents=True)
     records.write_text('{"question": "q"}\n')
-    moved = set_aside(records)
+    moved = archive_file(records)
     assert moved is not None and not records.exists()
     assert moved.read_text() == '{"question": "q"}\n' and moved.parent.parent.name == "archive"

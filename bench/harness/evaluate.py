@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,7 @@ from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
 from ragmend.engine.services import EngineServices
 from ragmend.errors import GeneratorError, InputError
-from ragmend.fileio import atomic_write_json
+from ragmend.fileio import archive_dir, atomic_write_json
 from ragmend.kg.phrases import embed_with
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
@@ -135,8 +134,8 @@ class Evaluation:
         mine = [r for r in runs if r["method"] == method.name]
         if not moving and not mine:
             return None
-        dest = self.out_dir / "archive" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) / method.name
-        dest.mkdir(parents=True, exist_ok=True)
+        dest = archive_dir(self.out_dir) / method.name
+        dest.mkdir(exist_ok=True)
         atomic_write_json(dest / "runs.json", mine)
         for p in moving:
             shutil.move(p, dest / p.name)

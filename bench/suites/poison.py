@@ -50,7 +50,7 @@ from ragmend.corpora.readers import Split, split_of
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.errors import InputError
-from ragmend.fileio import atomic_write_json, atomic_write_text, set_aside
+from ragmend.fileio import archive_file, atomic_write_json, atomic_write_text
 from ragmend.kg.phrases import embed_with
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
@@ -383,7 +383,7 @@ def run_poison_suite(
     items = load_truthfulqa(data_root / TRUTHFULQA_FILE, split="test")[:limit]
     kept = workdir / "results" / "poison.test.jsonl"
     if restart:
-        set_aside(kept)
+        archive_file(kept)
     poison = PoisonRun(engine, kept)
     records = poison.run(items, on_item)
     mark_correct(records, items, judge)

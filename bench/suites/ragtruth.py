@@ -39,7 +39,7 @@ from ragmend.corpora.cases import TASK_QUERIES, locate_claims, overlaps, source_
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.errors import InputError
-from ragmend.fileio import atomic_write_text, set_aside
+from ragmend.fileio import archive_file, atomic_write_text
 from ragmend.logistic import fit_logistic
 from ragmend.models.nli import nli_identity
 from ragmend.rag.types import Passage
@@ -355,7 +355,7 @@ def run_ragtruth_suite(
     run = RagTruthRun(engine)
     records_path = workdir / "ragtruth.test.jsonl"
     if restart:
-        set_aside(records_path)
+        archive_file(records_path)
     records = _saved(records_path, items, run.setup)
     reused = records is not None
     if records is None:
