@@ -211,6 +211,33 @@ def test_a_yes_answer_about_two_names_is_checked_name_by_name_in_grammatical_cla
         "No, Goo Goo Dolls and Echosmith were not formed in the same city.",
     ):
         assert len(decompose(claim)) == 1, claim
+    # Without a yes, what is said of two names is split where it is said of each (no determiner
+    # before the predicate); said of the two together, or of one elliptical name, it stays whole.
+    assert decompose("Kalenderhane Mosque and Galata Bridge are located in Istanbul.") == [
+        "Kalenderhane Mosque is located in Istanbul.",
+        "Galata Bridge is located in Istanbul.",
+    ]
+    assert decompose("Arbutus and Aspidistra are flowering plants.")[1] == "Aspidistra is a flowering plant."
+    assert decompose("Kelly Clarkson and Lionel Richie are returning to Las Vegas.")[1] == (
+        "Lionel Richie is returning to Las Vegas."
+    )
+    assert decompose("Ward and Leetch were described as loved colleagues.")[0] == (
+        "Ward was described as loved colleagues."
+    )
+    for claim in (
+        "Simon and Garfunkel were a folk duo.",
+        "Larry Page and Sergey Brin are co-founders of Google.",
+        "Chris Cooper and Allison Janney are in common.",
+        "North and South Korea are divided.",
+        "Ed and Lorraine Warren were ghost hunters.",
+        # RAGTruth TEST sentences that the pattern of "Yes, A and B are Y." would have cut: the
+        # sentence must open with the two names and nothing else, and say of each what it says.
+        "Two other women, Noelle Velentzas and Asia Siddiqui, were arrested in New York.",
+        "Jag nominated Blue and Felicia for eviction, but they are unaware of Jag's power.",
+        "New Belgium Brewery and Ben & Jerry's are collaborating on a beer.",
+        "Police and firefighters were called.",
+    ):
+        assert decompose(claim) == [claim], claim
     # The answer particle is no part of the claim.
     claim = "Madame Figaro is published in France."
     assert decompose(f"Yes, {claim}") == [claim]
