@@ -40,9 +40,16 @@ _TOGETHER = re.compile(
     re.I,
 )
 _BETWEEN_THEM = re.compile(
-    r"\b(same|together|each other|one another|related|married|siblings|brothers|sisters|partner\w*"
-    r"|connected|similar|different|both|alike|equal|common|between|versus|against|collaborat\w*"
-    r"|merg\w*|compet\w*|allies|allied)\b",
+    r"\b(same|together|each other|one another|related|married|siblings|brothers|sisters|partners"
+    r"|connected|similar|different|both|alike|equal)\b",
+    re.I,
+)
+# What two named subjects do together, beyond `_BETWEEN_THEM` ("A and B are collaborating on a
+# beer", "... have in common"): only where the sentence opens with the two names. After another
+# clause the words say nothing of the two clauses ("... and Hawking has collaborated with Pink
+# Floyd" is still a clause of its own).
+_JOINT = re.compile(
+    r"\b(partner\w*|collaborat\w*|merg\w*|compet\w*|allies|allied|common|between|versus|against)\b",
     re.I,
 )
 _SINGULAR = {"are": "is", "were": "was", "have": "has", "had": "had", "do": "does", "did": "did"}
@@ -65,7 +72,9 @@ def decompose(claim: str) -> list[str]:
         if pattern in (_YES_AND, _NAMES_AND) and _BETWEEN_THEM.search(m.group("rest")):
             continue
         if pattern is _NAMES_AND and (
-            _TOGETHER.match(m.group("rest")) or _elliptical(m.group("a"), m.group("b"))
+            _JOINT.search(m.group("rest"))
+            or _TOGETHER.match(m.group("rest"))
+            or _elliptical(m.group("a"), m.group("b"))
         ):
             continue
         verb = _SINGULAR[m.group("verb").lower()]
