@@ -118,10 +118,7 @@ def atomic_claims(claims: Sequence[str], limit: int) -> list[str]:
 _AND = re.compile(r",?\s+and\s+")
 # A second clause with a subject of its own: a name (capitalised words, a few lower-case
 # connectors), then an auxiliary ("and Sherpi Kangri is a mountain peak").
-_CLAUSE = re.compile(
-    r"^(?:[Tt]he\s+)?[A-Z][\w'\-.]*(?:\s+(?:(?:of|de|la|von|van|du|the)\s+)?[A-Z][\w'\-.]*)*"
-    r"\s+(?:is|was|are|were|has|had|have)\s+\S"
-)
+_CLAUSE = re.compile(rf"^(?:[Tt]he\s+)?{_NAME}\s+(?:is|was|are|were|has|had|have)\s+\S")
 _PUNCTUATION = "\"'(),;:"
 _RELATIVE = frozenset(("that", "who", "whom", "whose", "which", "what", "where", "when"))
 
