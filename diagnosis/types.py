@@ -37,13 +37,14 @@ ABSTAIN_LABEL = "NOT ENOUGH INFO"
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The aggregation rule's thresholds (configuration: diagnosis.*; calibrated on dev)."""
+    """The aggregation rule's thresholds (the diagnosis settings *_threshold and egc_tau, whose
+    defaults are the only ones: diagnosis/options.py)."""
 
-    entail: float = 0.4  # a passage entails a hypothesis when P(entail) >= this
-    contradict: float = 0.35  # ... contradicts it when P(contradict) >= this (and none entails)
-    relevance: float = 0.5  # rerank construction: sigmoid(max reranker logit) >= this = answers
-    egc_tau: float = 0.4  # EGC edge threshold on cosine similarity (the EGC paper's)
-    joint_entail: float = 0.6  # the joint premise (top passages concatenated) entails at this
+    entail: float  # a passage entails a hypothesis when P(entail) >= this
+    contradict: float  # ... contradicts it when P(contradict) >= this (and none entails)
+    relevance: float  # rerank construction: sigmoid(max reranker logit) >= this = answers
+    egc_tau: float  # EGC edge threshold on cosine similarity (the EGC paper's)
+    joint_entail: float  # the joint premise (top passages concatenated) entails at this
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,18 @@ class Verdict:
     unsupported_by: tuple[UnsupportedBy, ...] = ()  # what made it unsupported; () when supported
 
 
+# The steps that decide the failure type, in their order (failure.decide_failure).
+FailureStepName = Literal["rule", "off_question", "verdict", "comparison", "alternatives"]
+
+
+@dataclass(frozen=True)
+class FailureStep:
+    """One step of the failure decision that ran, and the failure type it left."""
+
+    step: FailureStepName
+    failure: FailureType
+
+
 Direction = Literal["earlier", "later"]
 Outcome = Literal["agrees", "disagrees", "undecided"]
 
@@ -200,6 +213,8 @@ class Diagnosis:
     off_question: OffQuestion | None = None  # None: the answer addresses the question (or no check)
     comparison: ComparisonCheck | None = None  # None: not a comparison in time the answer answers
     alternatives: AlternativeCheck | None = None  # None: not a choice of attribute the answer makes
+    # How the failure type was decided: each step that ran, with the type it left.
+    failure_steps: tuple[FailureStep, ...] = ()
 
     @property
     def kappa(self) -> Kappa:

@@ -18,7 +18,7 @@ A feature the model was not fitted with is ignored; one it needs and the request
 neutral value from `NEUTRAL`, or, without one, the mean it was fitted with (so a model file never
 breaks an older or newer diagnoser, and a response with no log-probabilities is scored on the rest). The file
 (JSON) records its features, weights, standardisation, operating threshold and what it was fitted
-on; the failure type is derived from the verdict (`derive_failure`).
+on; the failure type is derived from the verdict in failure.py (`decide_failure`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from ragmend.diagnosis.spans import (
     offered_choice,
     span_coverage,
 )
-from ragmend.diagnosis.types import FailureType, HypothesisVerdict, Kappa, UnsupportedBy
+from ragmend.diagnosis.types import HypothesisVerdict, UnsupportedBy
 from ragmend.errors import ConfigError
 from ragmend.fileio import atomic_write_text
 from ragmend.logistic import Logistic, fit_logistic
@@ -538,65 +538,3 @@ def grounded(features: Mapping[str, float]) -> bool:
     if round(float(np.expm1(features.get("log_claims", 0.0)))) > 1:  # log_claims = log1p(claims)
         return True
     return features.get("span_coverage", 1.0) > 0
-
-
-def failure_of(
-    unsupported: bool,
-    rule: FailureType,
-    kappa: Kappa,
-    answerable: bool,
-    addresses_question: bool,
-    features: Mapping[str, float],
-) -> FailureType:
-    """`derive_failure` with what the verdict's own features say (no claim: an abstention;
-    `grounded`): one reading for the live diagnoser and for rows rescored offline, so both decide
-    alike."""
-    return derive_failure(
-        unsupported,
-        rule,
-        kappa,
-        answerable,
-        addresses_question,
-        abstained=features.get("abstained", 0.0) > 0,
-        grounded=grounded(features),
-    )
-
-
-def derive_failure(
-    unsupported: bool,
-    rule: FailureType,
-    kappa: Kappa,
-    answerable: bool,
-    addresses_question: bool = True,
-    abstained: bool = False,
-    grounded: bool = True,
-) -> FailureType:
-    """Algorithm 1's types, in its order, from the verdict: WP stays the knowledge graph's (a
-    conflict with the corpus graph is a failure whatever the text scores say); then IE for an
-    abstention, and for an unsupported answer to a question the evidence does not answer
-    (answerability replaces the answer-built e_q); an answer the evidence supports is not a
-    failure because the question looked unanswerable: answerability is judged from the question
-    and the passages alone, and a supported answer is better evidence that they answer it (on
-    RAGTruth's DEV questions, whose given passages answer them, the answerability gate alone made
-    61% of the responses IE). Then a supported verdict is NoFailure; an unsupported one takes
-    the rule's type where it found one (LEM), else WR (the rule's IE too: the evidence answers).
-    An answer that does not address the question (another subject or relation, spans.py) is WR
-    whatever its verdict: a passage may well entail what it says. `grounded` (see `grounded`):
-    some of a one-claim answer's key spans (beyond the question's own) occur in the evidence; an
-    answer with none of them, to a question the evidence does not answer, is IE whatever its
-    score: nothing read supports it ("What is the capital of Australia?" -> "... Canberra." over
-    passages that never name Canberra), and that decision should not move with a refit of the
-    score's intercepts."""
-    if kappa == "conflict":
-        return "WP"
-    if abstained or (not answerable and (unsupported or not grounded)):
-        return "IE"
-    if not addresses_question:
-        return "WR"
-    if not unsupported:
-        return "NoFailure"
-    # The evidence answers the question here, so Algorithm 1 with e_q = answerability has no IE
-    # to give: a rule's IE came from the statement built from the answer, which a wrong answer
-    # fails as surely as missing evidence does. On DEV, 26 of the 65 answerable questions typed
-    # IE were this case (docs/diagnosis.md, twenty-first session).
-    return "WR" if rule in ("NoFailure", "IE") else rule

@@ -17,8 +17,9 @@ from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import CostMeter
 from ragmend.diagnosis.answerability import open_answerability
 from ragmend.diagnosis.comparison import TitleLookup, title_lookup
-from ragmend.diagnosis.diagnoser import Diagnoser, DiagnosisOptions
-from ragmend.diagnosis.types import Diagnosis, Mode, Thresholds
+from ragmend.diagnosis.diagnoser import Diagnoser
+from ragmend.diagnosis.options import options_from_settings
+from ragmend.diagnosis.types import Diagnosis, Mode
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
@@ -124,37 +125,10 @@ class Engine:
     @property
     def diagnoser(self) -> Diagnoser:
         if self._diagnoser is None:
-            d = self.settings.diagnosis
-            options = DiagnosisOptions(
-                thresholds=Thresholds(
-                    d.entail_threshold,
-                    d.contradict_threshold,
-                    d.relevance_threshold,
-                    d.egc_tau,
-                    d.joint_entail_threshold,
-                ),
-                query_hypothesis=d.query_hypothesis,
-                joint_premise=d.joint_premise,
-                max_claims=d.max_claims,
-                window_sentences=d.window_sentences,
-                window_top=d.window_top,
-                premise_words=self.settings.models.nli.max_length // 2
-                if d.premise_words is None
-                else d.premise_words,
-                verdict=open_verdict(d.verdict),
-                answerability=open_answerability(d.answerability, d.answerable_threshold),
-                unsupported_threshold=d.unsupported_threshold,
-                refute_threshold=d.refute_threshold,
-                contradiction_needs_name=d.contradiction_needs_name,
-                other_edition_is_neutral=d.other_edition_is_neutral,
-                role_of_another_refutes=d.role_of_another_refutes,
-                support_floor=d.support_floor,
-                answerable_coverage=d.answerable_coverage,
-            )
             self._diagnoser = Diagnoser(
                 self.models.nli,
                 self._embed,
-                options,
+                options_from_settings(self.settings),
                 # Answerability (e_q under a verdict, the rerank construction); the pipeline
                 # loads the reranker anyway, and the diagnosis reuses its scores where it ran.
                 reranker=self.models.reranker,

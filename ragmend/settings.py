@@ -147,7 +147,10 @@ class RAGSettings(_Section):
 
 
 class DiagnosisSettings(_Section):
-    """The diagnosis of every answer (diagnosis/; docs/diagnosis.md has the rule and calibration)."""
+    """The diagnosis of every answer (diagnosis/; docs/diagnosis.md has the rule and calibration).
+
+    These are the only defaults of the diagnosis: diagnosis/options.py builds the diagnoser's
+    options from them."""
 
     enabled: bool = True
     # How the query signal e_q is judged: statement (question + answer as a statement, NLI),
@@ -224,7 +227,7 @@ class DiagnosisSettings(_Section):
     # P(answerable) at which the evidence answers the question (where answerability is a model):
     # None, the model file's own threshold (fitted for the question alone). IE needs both an
     # unanswered question and an unsupported answer; on DEV the file's own was still IE's best
-    # point of those measured (docs/diagnosis.md, twenty-first session).
+    # point of those measured (docs/diagnosis.md).
     answerable_threshold: float | None = Field(None, gt=0, lt=1)
 
 

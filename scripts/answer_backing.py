@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from ragmend.bench.stats import auroc  # noqa: E402
 from ragmend.corpora.readers import read_jsonl  # noqa: E402
-from ragmend.diagnosis.diagnoser import premise_windows  # noqa: E402
+from ragmend.diagnosis.premises import premise_windows  # noqa: E402
 from ragmend.diagnosis.spans import key_spans, normalise  # noqa: E402
 from ragmend.models.nli import NLIModel, load_nli  # noqa: E402
 from ragmend.rag.types import Passage  # noqa: E402

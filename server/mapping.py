@@ -158,6 +158,7 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
         off_question=d.off_question,
         comparison=None if d.comparison is None else comparison(d.comparison),
         alternatives=None if d.alternatives is None else alternatives(d.alternatives),
+        failure_steps=[api.FailureStep(step=s.step, failure=s.failure) for s in d.failure_steps],
     )
 
 

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragmend.actions.meter import MemorySource
-from ragmend.diagnosis.types import FailureType, Kappa, Mode, NLIState, OffQuestion, Stage
+from ragmend.diagnosis.types import FailureStepName, FailureType, Kappa, Mode, NLIState, OffQuestion, Stage
 from ragmend.errors import ApiErrorType
 from ragmend.policy.reward import RewardVariant
 from ragmend.policy.types import PolicyKind
@@ -273,6 +273,16 @@ class Alternatives(BaseModel):
     )
 
 
+class FailureStep(BaseModel):
+    """One step of the failure decision that ran, and the failure type it left."""
+
+    step: FailureStepName = Field(
+        description="rule (Algorithm 1 over the NLI states and kappa), off_question, verdict, "
+        "comparison or alternatives, in the order they run"
+    )
+    failure: FailureType
+
+
 class Diagnosis(BaseModel):
     """The diagnosis of one answer (docs/diagnosis.md)."""
 
@@ -304,6 +314,11 @@ class Diagnosis(BaseModel):
     alternatives: Alternatives | None = Field(
         default=None,
         description="a choice of attribute checked against the alternative not picked; null: none",
+    )
+    failure_steps: list[FailureStep] = Field(
+        default_factory=list,
+        description="how the failure type was decided: each step that ran, in order, with the type "
+        "it left (a step that changed it is one whose type differs from the step before)",
     )
 
 

@@ -6,14 +6,16 @@ agree with each other."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import httpx
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from ragmend.diagnosis.diagnoser import Diagnoser, DiagnosisOptions
-from ragmend.diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES, STAGES
+from ragmend.diagnosis.diagnoser import Diagnoser
+from ragmend.diagnosis.options import shipped_options
+from ragmend.diagnosis.types import KAPPAS, NLI_STATES
 from ragmend.engine import Engine
 from ragmend.rag.types import Passage
 from tests.conftest import sample_questions
@@ -39,7 +41,8 @@ def test_every_answer_carries_a_full_diagnosis(engine: Engine) -> None:
     outcome = engine.respond(q["question"])
     d = outcome.diagnosis
     assert d is not None
-    assert d.failure in FAILURE_TYPES and d.kappa in KAPPAS and d.stage in STAGES
+    # The failure type and the stage agree: a stage is named exactly when a failure is found.
+    assert (d.stage == "none") == (not d.failed) and d.kappa in KAPPAS
     assert d.e_q.state in NLI_STATES and d.e_r.state in NLI_STATES
     # Passage-level scores: one per evidence passage (plus the joint premise where it may bridge
     # the claim), probabilities summing to 1.
@@ -64,7 +67,7 @@ def test_all_pairs_of_one_answer_go_in_one_nli_call(engine: Engine) -> None:
             calls.append(len(pairs))
             return self.inner.predict(pairs)  # type: ignore[attr-defined]
 
-    d = Diagnoser(CountingNLI(engine.models.nli), engine.diagnoser.embed, DiagnosisOptions())
+    d = Diagnoser(CountingNLI(engine.models.nli), engine.diagnoser.embed, shipped_options())
     response = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
     diagnosis = d.diagnose("Where was Marie Curie born?", [CURIE, OFF_TOPIC], response)
     # (query statement + 2 claims) x (2 passages + the joint premise) at most, in one call: a
@@ -113,9 +116,14 @@ def test_http_and_cli_return_the_diagnosis(engine: Engine, live_server: object) 
     r = httpx.post(live_server.url + "/v1/answer", json={"query": q["question"]}, timeout=120)  # type: ignore[attr-defined]
     assert r.status_code == 200, r.text
     d = r.json()["diagnosis"]
-    assert d["failure"] in FAILURE_TYPES and d["kg"]["kappa"] in KAPPAS
+    assert (d["stage"] == "none") == (d["failure"] == "NoFailure") and d["kg"]["kappa"] in KAPPAS
     assert {"e_q", "e_r", "egc", "evidence_conflict", "stage", "stage_reason", "timings"} <= set(d)
     assert np.isfinite(d["egc"]["score"])
+    # How the failure was decided: Algorithm 1's rule first, the verdict (on by default) after
+    # it, and the last step's type is the failure the reply carries.
+    steps = d["failure_steps"]
+    assert steps[0]["step"] == "rule" and "verdict" in [s["step"] for s in steps]
+    assert steps[-1]["failure"] == d["failure"]
 
 
 def test_ask_json_includes_the_diagnosis(engine: Engine) -> None:
@@ -132,7 +140,11 @@ def test_ask_json_includes_the_diagnosis(engine: Engine) -> None:
     )
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
-    assert body["diagnosis"]["failure"] in FAILURE_TYPES
+    assert {"failure", "e_q", "e_r", "kg", "egc", "stage", "stage_reason"} <= set(body["diagnosis"])
+    # The first pass's diagnosis is there only when it failed and went to the repair.
+    first = body["first_diagnosis"]
+    assert (first is None) == (body["repair"] is None)
+    assert first is None or first["failure"] != "NoFailure"
 
 
 def test_the_corpus_graph_is_built_at_ingest_and_aligns_responses(engine: Engine) -> None:
@@ -187,8 +199,11 @@ def test_a_claim_about_the_tail_of_a_long_passage_is_read_where_it_is(engine: En
     claim = "The society was dissolved in 1987."
     options = engine.diagnoser.options
     assert options.premise_words == 128  # half of the NLI model's 256 tokens, by default
-    truncated = Diagnoser(engine.models.nli, engine.diagnoser.embed, DiagnosisOptions())
-    windowed = Diagnoser(engine.models.nli, engine.diagnoser.embed, DiagnosisOptions(premise_words=128))
+    # The shipped options read a long passage by windows; premise_words 0 truncates it instead.
+    windowed = Diagnoser(engine.models.nli, engine.diagnoser.embed, shipped_options())
+    truncated = Diagnoser(
+        engine.models.nli, engine.diagnoser.embed, replace(shipped_options(), premise_words=0)
+    )
     before = truncated.diagnose("Summarize the following text.", [long], claim)
     after = windowed.diagnose("Summarize the following text.", [long], claim)
     assert before.e_r.hypotheses[0].scores[0].truncated and before.e_r.state != "entail"

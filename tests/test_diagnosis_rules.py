@@ -3,6 +3,7 @@ attribution and hypothesis construction. Pure functions: no model needed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,9 +19,12 @@ from ragmend.diagnosis.failure import (
     label_compatible,
 )
 from ragmend.diagnosis.hypotheses import parse_claim_label, question_statement, split_claims
-from ragmend.diagnosis.types import PassageScores, Thresholds
+from ragmend.diagnosis.options import shipped_options
+from ragmend.diagnosis.types import PassageScores
 
-T = Thresholds(entail=0.6, contradict=0.7)
+# The rule's tests read at thresholds of their own, away from the shipped 0.4 / 0.35, so each
+# case sits clearly on one side of them.
+T = replace(shipped_options().thresholds, entail=0.6, contradict=0.7)
 
 
 def s(pid: str, e: float, c: float) -> PassageScores:
@@ -149,7 +153,7 @@ def test_claims_and_labels() -> None:
 
 
 def test_the_joint_premise_needs_its_own_higher_bar() -> None:
-    t = Thresholds(entail=0.3, contradict=0.7, joint_entail=0.6)
+    t = replace(shipped_options().thresholds, entail=0.3, contradict=0.7, joint_entail=0.6)
     spurious = [s("a", 0.02, 0.1), s("b", 0.02, 0.1), s("joint", 0.35, 0.05)]
     assert hypothesis_state("h", spurious, t).state == "neutral"
     bridged = [s("a", 0.2, 0.1), s("b", 0.1, 0.1), s("joint", 0.8, 0.05)]
@@ -161,7 +165,7 @@ def test_the_joint_premise_needs_its_own_higher_bar() -> None:
 
 
 def test_premise_windows_overlap_by_one_sentence_and_keep_the_title() -> None:
-    from ragmend.diagnosis.diagnoser import premise_windows
+    from ragmend.diagnosis.premises import premise_windows
     from ragmend.rag.types import Passage
 
     text = "Elko Regional Airport is public. It is in Elko, Nevada. It has two runways. It opened in 1930."
@@ -179,7 +183,7 @@ def test_premise_windows_overlap_by_one_sentence_and_keep_the_title() -> None:
 
 
 def test_a_passage_over_the_word_budget_is_read_in_windows_of_whole_sentences() -> None:
-    from ragmend.diagnosis.diagnoser import premise_windows
+    from ragmend.diagnosis.premises import premise_windows
     from ragmend.rag.types import Passage
 
     sentences = [f"Sentence {i} says " + "word " * n + "here." for i, n in enumerate([20, 30, 25, 60, 10])]
@@ -199,3 +203,40 @@ def test_a_passage_over_the_word_budget_is_read_in_windows_of_whole_sentences() 
     assert all(any(sentence in b for b in bodies) for sentence in sentences)
     # Sentence windows, where configured, take precedence over the word budget.
     assert len(premise_windows(p, 2, 70)) == 4
+
+
+def test_the_failure_is_decided_step_by_step_and_each_step_is_recorded() -> None:
+    from ragmend.diagnosis.failure import FailureSignals, decide_failure
+
+    # The rule alone: one step.
+    only = decide_failure(FailureSignals(rule="WR", kappa="missing"))
+    assert only.failure == only.rule == "WR" and [s.step for s in only.steps] == ["rule"]
+    # An answer off the question is WR even where the rule found nothing; the verdict, supported,
+    # cannot make an off-question answer right.
+    off = decide_failure(
+        FailureSignals(rule="NoFailure", kappa="missing", off_question="subject", unsupported=False)
+    )
+    assert [(s.step, s.failure) for s in off.steps] == [
+        ("rule", "NoFailure"),
+        ("off_question", "WR"),
+        ("verdict", "WR"),
+    ]
+    assert off.rule == "WR" and off.failure == "WR"
+    # The verdict replaces the rule's type; dates that disagree with the pick make it WR again.
+    picked = decide_failure(
+        FailureSignals(
+            rule="WR", kappa="missing", unsupported=False, comparison="disagrees", only_the_pick=True
+        )
+    )
+    assert [(s.step, s.failure) for s in picked.steps] == [
+        ("rule", "WR"),
+        ("verdict", "NoFailure"),
+        ("comparison", "WR"),
+    ]
+    # Of the alternatives check only disagreement is a step; a graph conflict stands whatever it says.
+    agrees = decide_failure(FailureSignals(rule="NoFailure", kappa="missing", alternatives="agrees"))
+    assert [s.step for s in agrees.steps] == ["rule"]
+    conflict = decide_failure(
+        FailureSignals(rule="WP", kappa="conflict", unsupported=False, alternatives="disagrees")
+    )
+    assert conflict.failure == "WP" and conflict.steps[-1].step == "alternatives"

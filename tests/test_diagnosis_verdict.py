@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ragmend.diagnosis.compound import atomic_claims, decompose, singular_predicate, split_conjunction
+from ragmend.diagnosis.failure import derive_failure, failure_of
 from ragmend.diagnosis.spans import (
     answer_relevance,
     best_passage_coverage,
@@ -30,8 +31,6 @@ from ragmend.diagnosis.verdict import (
     LinearScore,
     VerdictModel,
     answer_features,
-    derive_failure,
-    failure_of,
     fit_score,
     grounded,
     open_verdict,
@@ -406,8 +405,8 @@ def test_an_answer_about_something_else_is_off_topic() -> None:
     assert not off_topic("What is the capital of Australia?", "Canberra")
     assert not off_topic("When was Marie Curie born?", "The year was 1867 or so.")
     assert not off_topic("what is it?", "Marsha Albert was born 1948.")
-    # Names with no verb answer a question asking for a name (DEV answers judged off the
-    # question until the sixteenth session); a shortened long name is the question's own.
+    # Names with no verb answer a question asking for a name (a bare name is the usual short
+    # answer, not a change of subject); a shortened long name is the question's own.
     assert not off_topic(
         "What team is coached by former head college coach Connie Yori?",
         "Nebraska Cornhuskers women's basketball team.",
@@ -465,7 +464,8 @@ def test_the_kind_of_answer_asked_for() -> None:
 
 
 # The local generator's DEV answers that gave the kind asked for only in the question's own
-# words, or asked it later in the question, and passed (sixteenth session).
+# words, or asked it later in the question: restating the question gives nothing new, so they
+# must not pass.
 NO_NEW_KIND = [
     (
         "When did the tour begin for the album Taylor Swift released on October 22, 2012?",

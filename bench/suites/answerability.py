@@ -1,5 +1,5 @@
 """`ragmend bench answerability`: does the diagnosis tell questions its corpus cannot answer from
-those it can, before any answer is generated (issue 19, items 2 and 4)?
+those it can, before any answer is generated?
 
 The questions are the unanswerable task's (corpora/unanswerable.py), over its one corpus: HotpotQA
 questions whose gold paragraphs are still there (answerable), the held-out ones whose gold
@@ -29,7 +29,8 @@ from ragmend.bench.stats import auroc
 from ragmend.corpora.readers import Split, read_jsonl
 from ragmend.corpora.unanswerable import KINDS
 from ragmend.diagnosis.answerability import AnswerabilityModel, answerability_features
-from ragmend.diagnosis.diagnoser import premise_text, relevance_of
+from ragmend.diagnosis.diagnoser import relevance_of
+from ragmend.diagnosis.premises import premise_text
 from ragmend.kg.phrases import embed_with
 
 

@@ -15,7 +15,7 @@ from ragmend.corpora.cases import RAGTRUTH_TEST, RAGTRUTH_TRAIN, Case, fever_cas
 from ragmend.corpora.readers import Split, read_jsonl
 from ragmend.corpora.tasks import EvalItem, EvidenceCheck, first
 from ragmend.corpora.unanswerable import UNANSWERABLE, correct_answer
-from ragmend.diagnosis.diagnoser import premise_text
+from ragmend.diagnosis.premises import premise_text
 
 
 def generated_cases(

@@ -31,15 +31,16 @@ import numpy as np
 
 from ragmend.bench.stats import auroc
 from ragmend.corpora.cases import Case
-from ragmend.diagnosis.comparison import check_comparison, only_the_pick, settle_checks
-from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features, premise_text
+from ragmend.diagnosis.comparison import check_comparison, only_the_pick
+from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features
+from ragmend.diagnosis.failure import FailureSignals, decide_failure
+from ragmend.diagnosis.premises import premise_text
 from ragmend.diagnosis.spans import asks_question, unaddressed
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.diagnosis.verdict import (
     VerdictModel,
     backing,
     claim_features,
-    failure_of,
     is_unsupported,
     judges_backing,
     refutation,
@@ -276,7 +277,7 @@ def rescore(
 ) -> list[dict[str, Any]]:
     """The rows as another verdict model decides them, from the features they recorded (no
     diagnosis runs again): its claim model gives claim_p_max, its answer model P(unsupported),
-    and the failure follows as the diagnoser derives it (`failure_of`; answerable when the
+    and the failure follows as the diagnoser decides it (`failure.decide_failure`; answerable when the
     best passage's cross-encoder relevance reaches `relevance_threshold` and the response does
     not abstain, as Diagnoser._answerability decides with a reranker loaded; an answer off the
     question, as recorded, is WR). With `cases`, the text features and whether the answer
@@ -317,17 +318,25 @@ def rescore(
             answerable = x["answerable"] > 0
         else:
             answerable = x.get("relevance", 1.0) >= relevance_threshold
-        addresses = r.get("off_question") is None  # rows recorded before the check: unknown
-        unsupported = is_unsupported(p, threshold, x, refute_threshold, support_floor)
-        kappa = r.get("kappa", "missing")  # rows from before the graph was recorded: none read
-        failure = failure_of(unsupported, r["rule_failure"], kappa, answerable, addresses, x)
         # Rows from before it was recorded, without their case: one claim was the pick alone.
         if query is not None:
             alone = only_the_pick(query, r["claims"])
         else:
             alone = r.get("only_the_pick", len(r["claims"]) <= 1)
-        failure = settle_checks(failure, r.get("comparison"), r.get("alternatives"), addresses, alone)
-        out.append({**r, "score": p, "failure": failure})
+        decision = decide_failure(
+            FailureSignals(
+                rule=r["rule_failure"],
+                kappa=r.get("kappa", "missing"),  # rows from before the graph was recorded: none read
+                off_question=r.get("off_question"),  # rows recorded before the check: unknown
+                unsupported=is_unsupported(p, threshold, x, refute_threshold, support_floor),
+                features=x,
+                answerable=answerable,
+                comparison=r.get("comparison"),
+                alternatives=r.get("alternatives"),
+                only_the_pick=alone,
+            )
+        )
+        out.append({**r, "score": p, "failure": decision.failure})
     return out
 
 

@@ -3,7 +3,7 @@
 Every set here is evaluation-only for ragmend's model: it is never listed in a training mix
 (the trainer refuses the evaluation-licensed ones; MNLI dev-matched and SNLI test are simply
 never named). The FEVER claim-vs-evidence set is built from the TEST split only, and so is the
-long-premise set (issue 19: paragraph-length premises, read whole and as the diagnosis reads them).
+long-premise set (paragraph-length premises, read whole and as the diagnosis reads them).
 """
 
 from __future__ import annotations
@@ -97,11 +97,11 @@ def _hotpot_statements(root: Path, limit: int | None = None, **kw: Any) -> dict[
     return hotpot_statement_pairs(items, swapper, seed=0, **kw)
 
 
-# Issue 19: the long-premise set. A premise is paragraph-length: HotpotQA's two gold paragraphs
-# (up to 100 words of each around the supporting sentences, whole for most) or two distractor
-# paragraphs; FEVER evidence followed by other claims' evidence up to FEVER_PREMISE_WORDS
-# (corpora.nli_pairs, which builds the DEV-split training pairs the same way). At 200 words a
-# premise still mostly fits the role's 256 tokens (the truncated count is reported).
+# The long-premise set, so that length is not read as support. A premise is paragraph-length:
+# HotpotQA's two gold paragraphs (up to 100 words of each around the supporting sentences, whole
+# for most) or two distractor paragraphs; FEVER evidence followed by other claims' evidence up to
+# FEVER_PREMISE_WORDS (corpora.nli_pairs, which builds the DEV-split training pairs the same way).
+# At 200 words a premise still mostly fits the role's 256 tokens (the truncated count is reported).
 LONG_PREMISE_MIN_WORDS = 60
 
 
@@ -113,7 +113,7 @@ def interleave(groups: Iterable[Sequence[NLIPair]]) -> list[NLIPair]:
 
 
 def long_premise_test(root: Path, limit: int | None = None) -> list[NLIPair]:
-    """Issue 19's set, from TEST splits only: paragraph-length premises (>= 60 words) against
+    """The long-premise set, from TEST splits only: paragraph-length premises (>= 60 words) against
     HotpotQA question-statements (both gold paragraphs vs the gold answer's statement:
     entailment; vs a wrong answer's: contradiction; two distractor paragraphs of the item vs the
     gold answer's: neutral) and FEVER claims (fever_long_premise_pairs). Labels and sources are
@@ -253,11 +253,11 @@ def true_above_swap(pairs: Sequence[NLIPair], probs: np.ndarray) -> float | None
 
 def score_windows(model: Any, pairs: list[NLIPair], sentences: int) -> tuple[dict[str, Any], np.ndarray]:
     """`score_nli` with each premise read as the diagnosis reads a passage: its windows of
-    `sentences` sentences overlapping by one (diagnosis.diagnoser.premise_windows, on the premise
+    `sentences` sentences overlapping by one (diagnosis.premises.premise_windows, on the premise
     as one untitled passage: titles stay where the premise has them), all scored in one call,
     each pair taking its most decisive window's probabilities. `windows` counts the windows
     scored, `truncated` the windows cut; `pairs_per_s` is in pairs, not windows."""
-    from ragmend.diagnosis.diagnoser import premise_windows
+    from ragmend.diagnosis.premises import premise_windows
     from ragmend.rag.types import Passage
 
     def passage(p: NLIPair) -> Passage:

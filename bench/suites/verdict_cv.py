@@ -17,7 +17,7 @@ import numpy as np
 from ragmend.bench.stats import auroc
 from ragmend.bench.suites.detect import decision_figures
 from ragmend.corpora.cases import Case
-from ragmend.diagnosis.diagnoser import premise_text
+from ragmend.diagnosis.premises import premise_text
 from ragmend.diagnosis.verdict import refutation
 from ragmend.train.verdict import Example, fit_verdict
 
