@@ -55,7 +55,7 @@ clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
 
 # ragmend's own NLI model, from scratch (ragmend/assets/nli-minilm-l6/MODEL_CARD.md): the
-# long-premise route (issue 19, docs/nli.md "Long premises"): in-domain and long-premise pairs
+# long-premise route (docs/nli.md "Long premises"): in-domain and long-premise pairs
 # from the DEV splits, MiniLM-L6 on every permissive pair with its own label plus the long ones,
 # three epochs (--device auto takes a GPU where torch sees one; about 3.5 hours on 2 CPU cores;
 # every step resumable: rerun after an interruption), int8 ONNX export into the shipped

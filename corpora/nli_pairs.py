@@ -15,7 +15,7 @@
 | hotpot_long_statement* | the three above, up to 200 words (2 gold, 2 distractors) | as above | as above |
 | fever_long | evidence, then other pages' evidence to 100 words | the claim | as fever_claim; NEI: neutral |
 
-The long files (issue 19) teach that length is not support: a paragraph-length premise that does
+The long files teach that length is not support: a paragraph-length premise that does
 not hold the claim (distractors on the topic, padding from other pages) stays neutral, and one
 that contradicts it stays a contradiction however much else it says. The NLI suite's long-premise
 set is built by the same functions from the TEST splits.
@@ -79,7 +79,7 @@ SWAP_LABELS = frozenset(
 # the model is trained on looks like the one the diagnosis gives it and the supporting sentence
 # survives truncation (at full length, 22% of them were cut away at 128 tokens).
 PREMISE_WORDS = 90
-# Long premises (issue 19: paragraph-length premises must not read as entailment by length). The
+# Long premises (paragraph-length premises must not read as entailment by length). The
 # statement pairs' premises at up to 200 words (both gold paragraphs, or two distractors), FEVER
 # evidence padded with other claims' evidence to 100 words: the NLI suite's long-premise set is
 # built the same way from the TEST splits (bench/suites/nli.py), the training files from DEV.

@@ -65,8 +65,7 @@ def correct_answer(kind: str, response: str, gold: str, question: str = "") -> b
     question has no right answer from this corpus. An answer to a question offering two answers
     ("Who is younger, A or B?") is right when the alternative it picks is the gold one: "Moya
     Brennan is younger than Keisuke Kuwata." holds the gold "Keisuke Kuwata" and picks the other
-    (sixteenth session: 7 of the 37 such DEV answers, 4 of the 17 TEST ones, were labelled by
-    containment against their pick)."""
+    (containment alone would label such an answer by the names it holds, not by its pick)."""
     if not answerable(kind):
         return False
     choice = offered_choice(question) if question else None

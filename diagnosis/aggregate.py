@@ -26,13 +26,13 @@ from ragmend.diagnosis.types import HypothesisVerdict, NLIState, PassageScores, 
 def hypothesis_state(hypothesis: str, scores: Sequence[PassageScores], t: Thresholds) -> HypothesisVerdict:
     if scores:
         # The joint premise must clear its own, higher bar: two unrelated passages side by side
-        # draw mid-range entailment (0.35 where each alone gives 0.02, tests/test_repair.py).
+        # draw mid-range entailment that neither gives alone.
         entailing = [s for s in scores if s.entail >= (t.joint_entail if s.passage == "joint" else t.entail)]
         if entailing:
             # A passage that entails the hypothesis alone is named over the joint premise, even a
             # hair below it: the joint premise is for what no single passage supports, and naming
-            # it cites every joined passage, an unrelated one included (0.951 joint against 0.947
-            # for the one passage that says "Leonardo da Vinci painted the Mona Lisa").
+            # it cites every joined passage, an unrelated one included
+            # (tests/test_diagnosis.py pins the case).
             single = [s for s in entailing if s.passage != "joint"]
             best_e = max(single or entailing, key=lambda s: s.entail)
             return HypothesisVerdict(hypothesis, "entail", best_e.passage, tuple(scores))

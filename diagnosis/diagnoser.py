@@ -2,6 +2,7 @@
 
 One answer, in this order (each step a function below, or in the module named):
 
+  language       English, or the reason the answer is not judged                      language.py
   claims         the response as atomic claims, and the question as a statement      _hypotheses
   premises       passages, their windows, the joint premise                          premises.py
   NLI            every premise-hypothesis pair in ONE batched call                   _judge
@@ -16,8 +17,8 @@ One answer, in this order (each step a function below, or in the module named):
   failure        decided once, from one record of signals                            failure.py
   stage          where the pipeline most likely failed (RAGEC)                        failure.py
 
-The English-only rules (names, years, sentence splitting) assume English text: a query or
-response that reads as another language is not judged (language.py).
+The rules (names, years, sentence splitting) and the NLI model read English: a question or an
+answer that reads as another language is not judged (language.py), and the diagnosis says so.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from ragmend.diagnosis.hypotheses import (
     split_claims,
 )
 from ragmend.diagnosis.kg_crosscheck import crosscheck
+from ragmend.diagnosis.language import LANGUAGE_NAMES, check_language
 from ragmend.diagnosis.options import DiagnosisOptions, shipped_options
 from ragmend.diagnosis.premises import (
     JOINT,
@@ -77,6 +79,7 @@ from ragmend.diagnosis.spans import (
 )
 from ragmend.diagnosis.types import (
     Diagnosis,
+    EGCFeatures,
     HypothesisVerdict,
     KGSignal,
     Mode,
@@ -217,6 +220,9 @@ class Diagnoser:
         t_start = time.perf_counter()
         qa = mode == "qa"
         with_verdict = o.verdict is not None and qa
+        language, not_english = _language(query, response, mode)
+        if not_english is not None:
+            return _not_judged(mode, language, not_english, time.perf_counter() - t_start)
 
         # -- claims, premises, and the relevance started beside the NLI pass ------------------
         hyp = self._hypotheses(query, response, mode)
@@ -352,6 +358,7 @@ class Diagnoser:
             comparison=comparison,
             alternatives=alternatives,
             failure_steps=decision.steps,
+            language=language,
         )
 
     # -- the steps ------------------------------------------------------------------------------
@@ -619,3 +626,39 @@ def _response_signal(
     if not hyp.claims:
         return NLISignal("neutral", (), "abstained" if response.strip() else "empty")
     return NLISignal(signal_state(claim_verdicts), tuple(claim_verdicts), "claims")
+
+
+def _language(query: str, response: str, mode: Mode) -> tuple[str, str | None]:
+    """The language the texts read as, and, where one is not English, why the answer is not
+    judged (None: it is)."""
+    names = ("claim", "response") if mode == "claim" else ("question", "answer")
+    read = "und"
+    for name, text in zip(names, (query, response), strict=True):
+        check = check_language(text)
+        if not check.english:
+            language = LANGUAGE_NAMES.get(check.language, check.language)
+            return check.language, (
+                f"the {name} reads as {language} ({check.language}): the diagnosis judges English text only"
+            )
+        if check.language == "en":
+            read = "en"
+    return read, None
+
+
+def _not_judged(mode: Mode, language: str, reason: str, seconds: float) -> Diagnosis:
+    """The diagnosis of an answer it cannot read: no signal, no failure found, the reason."""
+    nothing = NLISignal("neutral", (), "not_judged")
+    return Diagnosis(
+        mode=mode,
+        e_q=nothing,
+        e_r=nothing,
+        kg=KGSignal("missing", (), available=False),
+        failure="NoFailure",
+        egc=EGCFeatures(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+        evidence_conflict=False,
+        stage="none",
+        stage_reason=f"not judged: {reason}",
+        timings={"total_s": round(seconds, 4)},
+        language=language,
+        not_judged=reason,
+    )

@@ -215,6 +215,12 @@ class Diagnosis:
     alternatives: AlternativeCheck | None = None  # None: not a choice of attribute the answer makes
     # How the failure type was decided: each step that ran, with the type it left.
     failure_steps: tuple[FailureStep, ...] = ()
+    # The language the question and the answer read as (ISO 639-1; "und": nothing to tell, such
+    # as a bare number), and why the diagnosis did not judge the answer: its rules and its NLI
+    # model read English only, so a text in another language is left unjudged, not guessed at.
+    # Such a diagnosis finds no failure (nothing was checked) and triggers no repair.
+    language: str = "en"
+    not_judged: str | None = None
 
     @property
     def kappa(self) -> Kappa:
@@ -223,6 +229,10 @@ class Diagnosis:
     @property
     def failed(self) -> bool:
         return self.failure != "NoFailure"
+
+    @property
+    def judged(self) -> bool:
+        return self.not_judged is None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

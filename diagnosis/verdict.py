@@ -450,8 +450,8 @@ def refutation(claims: Sequence[Mapping[str, float]]) -> float:
     claim, as in Algorithm 1's rule (aggregate.py): a retrieved set often holds a passage that
     disagrees with what another states, and the claim is still supported. A claim choosing
     between two alternatives is left out: each window holds one alternative's fact, and the NLI
-    model reads "Doñana National Park is larger than Timanfaya National Park" as contradicted
-    by either (0.95; on DEV, most right answers such a bar flagged were these)."""
+    model reads a comparison of the two as contradicted by either (on DEV, most right answers
+    such a bar flagged were these)."""
     return max(
         (
             c["contradict"]
@@ -466,8 +466,8 @@ def refuted(features: Mapping[str, float], refute_at: float | None) -> bool:
     """Whether a claim is contradicted at `refute_at` or more (`refutation`): the answer is then
     unsupported whatever its P(unsupported). A linear score weighs one decisive contradiction
     against everything else the answer has going for it (its names found in the evidence, its
-    relevance): "Yes, both Elko ... and Gerald R. Ford ... are in Michigan" scored 0.08 although
-    the Elko passage contradicts it at 0.86. None: the score alone decides."""
+    relevance), and an answer a passage plainly contradicts can score low (the bundled corpus's
+    cases: tests/test_diagnosis_cases.py). None: the score alone decides."""
     return refute_at is not None and features.get("refuted", 0.0) >= refute_at
 
 
@@ -492,10 +492,10 @@ def unbacked(features: Mapping[str, float], floor: float | None) -> bool:
     at `floor` (its `backing` feature). The answer is then unsupported whatever its P(unsupported):
     the score of the generator's answers weighs support little, since over two-hop questions
     single windows support right and wrong answers alike (AUROC 0.60), and weighs their
-    relevance and the generator's confidence instead, which let "Richard Keith Herring has a
-    style of comedy full of 'stream-of-conscious banter'." pass at 0.03 support (the passage
-    says it of Eddie Izzard). None, or a row recorded without `backing` (a claim given to
-    check, a task over given text): the score alone decides."""
+    relevance and the generator's confidence instead, which can pass a relevant, confident answer
+    that no window supports at all (a fact the passage states of another person). None, or a row
+    recorded without `backing` (a claim given to check, a task over given text): the score alone
+    decides."""
     return floor is not None and features.get("backing", 1.0) < floor
 
 

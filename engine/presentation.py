@@ -7,6 +7,9 @@ and, when the final answer is still unsupported, what `answer_policy` says to do
 - `off`: the generated text as it is (citations still marked where supported, unless citations
   are off).
 
+An answer the diagnosis did not judge (its question or text is not English) is shown as it is,
+with one plain sentence saying it was not checked (`off`: without it).
+
 In claim mode the label is the gated one (diagnosis.final_label: "Unverified" where the evidence
 is insufficient) in place of the generator's.
 
@@ -30,6 +33,7 @@ UNSUPPORTED_MARK = "[unsupported]"
 NOT_SUPPORTED = "Note: the sources found do not support this answer."
 NOT_ANSWERED = "Note: the sources found do not answer this question."
 NOT_VERIFIED = "the sources found do not verify this claim."
+NOT_CHECKED = "Note: this answer was not checked against the sources: the checks read English only."
 ABSTAINED = "The sources do not answer this question."
 CORRECTION = "[Correction] "  # leads what a live stream sends after an answer a repair replaced
 MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
@@ -107,6 +111,11 @@ def present(
     id and title, in the reply's order; `query`: the question the answer was diagnosed against)."""
     if diagnosis is None:
         return Presented(response, (), None)
+    if not diagnosis.judged:
+        # Nothing was checked, so nothing is cited or marked, and the reader is told so.
+        if policy == "off":
+            return Presented(response, (), None)
+        return Presented(f"{response} {NOT_CHECKED}".strip(), (), None, NOT_CHECKED)
     if diagnosis.mode == "claim":
         # The gated label leads; the generator's reason follows its own label.
         label = diagnosis.final_label
@@ -140,7 +149,7 @@ def plain_text(text: str) -> str:
         text = text.rsplit(CORRECTION, 1)[1]
     if text.lstrip().startswith(ABSTAINED):
         return ABSTAINED
-    for note in (NOT_SUPPORTED, NOT_ANSWERED):
+    for note in (NOT_SUPPORTED, NOT_ANSWERED, NOT_CHECKED):
         text = text.replace(note, " ")
     text = CITATION_MARK.sub("", text.replace(UNSUPPORTED_MARK, " "))
     # A mark removed before a full stop leaves "Nevada ." behind.

@@ -157,7 +157,7 @@ class DiagnosisSettings(_Section):
     # question (the raw question as NLI hypothesis), rerank (cross-encoder relevance).
     query_hypothesis: Literal["statement", "question", "rerank"] = "statement"
     # AggregateNLI: a passage entails / contradicts a hypothesis at these calibrated probabilities.
-    # Defaults: the F1-best points on the NLI model's 2,495 held-out pairs (never trained on) for
+    # Defaults: the F1-best points on the NLI model's 3,083 held-out pairs (never trained on) for
     # the shipped model (`ragmend bench diagnosis`, docs/diagnosis.md); refit for another model.
     entail_threshold: float = Field(0.4, gt=0, lt=1)
     contradict_threshold: float = Field(0.35, gt=0, lt=1)
@@ -172,7 +172,7 @@ class DiagnosisSettings(_Section):
     # The top passages concatenated as one more premise (multi-hop facts in two passages).
     joint_premise: bool = True
     # > 0: judge each passage by windows of this many sentences (its most decisive window), not
-    # as a whole paragraph; 0: whole passages. docs/diagnosis.md has the measured effect.
+    # as a whole paragraph; 0: whole passages. reports/history/diagnosis.md has the measured effect.
     window_sentences: int = Field(0, ge=0, le=20)
     # > 0: each claim is scored against only this many windows, those sharing most words with it
     # (a Summary source has 20+ windows; the rest name nothing of the claim). 0: every window.
@@ -197,7 +197,7 @@ class DiagnosisSettings(_Section):
     # With a verdict: an answer with a claim that one window contradicts at this probability or
     # more (and none entails as strongly) is unsupported whatever its P(unsupported) (a linear
     # score lets the rest of the answer outweigh one decisive contradiction). Chosen on DEV
-    # answers (docs/diagnosis.md); None: the score alone decides.
+    # answers (reports/history/diagnosis.md); None: the score alone decides.
     refute_threshold: float | None = Field(0.8, gt=0, le=1)
     # A window naming none of a claim's names and numbers cannot contradict it (its contradiction
     # reads as neutral): the NLI model calls a sentence about another subject a contradiction.
@@ -210,7 +210,7 @@ class DiagnosisSettings(_Section):
     role_of_another_refutes: bool = True
     # With a verdict: an answer to a question none of whose claims any window entails at this
     # probability (its `backing`; a choice between two alternatives is left out) is unsupported
-    # whatever its P(unsupported). Chosen on DEV answers (docs/diagnosis.md); None: the score
+    # whatever its P(unsupported). Chosen on DEV answers (reports/history/diagnosis.md); None: the score
     # alone decides.
     support_floor: float | None = Field(0.1, gt=0, le=1)
     # With a verdict, e_q is answerability (docs/diagnosis.md): the evidence answers the question
@@ -227,7 +227,7 @@ class DiagnosisSettings(_Section):
     # P(answerable) at which the evidence answers the question (where answerability is a model):
     # None, the model file's own threshold (fitted for the question alone). IE needs both an
     # unanswered question and an unsupported answer; on DEV the file's own was still IE's best
-    # point of those measured (docs/diagnosis.md).
+    # point of those measured (reports/history/diagnosis.md).
     answerable_threshold: float | None = Field(None, gt=0, lt=1)
 
 

@@ -39,10 +39,13 @@ if ! curl -sf -o /dev/null "http://127.0.0.1:$RAGMEND_PORT/readyz"; then
 fi
 
 data=$(mktemp -d)
+# Open WebUI signs its sessions with WEBUI_SECRET_KEY; without one it writes .webui_secret_key into
+# its working directory (this checkout). A fresh key each run, as its state is fresh each run.
+secret=$(python3 -c "import secrets; print(secrets.token_hex(32))")
 # No hub here: Open WebUI's own document search cannot load its embedding model (it logs the
 # error and serves chat). Its side calls (titles, tags, follow-up suggestions) are off: each would
 # be a whole RAG request to ragmend. Its built-in tools are off: ragmend refuses `tools` (400).
-env DATA_DIR="$data" OFFLINE_MODE=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+env DATA_DIR="$data" WEBUI_SECRET_KEY="$secret" OFFLINE_MODE=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
   WEBUI_AUTH=False ENABLE_OLLAMA_API=False ENABLE_OPENAI_API=True \
   OPENAI_API_BASE_URL="http://127.0.0.1:$RAGMEND_PORT/v1" OPENAI_API_KEY=none \
   ENABLE_TITLE_GENERATION=False ENABLE_TAGS_GENERATION=False ENABLE_FOLLOW_UP_GENERATION=False \

@@ -159,6 +159,8 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
         comparison=None if d.comparison is None else comparison(d.comparison),
         alternatives=None if d.alternatives is None else alternatives(d.alternatives),
         failure_steps=[api.FailureStep(step=s.step, failure=s.failure) for s in d.failure_steps],
+        language=d.language,
+        not_judged=d.not_judged,
     )
 
 

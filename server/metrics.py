@@ -49,10 +49,11 @@ log = logging.getLogger("ragmend.metrics")
 
 OTHER = "other"  # any value outside its closed set: a new value never creates an unbounded series
 UNDIAGNOSED = "undiagnosed"  # diagnosis.enabled is off: the answer has no failure type or stage
+NOT_JUDGED = "not_judged"  # the diagnosis could not read the answer (not English): no type or stage
 PASSES = ("first", "final")  # the first pass's diagnosis, and the one of the answer the reply carries
 REQUEST_STAGES = ("retrieve", "rerank", "generate", "diagnose", "repair", "total")
-FAILURE_LABELS = (*FAILURE_TYPES, UNDIAGNOSED, OTHER)
-STAGE_LABELS = (*STAGES, UNDIAGNOSED, OTHER)
+FAILURE_LABELS = (*FAILURE_TYPES, UNDIAGNOSED, NOT_JUDGED, OTHER)
+STAGE_LABELS = (*STAGES, UNDIAGNOSED, NOT_JUDGED, OTHER)
 # The diagnosis' checks that can find against an answer beside its scores (docs/diagnosis.md): what
 # of the question it does not address (OFF_QUESTION), a comparison in time or a choice of
 # attribute the passages decide the other way, a conflict with the knowledge graph, and a graph
@@ -435,9 +436,10 @@ class Metrics:
             self.budget_violations.labels("request").inc()
 
     def _count_answer(self, pass_: str, diagnosis: Diagnosis | None) -> None:
-        if diagnosis is None:
-            self.answers.labels(pass_, UNDIAGNOSED).inc()
-            self.failure_stages.labels(pass_, UNDIAGNOSED).inc()
+        if diagnosis is None or not diagnosis.judged:
+            label = UNDIAGNOSED if diagnosis is None else NOT_JUDGED
+            self.answers.labels(pass_, label).inc()
+            self.failure_stages.labels(pass_, label).inc()
         else:
             self.answers.labels(pass_, bounded(diagnosis.failure, FAILURE_TYPES)).inc()
             self.failure_stages.labels(pass_, bounded(diagnosis.stage, STAGES)).inc()

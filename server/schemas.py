@@ -320,6 +320,17 @@ class Diagnosis(BaseModel):
         description="how the failure type was decided: each step that ran, in order, with the type "
         "it left (a step that changed it is one whose type differs from the step before)",
     )
+    language: str = Field(
+        "en",
+        description="the language the question and the answer read as (ISO 639-1; und: nothing to "
+        "tell, such as a bare number)",
+    )
+    not_judged: str | None = Field(
+        default=None,
+        description="why the answer was not judged (the question or the answer is not English: the "
+        "diagnosis reads English only); its failure is then NoFailure, since nothing was checked, and "
+        "no repair follows. Null: it was judged",
+    )
 
 
 # --- the repair (docs/repair.md) ---------------------------------------------------------------

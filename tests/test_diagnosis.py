@@ -126,6 +126,23 @@ def test_http_and_cli_return_the_diagnosis(engine: Engine, live_server: object) 
     assert steps[-1]["failure"] == d["failure"]
 
 
+def test_a_question_in_another_language_is_answered_unjudged_over_http(live_server: object) -> None:
+    from ragmend.engine.presentation import NOT_CHECKED
+
+    r = httpx.post(
+        live_server.url + "/v1/answer",  # type: ignore[attr-defined]
+        json={"query": "Welcher Flughafen liegt in Elko, Nevada?"},
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    d = body["diagnosis"]
+    assert d["language"] == "de" and "English" in d["not_judged"]
+    # Nothing was checked, so nothing is repaired and the reader is told.
+    assert body["repair"] is None and body["first_diagnosis"] is None
+    assert body["answer"].endswith(NOT_CHECKED)
+
+
 def test_ask_json_includes_the_diagnosis(engine: Engine) -> None:
     from ragmend.cli.main import app
 

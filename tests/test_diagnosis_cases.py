@@ -16,7 +16,7 @@ from ragmend.corpora.cases import Case
 from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine import Engine
-from ragmend.engine.presentation import ABSTAINED, NOT_ANSWERED, NOT_SUPPORTED, present
+from ragmend.engine.presentation import ABSTAINED, NOT_ANSWERED, NOT_CHECKED, NOT_SUPPORTED, present
 from ragmend.rag.types import Passage
 from ragmend.server.mapping import diagnosis as api_diagnosis
 from ragmend.settings import load_settings
@@ -454,3 +454,44 @@ def test_retrieved_passages_are_read_with_the_vectors_the_index_holds(bundled_en
         assert (stored.failure, stored.stage) == (fresh.failure, fresh.stage)
     given = [p.model_copy(update={"id": f"given-{n}"}) for n, p in enumerate(passages)]
     assert base.stored_vectors([p.id for p in given]) is None
+
+
+# Questions about the bundled corpus in other languages, with answers in the same language: the
+# English rules would read their words as names and their sentences by English punctuation.
+NOT_ENGLISH = [
+    ("de", "Welcher Flughafen liegt in Elko, Nevada?", "Der regionale Flughafen Elko liegt in Elko, Nevada."),
+    (
+        "fr",
+        "Quel aéroport se trouve à Elko, dans le Nevada ?",
+        "L'aéroport régional d'Elko se trouve à Elko.",
+    ),
+    ("es", "¿Cuál es la capital de Australia?", "La capital de Australia es Canberra."),
+    ("zh", "哪个机场位于内华达州的埃尔科？", "埃尔科地区机场位于埃尔科。"),
+]
+
+
+@pytest.mark.parametrize(("language", "question", "response"), NOT_ENGLISH, ids=[c[0] for c in NOT_ENGLISH])
+def test_a_question_in_another_language_is_not_judged_and_says_so(
+    bundled_engine: Engine, language: str, question: str, response: str
+) -> None:
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    d = bundled_engine.diagnoser.diagnose(question, passages, response)
+    assert d.language == language and not d.judged
+    assert d.not_judged is not None and "question" in d.not_judged and "English" in d.not_judged
+    # Nothing was checked: no claim judged, no failure claimed, no verdict, no repair to follow.
+    assert d.e_r.hypotheses == () and d.verdict is None and not d.failed
+    shown = present(response, d, [(p.id, p.title) for p in passages])
+    assert shown.text == f"{response} {NOT_CHECKED}" and shown.sentences == ()
+    body = api_diagnosis(d).model_dump()
+    assert body["not_judged"] == d.not_judged and body["language"] == language
+
+
+def test_an_english_question_answered_in_another_language_is_not_judged(bundled_engine: Engine) -> None:
+    question = "Which airport is located in Elko, Nevada?"
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    d = bundled_engine.diagnoser.diagnose(
+        question, passages, "Der regionale Flughafen Elko liegt in Elko, Nevada."
+    )
+    assert d.language == "de" and d.not_judged is not None and "answer" in d.not_judged
+    english = bundled_engine.diagnoser.diagnose(question, passages, "Elko Regional Airport is in Elko.")
+    assert english.judged and english.language == "en" and english.e_r.hypotheses

@@ -1,4 +1,4 @@
-"""Issue 19's long-premise set of `ragmend bench nli --suite`: built from TEST splits only, with
+"""The long-premise set of `ragmend bench nli --suite`: built from TEST splits only, with
 paragraph-length premises and mixed labels, and its windowed reading (the premise split into
 windows of two sentences, the pair taking its most decisive window) on a fake NLI model: the
 aggregation arithmetic, not the shipped model's accuracy."""

@@ -91,8 +91,9 @@ def test_in_domain_pairs_come_from_dev_only_with_the_right_labels(registry: Mode
         answer = answers[swap.id.removeprefix("hotpot-st-swap-")].lower()
         statement = statements[swap.id.removeprefix("hotpot-st-swap-")].hypothesis.lower()
         assert swap.hypothesis.lower().count(answer) < statement.count(answer)
-    # Issue 19's long files: the same statements against premises about twice as long (both gold
-    # paragraphs, or two distractors), FEVER evidence padded with other pages' evidence.
+    # The long files, so that length is not read as support: the same statements against premises
+    # about twice as long (both gold paragraphs, or two distractors), FEVER evidence padded with
+    # other pages' evidence.
     short_words = np.median([len(p.premise.split()) for p in pairs["hotpot_statement"]])
     assert np.median([len(p.premise.split()) for p in pairs["hotpot_long_statement"]]) > 1.5 * short_words
     assert all(p.premise.count(": ") >= 2 for p in pairs["hotpot_long_statement_distractor"])

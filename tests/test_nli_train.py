@@ -56,7 +56,7 @@ def test_dev_only_keeps_dev_split_claims(tmp_path: Path) -> None:
 
 
 def test_lengthen_keeps_premise_label_and_hypothesis_whole(tmp_path: Path) -> None:
-    """Issue 19: a mix entry with `lengthen_to` sets each premise inside filler sentences (other
+    """A mix entry with `lengthen_to` sets each premise inside filler sentences (other
     sources' paragraphs) up to that length; the premise itself, its label and its hypothesis stay
     as they were, its place among the fillers varies, and the same mix gives the same pairs."""
     filler = [

@@ -90,7 +90,6 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
     assert by["answer"]["calls"] == 1
     assert resp.usage.prompt_tokens == sum(u["prompt_tokens"] for u in by.values())
     assert resp.usage.completion_tokens == sum(u["completion_tokens"] for u in by.values())
-    assert ext["diagnosis"]["failure"] in ("NoFailure", "WP", "IE", "WR", "LEM")
     assert any(p["title"] in q["supporting_titles"] for p in ext["evidence"])
     assert set(ext["timings"]) >= {"retrieve_s", "rerank_s", "generate_s"}
     # temperature and max_tokens reached the generator (the repaired pass samples like the first).

@@ -39,7 +39,7 @@ class MixEntry:
     dev_only: bool = False
     # Show these pairs this many times per epoch (small in-domain sets next to large generic ones).
     repeat: int = 1
-    # Issue 19: the entry's pairs with each premise set inside unrelated sentences from `filler`
+    # The entry's pairs with each premise set inside unrelated sentences from `filler`
     # (a pair file or set whose premises are the filler) up to this many words, labels kept
     # (corpora.nli_pairs.lengthen_premises): long premises that are not support by length.
     lengthen_to: int | None = None

@@ -40,7 +40,7 @@ from ragmend.diagnosis.verdict import (
 
 # The local generator's answers (bench/suites/answers.py), the data of its own answer model, and
 # the features it reads: chosen by leave-one-out AUROC on the DEV HotpotQA answers (0.68, against
-# 0.64 with every feature and 0.50 for the model of every data set; docs/diagnosis.md).
+# 0.64 with every feature and 0.50 for the model of every data set; reports/history/diagnosis.md).
 GENERATED_SETS = ("hotpotqa", "unanswerable")
 GENERATED_FEATURES = ("logprob_min", "logprob_mean", "egc", "support_mean", "statement_entail", "relevance")
 

@@ -41,7 +41,7 @@ def classification_metrics(
 
 def false_entailment_rate(confusion: dict[str, dict[str, int]]) -> float | None:
     """The share of neutral and contradiction pairs predicted entailment: how often the model
-    would let an unsupported or contradicted claim pass (issue 19). None without such pairs."""
+    would let an unsupported or contradicted claim pass. None without such pairs."""
     wrong = [g for g in ("neutral", "contradiction") if g in confusion]
     n = sum(sum(confusion[g].values()) for g in wrong)
     return round(sum(confusion[g].get("entailment", 0) for g in wrong) / n, 4) if n else None

@@ -3,7 +3,7 @@
 Why: a diagnosis embeds every passage it did not retrieve itself (a RAGTruth source, a Data2txt
 record's reviews), and MiniLM in torch took 82 ms a response there against 26 ms for the same
 graph on onnxruntime, with the same vectors (largest difference 2e-7 on 150 RAGTruth TEST
-responses; docs/diagnosis.md, fourteenth session). The graph is fp32, not int8: stored index
+responses; reports/history/diagnosis.md). The graph is fp32, not int8: stored index
 vectors were computed in torch, and a query must land where its passages did.
 
 The graph holds the transformer only; pooling and normalisation are done here, as the model's

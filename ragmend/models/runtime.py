@@ -93,7 +93,7 @@ def onnx_session_options(threads: int = 0) -> Any:
     """onnxruntime options for the request path's CPU graphs (NLI, cross-encoder). Worker threads
     do not spin after a run: a diagnosis runs the NLI graph, then the cross-encoder, then torch
     (the embeddings) back to back on the same cores, and threads left spinning by one steal them
-    from the next (RAGTruth responses: p50 463 -> 418 ms on 2 cores, docs/diagnosis.md)."""
+    from the next (RAGTruth responses: p50 463 -> 418 ms on 2 cores, reports/history/diagnosis.md)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
