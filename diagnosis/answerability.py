@@ -1,4 +1,4 @@
-"""Answerability: does the evidence answer the QUESTION, whatever a response says (issue 19, item 2).
+"""Answerability: does the evidence answer the QUESTION, whatever a response says.
 
 The cross-encoder's relevance of the best passage alone (the `rerank` construction) is fooled by
 on-topic evidence: a HotpotQA question whose gold paragraphs are gone still retrieves paragraphs

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
+from ragmend.diagnosis.patterns import DATE, MONTHS, OPENING_ABBREVIATION_END, OPENING_SENTENCE_END
 from ragmend.diagnosis.spans import key_spans, names_unasked, normalise, offered_choice, picked_alternative
 from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, FailureType, Outcome
 
@@ -47,27 +48,6 @@ _OTHER_TIME = re.compile(
     re.I,
 )
 
-_MONTHS = "january february march april may june july august september october november december".split()  # noqa: SIM905
-_MONTH = (
-    r"(?P<{}>"
-    + "|".join(m.capitalize() for m in _MONTHS)
-    + r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?"
-)
-_YEAR = r"(?P<{}>1\d{{3}}|20\d{{2}})"
-_DATE = re.compile(
-    "|".join(
-        [
-            _MONTH.format("m1") + r"\s+(?P<d1>\d{1,2}),?\s+" + _YEAR.format("y1"),  # June 20, 1941
-            r"(?P<d2>\d{1,2})\s+" + _MONTH.format("m2") + r",?\s+" + _YEAR.format("y2"),  # 7 April 1941
-            _MONTH.format("m3") + r",?\s+" + _YEAR.format("y3"),  # April 1941
-            r"(?<![\d,.$])" + _YEAR.format("y4") + r"(?![\d,]\d)",  # a 1971 film
-        ]
-    )
-)
-# A sentence ends at a full stop before a capital, not after an initial or a title ("Dr. Ulf
-# Merbold", "c. 1613", "Gerald R. Ford").
-_SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z\"\u201c])")
-_ABBREVIATION = re.compile(r"(?:\b[A-Za-z]|\bDr|\bMr|\bMrs|\bMs|\bSt|\bJr|\bSr|\bc|\bca|\bNo|\bvs)\.$")
 _OPENING_CHARS = 400
 _PAREN = re.compile(r"\s*\([^)]*\)")
 _ABOUT_PEOPLE = re.compile(r"^\s*(who|whom)\b", re.I)
@@ -93,24 +73,26 @@ def time_direction(ask: str) -> Direction | None:
 
 
 def opening_sentence(text: str) -> str:
-    """A passage's first sentence (at most _OPENING_CHARS characters)."""
+    """A passage's first sentence (at most _OPENING_CHARS characters): it ends at a full stop
+    before a capital, not after an initial or a title ("Dr. Ulf Merbold", "c. 1613", "Gerald R.
+    Ford": patterns.OPENING_SENTENCE_END, OPENING_ABBREVIATION_END)."""
     head = text[:_OPENING_CHARS]
-    for m in _SENTENCE_END.finditer(head):
-        if not _ABBREVIATION.search(head[: m.start()]):
+    for m in OPENING_SENTENCE_END.finditer(head):
+        if not OPENING_ABBREVIATION_END.search(head[: m.start()]):
             return head[: m.start()]
     return head
 
 
 def first_date(text: str) -> Date | None:
-    """The first date a text gives, as precise as it gives it."""
-    m = _DATE.search(text)
+    """The first date a text gives, as precise as it gives it (patterns.DATE)."""
+    m = DATE.search(text)
     if m is None:
         return None
     g = {k: v for k, v in m.groupdict().items() if v}
     year = int(next(v for k, v in g.items() if k.startswith("y")))
     month_name = next((v.lower()[:3] for k, v in g.items() if k.startswith("m")), None)
     month = (
-        next((i + 1 for i, name in enumerate(_MONTHS) if name.startswith(month_name)), 0) if month_name else 0
+        next((i + 1 for i, name in enumerate(MONTHS) if name.startswith(month_name)), 0) if month_name else 0
     )
     day = int(next((v for k, v in g.items() if k.startswith("d")), "0"))
     return Date(year, month, day if 0 < day <= 31 else 0)
@@ -245,19 +227,3 @@ def only_the_pick(query: str, claims: Sequence[str]) -> bool:
     """An answer that is its pick alone: at most one claim, naming nothing the question does not
     (a number aside: "born first, in 1881")."""
     return len(claims) <= 1 and not any(names_unasked(c, normalise(query)) for c in claims)
-
-
-def settle_checks(
-    failure: FailureType,
-    comparison: Outcome | None,
-    alternatives: Outcome | None,
-    addresses_question: bool,
-    only_the_pick: bool,
-) -> FailureType:
-    """The failure once both checks of an answer's pick are read: a comparison in time (`settle`)
-    and a choice of attribute (alternatives.py), of which only disagreement decides: where the
-    passages agree with the pick, the claim's own support has already spoken."""
-    failure = settle(failure, comparison, addresses_question, only_the_pick)
-    if alternatives == "disagrees":
-        failure = settle(failure, "disagrees", addresses_question, only_the_pick)
-    return failure

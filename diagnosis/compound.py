@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ragmend.diagnosis.patterns import NAME_LOOSE
 from ragmend.diagnosis.wordforms import verb_form
 
 # "Both A and B are ...", "A and B are both ...", "Neither A nor B ...": one claim per subject.
@@ -25,14 +26,13 @@ _YES_AND = re.compile(
     r"^(?i:yes),?\s+(?P<a>[A-Z].*?)\s+and\s+(?P<b>[A-Z].*?)\s+(?P<verb>are|were)\s+(?P<rest>(?!not\b).+)$"
 )
 # "A and B are located in Y.", with no yes before it: the same, where the sentence opens with the
-# two names and nothing else (capitalised words, a few connectors, no comma: "Two other women,
-# Noelle Velentzas and ..." or "Jag nominated Blue and Felicia for eviction, but they are ..."
-# are no such subject), and the predicate is said of each: not of the two together, as one that
-# begins with a determiner may be ("Simon and Garfunkel were a folk duo", "... were the
-# founders of X").
-_NAME = r"[A-Z][\w'\u2019.\-]*(?:\s+(?:(?:of|de|la|le|von|van|du|the|&)\s+)?[A-Z][\w'\u2019.\-]*)*"
+# two names and nothing else (patterns.NAME_LOOSE: capitalised words, a few connectors, no comma:
+# "Two other women, Noelle Velentzas and ..." or "Jag nominated Blue and Felicia for eviction, but
+# they are ..." are no such subject), and the predicate is said of each: not of the two together,
+# as one that begins with a determiner may be ("Simon and Garfunkel were a folk duo", "... were
+# the founders of X").
 _NAMES_AND = re.compile(
-    rf"^(?P<a>{_NAME})\s+and\s+(?P<b>{_NAME})\s+(?P<verb>are|were)\s+(?P<rest>(?!not\b).+)$"
+    rf"^(?P<a>{NAME_LOOSE})\s+and\s+(?P<b>{NAME_LOOSE})\s+(?P<verb>are|were)\s+(?P<rest>(?!not\b).+)$"
 )
 _TOGETHER = re.compile(
     r"^(?:a|an|the|one|two|among|part|each|all|co-\w+|members?|rivals|friends|cousins|twins"
@@ -118,7 +118,7 @@ def atomic_claims(claims: Sequence[str], limit: int) -> list[str]:
 _AND = re.compile(r",?\s+and\s+")
 # A second clause with a subject of its own: a name (capitalised words, a few lower-case
 # connectors), then an auxiliary ("and Sherpi Kangri is a mountain peak").
-_CLAUSE = re.compile(rf"^(?:[Tt]he\s+)?{_NAME}\s+(?:is|was|are|were|has|had|have)\s+\S")
+_CLAUSE = re.compile(rf"^(?:[Tt]he\s+)?{NAME_LOOSE}\s+(?:is|was|are|were|has|had|have)\s+\S")
 _PUNCTUATION = "\"'(),;:"
 _RELATIVE = frozenset(("that", "who", "whom", "whose", "which", "what", "where", "when"))
 
@@ -126,8 +126,8 @@ _RELATIVE = frozenset(("that", "who", "whom", "whose", "which", "what", "where",
 def split_conjunction(text: str) -> list[str] | None:
     """Two clauses ("A is X and B is Y.") or one subject's two predicates ("A wrote X and directed
     Y.") as two claims, at the first "and" that joins such; None where none does. Why: the NLI
-    model calls a claim contradicted when a window settles one half and says nothing of the other
-    (DEV: "Karjiang is a mountain and Sherpi Kangri is a mountain peak." at 0.96, a right answer).
+    model calls a right claim contradicted when a window settles one half and says nothing of the
+    other.
     Cautious by design: the second predicate must begin with a verb of the first one's form (an
     auxiliary after any verb; a past after a past; a present in -s after one), so "was born in
     1946 and played ..." (passive or active?) and "writers and poets" stay one claim."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from ragmend.diagnosis.patterns import ABBREVIATION_END, SENTENCE_END
 from ragmend.diagnosis.types import CLAIM_LABELS
 
 QUERY_CONSTRUCTIONS = ("statement", "question", "rerank")
@@ -25,32 +26,23 @@ QUERY_CONSTRUCTIONS = ("statement", "question", "rerank")
 _ABSTAIN = re.compile(
     r"\b(i don'?t know|not (?:enough|sufficient) information|cannot (?:be )?determine)", re.I
 )
-# A sentence ends at . ! ? before a capital or digit, and a line break always ends one: chat answers
-# put a preamble ("Here is an overview:"), paragraphs and list items on lines of their own.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\s*\n\s*")
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*\u2022]|\d{1,2}[.)])[ \t]+")
 # A citation marker, "[1]" or "[1, 2]", with the space before it: a generator's or ragmend's own.
 CITATION_MARK = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
-# Titles, ranks, volumes and months are abbreviated before what they name: "Guardians of the
-# Galaxy Vol. 2" is one sentence (it was cited as "Vol.[5] 2").
-_ABBREVIATION_END = re.compile(
-    r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Inc|Ltd|Co|Corp|Bros|vs|No|Nos|Mt|Ft|U\.S|Vol|Vols|Op|Pt|Ch"
-    r"|Fig|Gen|Gov|Sen|Rep|Col|Capt|Lt|Sgt|Cpl|Adm|Prof|Rev|Hon|Ave|Blvd|Dept|Univ|Jan|Feb|Mar|Apr|Jun"
-    r"|Jul|Aug|Sep|Sept|Oct|Nov|Dec|approx|ca|cf|pp|e\.g|i\.e))\.$"
-)
 _PARTICIPLES = frozenset({"born", "built", "made", "held", "written", "known", "found", "shot", "set", "run"})
 _AUX = r"(is|was|are|were|has|had|have|will|can|could|should|would)"
 
 
 def split_sentences(text: str, keep: str = "") -> list[str]:
     """The sentences of a text: split after . ! ? before a capital, digit or quote, and at line
-    breaks, but not after an initial or a common abbreviation, nor where the words on both sides
-    of the break stand together in `keep` (the question: a name with full stops in it, "the
-    magazine Sam Duckworth got his name Get Cape. Wear Cape. Fly from", is one span)."""
+    breaks (patterns.SENTENCE_END), but not after an initial or a common abbreviation
+    (patterns.ABBREVIATION_END), nor where the words on both sides of the break stand together in
+    `keep` (the question: a name with full stops in it, "the magazine Sam Duckworth got his name
+    Get Cape. Wear Cape. Fly from", is one span)."""
     kept = " ".join(keep.split()).lower()
     parts: list[str] = []
-    for piece in (p.strip() for p in _SENTENCE_END.split(text)):
-        if parts and (_ABBREVIATION_END.search(parts[-1]) or _held_together(parts[-1], piece, kept)):
+    for piece in (p.strip() for p in SENTENCE_END.split(text)):
+        if parts and (ABBREVIATION_END.search(parts[-1]) or _held_together(parts[-1], piece, kept)):
             parts[-1] = f"{parts[-1]} {piece}"  # "J. D. Fetzer", "Dr. No": not a sentence end
         elif piece:
             parts.append(piece)

@@ -17,16 +17,25 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragmend.diagnosis.hypotheses import is_abstention
+from ragmend.diagnosis.patterns import (
+    FULL_NAME,
+    NAME,
+    NAME_CONNECTORS,
+    NUMBER,
+    NUMBER_RUN,
+    NUMBER_WORD,
+    QUOTED,
+    TIME,
+    YEAR_IN_TEXT,
+    ends_name_run,
+)
 from ragmend.diagnosis.types import OffQuestion
 from ragmend.diagnosis.wordforms import has_verb, stem
 
-# A key span: a run of capitalised words (joined by a few lower-case connectors: "Gerald R. Ford
-# International Airport", "Bank of America"; never by "and", which joins two names), a number, or
-# a quoted title.
-_NAME = r"[A-Z][\w'\-.]*(?:\s+(?:(?:of|de|la|von|van|du|for)\s+)?[A-Z][\w'\-.]*)*"
-_CAP_RUN = re.compile(rf"{_NAME}|\d[\d,.]*\d|\d")
-_NUMBER = re.compile(r"\b\d[\d,.]*\b")
-_QUOTED = re.compile(r"[\"\u201c]([^\"\u201d]{2,80})[\"\u201d]")
+# A key span: a name (patterns.NAME: a run of capitalised words, joined by a few lower-case
+# connectors, never by "and"), a number, or a quoted title.
+_CAP_RUN = re.compile(rf"{NAME}|{NUMBER_RUN}")
+_QUOTED = re.compile(QUOTED)
 # Capitalised words that start sentences or questions and name nothing.
 _STOP_CAPS = frozenset(
     """a an the this that these those it its he she they his her their there here yes no not who whom
@@ -34,7 +43,9 @@ _STOP_CAPS = frozenset(
     would should may might in on at of for from by with to as and or but if both either neither i we
     you our my your also however according based""".split()  # noqa: SIM905 (a word list reads better as words)
 )
-_CONNECTORS = frozenset({"of", "the", "de", "la", "von", "van", "du", "for"})
+# Words that join a name's words, and "the" before one: no name alone, trimmed off a span's ends
+# and not counted among a name's words when it is looked up.
+_CONNECTORS = frozenset({*NAME_CONNECTORS, "the"})
 
 
 # A response shorter than this is an answer span ("Canberra", "23 May 1990"), not a sentence: it
@@ -133,26 +144,17 @@ def names_any(spans: Sequence[str], normalised: str) -> bool:
 # A name qualified by its edition: an ordinal ("31st Golden Globe Awards", "2nd Battalion") or a
 # year after "the" ("the 2010 Commonwealth Games"). A bare year before a name is left alone: "In
 # 1998 Microsoft released ..." dates an event, it does not name an edition of Microsoft.
-_EDITION = re.compile(rf"(?:\b(\d{{1,4}})(?:st|nd|rd|th)|\b(?i:the)\s+(\d{{4}}))\s+({_NAME})")
-
-
-# Titles and abbreviations whose full stop ends no sentence ("Mr. Spock", "Dr. McCoy").
-_ABBREVIATIONS = frozenset(
-    (
-        *("mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "gen", "col", "capt", "lt", "sgt"),
-        *("rev", "mt", "ft", "no", "vs", "sen", "gov", "rep", "hon", "fr"),
-    )
-)
+_EDITION = re.compile(rf"(?:\b(\d{{1,4}})(?:st|nd|rd|th)|\b(?i:the)\s+(\d{{4}}))\s+({NAME})")
 
 
 def _within_sentence(run: str) -> str:
-    """A capitalised run up to the end of its sentence: _NAME runs on over a full stop ("Vice
+    """A capitalised run up to the end of its sentence: NAME runs on over a full stop ("Vice
     President. Obama"), which a word of three letters or more ends (not an initial, "R.", nor a
-    title, "Mr. Spock")."""
+    title, "Mr. Spock": patterns.ends_name_run)."""
     words: list[str] = []
     for word in run.split():
         words.append(word)
-        if word.endswith(".") and len(word) > 2 and word[:-1].lower() not in _ABBREVIATIONS:
+        if ends_name_run(word):
             break
     return " ".join(words)
 
@@ -186,16 +188,16 @@ _PERFORMED = (
 _ROLE_THE = r"(?:(?:the\s+)?(?:role|part|character)\s+of\s+)?(?:the\s+)?"
 _BY = r"(?:played|portrayed|voiced)\s+by"
 _CREDIT = re.compile(
-    rf"(?P<who>{_NAME})\s+as\s+(?:the\s+)?(?P<role>{_NAME})"
-    rf"|(?P<role2>{_NAME}),?\s+{_BY}\s+(?P<who2>{_NAME})"
+    rf"(?P<who>{NAME})\s+as\s+(?:the\s+)?(?P<role>{NAME})"
+    rf"|(?P<role2>{NAME}),?\s+{_BY}\s+(?P<who2>{NAME})"
     # A cast in brackets, "Rachel Green (Jennifer Aniston), Phoebe Buffay (Lisa Kudrow), ...": a
-    # name of two words or more alone in them, an item of a list ("(Missouri)", "(born 1994)" and
-    # a title's "Joker (The Dark Knight):" credit nothing).
-    rf"|(?P<role3>{_NAME})\s+\((?P<who3>[A-Z][\w'\-.]*(?:\s+[A-Z][\w'\-.]*)+)\)(?=[,;]|\s+and\b)"
+    # name of two words or more alone in them (patterns.FULL_NAME), an item of a list ("(Missouri)",
+    # "(born 1994)" and a title's "Joker (The Dark Knight):" credit nothing).
+    rf"|(?P<role3>{NAME})\s+\((?P<who3>{FULL_NAME})\)(?=[,;]|\s+and\b)"
 )
 _CLAIMED_ROLE = re.compile(
-    rf"(?P<who>{_NAME})\s+{_PERFORMED}\s+{_ROLE_THE}(?P<role>{_NAME})"
-    rf"|(?P<role2>{_NAME})\s+(?:was|is)\s+{_BY}\s+(?P<who2>{_NAME})"
+    rf"(?P<who>{NAME})\s+{_PERFORMED}\s+{_ROLE_THE}(?P<role>{NAME})"
+    rf"|(?P<role2>{NAME})\s+(?:was|is)\s+{_BY}\s+(?P<who2>{NAME})"
 )
 
 
@@ -299,11 +301,6 @@ _EXPECTS_TIME = re.compile(
     r"|\bwhat (is|was) (the|his|her|their) (birthday|birth date|date of birth)\b",
     re.I,
 )
-_HAS_TIME = re.compile(
-    r"\b(\d{3,4}s?|(\d{1,2}|\w+)(st|nd|rd|th)?\s+century|january|february|march|april|may|june|july|august|"
-    r"september|october|november|december|spring|summer|autumn|fall|winter)\b",
-    re.I,
-)
 
 
 # A task over text the request itself gives ("Summarize the following news.", "Write an overview
@@ -330,14 +327,6 @@ def asked_spans(question: str) -> list[str]:
     return [] if is_instruction(question) else key_spans(question)
 
 
-_NUMBER_WORD = re.compile(
-    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
-    r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety"
-    r"|dozens?|hundreds?|thousands?|millions?|billions?)\b",
-    re.I,
-)
-
-
 def has_kind_asked(question: str, response: str) -> bool:
     """The response has the kind of answer the question asks for: a date or year for "when", a
     number for "how many"; True when the question asks for no kind. A sentence's date or number
@@ -346,9 +335,9 @@ def has_kind_asked(question: str, response: str) -> bool:
     released on October 22, 2012." (a bare span is the answer, whatever it repeats)."""
     patterns: tuple[re.Pattern[str], ...]
     if _EXPECTS_TIME.search(question):
-        patterns = (_HAS_TIME,)
+        patterns = (TIME,)
     elif _EXPECTS_NUMBER.search(question):
-        patterns = (_NUMBER, _NUMBER_WORD)
+        patterns = (NUMBER, NUMBER_WORD)
     else:
         return True
     bare = is_bare(response)
@@ -357,9 +346,6 @@ def has_kind_asked(question: str, response: str) -> bool:
         if any(m.group(0).lower() not in asked for m in pattern.finditer(response)):
             return True
     return False
-
-
-_YEAR = re.compile(r"(?<!\d)(1[0-9]{3}|20[0-9]{2})(?!\d)")
 
 
 def other_year(question: str, response: str) -> bool:
@@ -372,17 +358,17 @@ def other_year(question: str, response: str) -> bool:
     date its alternatives, not a condition, and a bare answer has no years to compare."""
     if _EXPECTS_TIME.search(question) or offered_choice(question) is not None or is_bare(response):
         return False
-    asked = {m.group(0) for m in _YEAR.finditer(question)}
-    said = {m.group(0) for m in _YEAR.finditer(response)}
+    asked = {m.group(0) for m in YEAR_IN_TEXT.finditer(question)}
+    said = {m.group(0) for m in YEAR_IN_TEXT.finditer(response)}
     if not asked or not said - asked:
         return False
     if not said & asked:
         return True
     # A year in the question's own words: the two words before it ("born in").
-    before_asked = {_words_before(question, m.start()) for m in _YEAR.finditer(question)}
+    before_asked = {_words_before(question, m.start()) for m in YEAR_IN_TEXT.finditer(question)}
     return any(
         m.group(0) not in asked and _words_before(response, m.start()) in before_asked
-        for m in _YEAR.finditer(response)
+        for m in YEAR_IN_TEXT.finditer(response)
     )
 
 
@@ -392,7 +378,7 @@ def _words_before(text: str, at: int, n: int = 2) -> tuple[str, ...]:
 
 # A quoted title a relation is placed in: "in \"Baby Driver\"", "in the highly rated comedy-drama
 # television series \"Death in Paradise\"" (up to six words between "in" and the title).
-_IN_TITLE = re.compile(r"\bin\s+(?:[\w'-]+\s+){0,6}?[\"\u201c]([^\"\u201d]{2,80})[\"\u201d]")
+_IN_TITLE = re.compile(rf"\bin\s+(?:[\w'-]+\s+){{0,6}}?{QUOTED}")
 
 
 def other_work(question: str, response: str) -> bool:
@@ -451,7 +437,7 @@ def off_topic(question: str, response: str) -> bool:
     if any(_found(s, said) or _leading_part(s, said) for s in asked):
         return False
     # A number or a month is no name: "The tour began on March 13, 2013." names no one else.
-    return any(not _NUMBER.fullmatch(s) and not _HAS_TIME.fullmatch(s) for s in key_spans(response))
+    return any(not NUMBER.fullmatch(s) and not TIME.fullmatch(s) for s in key_spans(response))
 
 
 def _leading_part(span: str, said: str) -> bool:
@@ -632,7 +618,7 @@ def _names_alternative(alternative: str, said: str, loosely: bool = False) -> in
     """Where (a character offset into normalised text) an answer names an alternative: the whole
     of it, or one of its names ("Doris Lessing" for "British novelist Doris Lessing"); `loosely`,
     the last word of one of its names ("Kenneth Eliot Flach" for "Ken Flach")."""
-    spans = [alternative, *(s for s in key_spans(alternative) if not _NUMBER.fullmatch(s))]
+    spans = [alternative, *(s for s in key_spans(alternative) if not NUMBER.fullmatch(s))]
     spans = [s for s in spans if normalise(s)]
     if loosely:
         last = {normalise(s).split()[-1] for s in spans}
@@ -672,7 +658,7 @@ def picked_alternative(question: str, response: str) -> int | Literal["neither"]
 
 def names_unasked(text: str, asked: str) -> bool:
     """The text names something (not a number) that the normalised question does not."""
-    return any(not _NUMBER.fullmatch(s) and not _found(s, asked) for s in key_spans(text))
+    return any(not NUMBER.fullmatch(s) and not _found(s, asked) for s in key_spans(text))
 
 
 def unaddressed(query: str, response: str) -> OffQuestion | None:

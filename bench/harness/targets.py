@@ -211,7 +211,7 @@ def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
             f"{d['wrong_flagged']} ({100 * d['wrong_flagged'] / d['naive_wrong']:.0f}%); "
             f"the repair fixed {d['wrong_flagged_fixed']} of those; {d['wrong_unflagged']} were never "
             "flagged, so no repair could reach them (the diagnosis' recall; docs/diagnosis.md, "
-            "\"Figures\", measures it against answer correctness). "
+            '"Figures", measures it against answer correctness). '
             f"Of the {d['naive_right']} right answers, {d['right_flagged']} were flagged (false alarms) "
             f"and {d['right_flagged_broken']} of those ended wrong. Flagged wrong answers that stayed "
             "wrong after one repair are the generator's share of the limit.",
