@@ -253,8 +253,9 @@ def test_a_comparison_in_time_is_checked_against_the_passages_dates(bundled_engi
     question = "Who was born first, Nicki Minaj or Meg Ryan?"
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     base = bundled_engine.diagnoser
-    verdict = _with_options(base, verdict=open_verdict("bundled"))
-    for diagnoser in (base, verdict):
+    assert base.options.verdict is not None  # the shipped diagnoser decides with the verdict
+    rule = _with_options(base, verdict=None)  # Algorithm 1's rule alone (diagnosis.verdict: off)
+    for diagnoser in (rule, base):
         wrong = diagnoser.diagnose(question, passages, "Nicki Minaj was born first.")
         assert wrong.comparison is not None and wrong.comparison.outcome == "disagrees"
         assert [str(d) for d in wrong.comparison.dates] == ["1982-12-08", "1961-11-19"]
@@ -333,8 +334,9 @@ def test_a_faithful_summary_of_given_text_passes(bundled_engine: Engine) -> None
     rule and under the verdict."""
     passages, _ = bundled_engine.pipeline.retrieve("Elko Regional Airport", bundled_engine.config())
     base = bundled_engine.diagnoser
-    verdict = _with_options(base, verdict=open_verdict("bundled"))
-    for diagnoser in (base, verdict):
+    assert base.options.verdict is not None  # the shipped diagnoser decides with the verdict
+    rule = _with_options(base, verdict=None)  # Algorithm 1's rule alone (diagnosis.verdict: off)
+    for diagnoser in (rule, base):
         d = diagnoser.diagnose(
             "Summarize the following text.",
             passages[:1],
@@ -348,8 +350,7 @@ def test_e_q_is_answerability_whatever_the_answer_says(bundled_engine: Engine) -
     """With the verdict on, e_q asks whether the evidence answers the question: two answers to
     one question, one right and one about someone else, get the same e_q; a question the corpus
     cannot answer gets a neutral e_q (IE when its answer is unsupported)."""
-    base = bundled_engine.diagnoser
-    diagnose = _with_options(base, verdict=open_verdict("bundled")).diagnose
+    diagnose = bundled_engine.diagnoser.diagnose  # the shipped diagnoser, with the verdict
     question = "Who co-founded The Conversation?"
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     right = diagnose(question, passages, "Andrew Jaspan co-founded The Conversation.")
