@@ -2,11 +2,11 @@
 
 One answer, in this order (each step a function below, or in the module named):
 
-  language       English, or the reason the answer is not judged                      language.py
+  language       English, or the reason the answer is not judged                     language.py
   claims         the response as atomic claims, and the question as a statement      _hypotheses
   premises       passages, their windows, the joint premise                          premises.py
   NLI            every premise-hypothesis pair in ONE batched call                   _judge
-  checks         another edition, a role of another, a window naming nothing         adjust.py
+  checks         another edition, a role of another, a window naming nothing        adjust.py
   aggregate      per hypothesis, then per signal: e_q and e_r                        aggregate.py
   graph          kappa from the answer's triples, cross-checked by the passages      kg_crosscheck.py
   EGC            the evidence graph, and the question's similarity to each passage   egc.py
@@ -15,7 +15,7 @@ One answer, in this order (each step a function below, or in the module named):
   verdict        P(unsupported) over every signal, and its overrules                 verdict.py
   picks          a comparison in time; the other alternative of a choice             comparison.py
   failure        decided once, from one record of signals                            failure.py
-  stage          where the pipeline most likely failed (RAGEC)                        failure.py
+  stage          where the pipeline most likely failed (RAGEC)                       failure.py
 
 The rules (names, years, sentence splitting) and the NLI model read English: a question or an
 answer that reads as another language is not judged (language.py), and the diagnosis says so.
