@@ -53,6 +53,53 @@ def bench_pipeline(
     run(work)
 
 
+@bench_app.command("generator")
+def bench_generator(
+    threads: Annotated[
+        str, typer.Option(help="n_threads/n_threads_batch pairs (decode/prefill), comma-separated.")
+    ] = "1/1,1/2,2/2",
+    prompt_tokens: Annotated[
+        str, typer.Option(help="Prompt lengths in tokens, comma-separated.")
+    ] = "128,256,512",
+    decode: Annotated[int, typer.Option(min=1, max=1024, help="Tokens generated after each prompt.")] = 32,
+    repeats: Annotated[int, typer.Option(min=1, max=50, help="Cold prompts per length (the median).")] = 3,
+    busy_core: Annotated[
+        bool, typer.Option("--busy-core", help="Measure each pair again with one core kept busy.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """The local GGUF's prefill and decode rates, measured directly with llama.cpp's own counters
+    on cold prompts: the machine's limit for the time to first token.
+
+    Example: ragmend bench generator --threads 1/1,2/2 --prompt-tokens 256 --json
+    """
+    import shlex
+    import sys
+
+    from ragmend.bench.speed.generator import parse_threads, run_generator_bench
+    from ragmend.errors import InputError
+
+    def work() -> None:
+        try:
+            lengths = [int(n) for n in prompt_tokens.split(",") if n.strip()]
+        except ValueError:
+            raise InputError("--prompt-tokens: whole numbers, comma-separated") from None
+        if not lengths or min(lengths) < 1 or max(lengths) > 8192:
+            raise InputError("--prompt-tokens: lengths between 1 and 8192")
+        result = run_generator_bench(
+            settings(),
+            threads=parse_threads(threads),
+            prompt_tokens=lengths,
+            decode=decode,
+            repeats=repeats,
+            busy=busy_core,
+            log=lambda m: err.print(m),
+        )
+        show({**result, "command": "ragmend " + shlex.join(sys.argv[1:])}, as_json)
+
+    run(work)
+
+
 @bench_app.command("nli")
 def bench_nli(
     data: Annotated[Path | None, typer.Option(help="A JSONL file of {premise, hypothesis, label}.")] = None,
@@ -565,17 +612,27 @@ def bench_scale(
 
 @bench_app.command("stream")
 def bench_stream(
-    requests: Annotated[int, typer.Option(min=1, max=1000, help="Questions, each asked in both modes.")] = 10,
+    requests: Annotated[
+        int, typer.Option(min=1, max=1000, help="Questions per mode; no question is asked twice.")
+    ] = 10,
     max_tokens: Annotated[int, typer.Option(min=1, max=4096, help="max_tokens of each request.")] = 64,
     url: Annotated[
         str | None,
         typer.Option(help="A running server on a loopback address (default: start one on a free port)."),
     ] = None,
     timeout_s: Annotated[float, typer.Option(min=0.1, help="Per-request client timeout, seconds.")] = 600.0,
+    prefill_rate: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            help="The machine's prefill rate, tokens/s (`ragmend bench generator`): each request's "
+            "time to first token is set against prompt tokens / this rate + retrieval.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
-    """Streaming: time to first token against the whole request, live and verify_first side by
-    side on the same questions (one request at a time, over real HTTP).
+    """Streaming: time to first token, the whole request and each stage, live then verify_first,
+    one request at a time over real HTTP, each on questions no earlier request asked (cold prompts).
 
     Example: ragmend bench stream --requests 10 --json
     """
@@ -596,6 +653,7 @@ def bench_stream(
             max_tokens=max_tokens,
             url=url,
             timeout_s=timeout_s,
+            prefill_rate=prefill_rate,
             log=lambda m: err.print(m),
         )
         show({**result, "command": "ragmend " + shlex.join(sys.argv[1:])}, as_json)

@@ -18,6 +18,7 @@ from ragmend.actions.meter import CostMeter
 from ragmend.diagnosis.answerability import open_answerability
 from ragmend.diagnosis.comparison import TitleLookup, title_lookup
 from ragmend.diagnosis.diagnoser import Diagnoser
+from ragmend.diagnosis.hypotheses import split_sentences
 from ragmend.diagnosis.options import options_from_settings
 from ragmend.diagnosis.types import Diagnosis, Mode
 from ragmend.diagnosis.verdict import open_verdict
@@ -119,7 +120,11 @@ class Engine:
     @property
     def pipeline(self) -> Pipeline:
         if self._pipeline is None:
-            self._pipeline = Pipeline(self.settings, self.models, self.index)
+            # The compact prompt cuts passages with the diagnosis's sentence splitter, so a
+            # sentence the prompt shows is a sentence the diagnosis reads.
+            self._pipeline = Pipeline(
+                self.settings, self.models, self.index, split=split_sentences, embed=self._embed
+            )
         return self._pipeline
 
     @property

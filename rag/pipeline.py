@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ragmend.models.generation import Purpose
 from ragmend.models.registry import ModelRegistry
+from ragmend.rag.evidence import Embedder, Splitter, compact_context
 from ragmend.rag.prompts import answer_messages, get_prompt
 from ragmend.rag.retrieval import SnapshotRetriever, rerank
 from ragmend.rag.store import IndexBackend, Snapshot
@@ -83,10 +84,23 @@ def format_context(passages: list[Passage], max_chars: int) -> tuple[str, list[P
 
 
 class Pipeline:
-    def __init__(self, settings: Settings, models: ModelRegistry, index: IndexHandle):
+    """`split`: the sentence splitter the compact prompt reads passages with (the diagnosis's, so
+    both cut a passage alike); `embed`: unit-length embeddings to score sentences with. Without
+    either, the prompt holds the passages whole."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        models: ModelRegistry,
+        index: IndexHandle,
+        split: Splitter | None = None,
+        embed: Embedder | None = None,
+    ):
         self.settings = settings
         self.models = models
         self.index = index
+        self._split = split
+        self._embed = embed
 
     def default_config(self) -> RAGConfig:
         return RAGConfig.from_settings(self.settings.rag)
@@ -104,6 +118,17 @@ class Pipeline:
         t2 = time.perf_counter()
         return passages, StageTimings(retrieve_s=t1 - t0, rerank_s=t2 - t1 if config.rerank else 0.0)
 
+    def context(self, question: str, passages: list[Passage], config: RAGConfig) -> tuple[str, list[Passage]]:
+        """The prompt's evidence block and the passages it stands for (what the diagnosis
+        judges against, whole): the sentences closest to the question within the config's token
+        budget, or the passages whole up to max_context_chars."""
+        context, used = format_context(passages, self.settings.rag.max_context_chars)
+        if not used:
+            return "(no passages found)", used
+        if config.context_tokens and self._split is not None and self._embed is not None:
+            context = compact_context(question, used, config.context_tokens, self._split, self._embed)
+        return context, used
+
     def answer(
         self,
         query: str,
@@ -119,9 +144,7 @@ class Pipeline:
         template = get_prompt(config.prompt)
         retriever = self.index.retriever  # one snapshot for the whole request
         passages, timings = self.retrieve(query, config, retriever)
-        context, used = format_context(passages, self.settings.rag.max_context_chars)
-        if not used:
-            context = "(no passages found)"
+        context, used = self.context(query, passages, config)
         out = self.models.generator.chat(
             answer_messages(template, config.instructions, context=context, question=query),
             max_tokens=config.max_tokens,
@@ -136,7 +159,9 @@ class Pipeline:
             response=out.text,
             evidence=tuple(used),
             config=config,
-            timings=timings.model_copy(update={"generate_s": out.seconds}),
+            timings=timings.model_copy(
+                update={"generate_s": out.seconds, "first_token_s": out.first_token_s}
+            ),
             model=out.model,
             prompt_tokens=out.prompt_tokens,
             completion_tokens=out.completion_tokens,

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragmend.errors import InputError, describe_validation
-from ragmend.settings import RAGSettings, RetrievalMode
+from ragmend.settings import CONTEXT_TOKENS, RAGSettings, RetrievalMode
 
 
 class RAGConfig(BaseModel):
@@ -20,6 +20,9 @@ class RAGConfig(BaseModel):
     rerank: bool = False
     rerank_top_n: int = Field(5, ge=1, le=100, description="passages kept after reranking")
     prompt: str = "default"
+    # The prompt's evidence: the passages' sentences closest to the question within this many
+    # tokens (estimated); 0: the passages whole (rag/evidence.py).
+    context_tokens: int = Field(CONTEXT_TOKENS, ge=0, le=8192, description="evidence tokens in the prompt")
     # The text used for retrieval when it differs from the user's question (a rewrite action).
     query: str | None = None
     # Per-request sampling (the OpenAI API's temperature/max_tokens); None: the generator settings'.
@@ -35,7 +38,12 @@ class RAGConfig(BaseModel):
     @classmethod
     def from_settings(cls, rag: RAGSettings) -> RAGConfig:
         return cls(
-            mode=rag.mode, k=rag.k, rerank=rag.rerank, rerank_top_n=rag.rerank_top_n, prompt=rag.prompt
+            mode=rag.mode,
+            k=rag.k,
+            rerank=rag.rerank,
+            rerank_top_n=rag.rerank_top_n,
+            prompt=rag.prompt,
+            context_tokens=rag.context_tokens,
         )
 
     def patch(self, **changes: Any) -> RAGConfig:
@@ -72,6 +80,8 @@ class StageTimings(BaseModel):
     retrieve_s: float = 0.0
     rerank_s: float = 0.0
     generate_s: float = 0.0
+    # Of generate_s, the seconds to the generator's first piece of text (streamed passes only).
+    first_token_s: float | None = None
 
     @property
     def total_s(self) -> float:

@@ -29,6 +29,8 @@ from ragmend.budgets import MB
 from ragmend.errors import ConfigError, describe_validation
 
 RetrievalMode = Literal["dense", "bm25", "hybrid"]
+# The answer prompt's evidence budget in tokens (RAGSettings.context_tokens, RAGConfig's default).
+CONTEXT_TOKENS = 96
 GeneratorProfile = Literal["default", "tiny"]
 
 
@@ -82,11 +84,16 @@ class GeneratorSettings(_Section):
     api_base: str | None = None
     api_key: SecretStr | None = None
     n_ctx: int = Field(4096, ge=256, le=32768)
-    # 0 = one fewer than the cores (at least 1). llama.cpp's OpenMP workers spin while waiting;
-    # when every core is theirs, any concurrent work stalls them: on 2 cores SmolLM2 decoding
-    # fell from 41 to 3.5 tokens/s with one busy core beside it, while 1 thread kept 25
-    # (`ragmend bench pipeline --stage generate`, docs/benchmarks.md).
+    # Decoding threads; 0 = one fewer than the cores (at least 1). llama.cpp's workers spin while
+    # waiting; when every core is theirs, any concurrent work stalls them: on 2 cores the default
+    # model decoded 16.5 tokens/s with 2 threads on an idle machine but 5.9 with one core busy
+    # beside it, while 1 thread kept 9.6-11 (`ragmend bench generator --busy-core`).
     n_threads: int = Field(0, ge=0)
+    # The prompt's evaluation (prefill: the wait before the first token); 0 = every core. On an
+    # idle 2-core machine 2 threads evaluate a prompt 1.6x as fast as 1 (63-79 against 37-51
+    # tokens/s); with one core busy, 25% slower. The prompt is the larger part of a request's
+    # wait, and a single user's machine is idle while it is evaluated.
+    n_threads_batch: int = Field(0, ge=0)
     max_tokens: int = Field(128, ge=1, le=4096)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     seed: int = 0
@@ -137,6 +144,11 @@ class RAGSettings(_Section):
     max_query_chars: int = Field(2000, ge=1)
     # Evidence handed to the generator, in characters (about 4 per token); passages past it are dropped.
     max_context_chars: int = Field(6000, ge=200)
+    # The prompt's evidence as the passages' sentences closest to the question, within this many
+    # tokens (estimated at 4 characters each; titles and numbers on top), instead of the passages
+    # whole. 0: whole passages (up to max_context_chars). The diagnosis reads whole passages
+    # either way (rag/evidence.py, docs/benchmarks.md "Prompt").
+    context_tokens: int = Field(CONTEXT_TOKENS, ge=0, le=8192)
     max_file_bytes: int = Field(50_000_000, ge=1)
 
     @model_validator(mode="after")

@@ -58,6 +58,7 @@ def rag_config(c: rag.RAGConfig) -> api.RAGConfig:
         rerank=c.rerank,
         rerank_top_n=c.rerank_top_n,
         prompt=c.prompt,
+        context_tokens=c.context_tokens,
         query=c.query,
         temperature=c.temperature,
         max_tokens=c.max_tokens,
@@ -68,7 +69,9 @@ def rag_config(c: rag.RAGConfig) -> api.RAGConfig:
 
 
 def timings(t: rag.StageTimings) -> api.StageTimings:
-    return api.StageTimings(retrieve_s=t.retrieve_s, rerank_s=t.rerank_s, generate_s=t.generate_s)
+    return api.StageTimings(
+        retrieve_s=t.retrieve_s, rerank_s=t.rerank_s, generate_s=t.generate_s, first_token_s=t.first_token_s
+    )
 
 
 def answer(a: rag.Answer) -> api.Answer:

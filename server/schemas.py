@@ -86,6 +86,10 @@ class RAGConfig(BaseModel):
     rerank: bool
     rerank_top_n: int = Field(description="passages kept after reranking")
     prompt: str
+    context_tokens: int = Field(
+        description="the prompt's evidence budget in tokens: the passages' sentences closest to the "
+        "question; 0: the passages whole"
+    )
     query: str | None = Field(description="the text used for retrieval, when a rewrite replaced the question")
     temperature: float | None = Field(description="generator temperature (null: the configured one)")
     max_tokens: int | None = Field(description="most tokens generated (null: the configured number)")
@@ -102,6 +106,11 @@ class StageTimings(BaseModel):
     retrieve_s: float
     rerank_s: float
     generate_s: float
+    first_token_s: float | None = Field(
+        None,
+        description="of generate_s, the seconds to the generator's first piece of text (the prompt's "
+        "evaluation and one token); streamed requests only, else null",
+    )
 
 
 class Answer(BaseModel):

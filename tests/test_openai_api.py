@@ -386,6 +386,13 @@ def test_a_live_stream_starts_before_the_request_ends(live_server: LiveServer, v
     events = [first_text] + [json.loads(e[6:]) for e in rest[:-1]]
     content = "".join(c["choices"][0]["delta"].get("content") or "" for c in events if c["choices"])
     ext = events[-1]["ragmend"]
+    # A live stream's first pass reports its seconds to the generator's first text, within its
+    # generation time (verify_first generates unstreamed: null).
+    t = ext["timings"]
+    if verify_first:
+        assert t["first_token_s"] is None
+    elif not (ext["repair"] and ext["repair"].get("kept") == "repaired"):
+        assert t["first_token_s"] is not None and 0 < t["first_token_s"] <= t["generate_s"]
     if verify_first:
         assert content == ext["answer"]
     elif ext["repair"] and ext["repair"].get("kept") == "repaired":

@@ -63,6 +63,14 @@ METHODS: tuple[Method, ...] = (
         paper=_paper((1.16, 0.20, 50.16, 91.67, 56.3), (1.52, 0.36, 28.39, 68.58, 36.2)),
     ),
     Method(
+        "naive_whole",
+        "Naive RAG, whole passages in the prompt",
+        ("main",),
+        # Ours: the prompt before the compact evidence (rag.context_tokens), so one run shows
+        # what reading the closest sentences instead of five whole passages does to the answers.
+        rag={"context_tokens": 0},
+    ),
+    Method(
         "naive_gated",
         "Naive RAG + evidence gate",
         ("main",),

@@ -174,7 +174,7 @@ def _bench_generate(
         load_s = time.perf_counter() - t0
         generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=4)  # warm-up
         latency, prefill, decode, ptoks, ntoks = [], [], [], [], []
-        with _busy_core(contended):
+        with busy_core(contended):
             for messages in prompts:
                 first = generator.chat(messages, max_tokens=1)
                 full = generator.chat(messages)
@@ -199,7 +199,7 @@ def _bench_generate(
 
 
 @contextlib.contextmanager
-def _busy_core(on: bool) -> Iterator[None]:
+def busy_core(on: bool) -> Iterator[None]:
     """A process spinning on one core for the duration (bounded: it exits by itself after 600 s)."""
     if not on:
         yield

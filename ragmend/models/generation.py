@@ -23,6 +23,9 @@ class Generation:
     # Each answer token's log-probability as the engine reported it; None where it reports none
     # (an engine without logprobs, or a cache entry written before they were recorded).
     token_logprobs: tuple[float, ...] | None = None
+    # Seconds from the call to the first piece of text, for a streamed call (the prompt's
+    # evaluation and the first token: what a streaming user waits for); None unstreamed.
+    first_token_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from ragmend.models.runtime import prepare_libraries
 from ragmend.settings import GeneratorSettings, Settings
 
 PROVIDER = "ragmend"
+# Prompt tokens evaluated anew in every call, whatever the KV cache holds (LocalGGUF._generating).
+REEVALUATED = 64
 
 
 class LocalGGUF:
@@ -40,15 +42,15 @@ class LocalGGUF:
             raise ModelUnavailable("llama-cpp-python is not installed: pip install llama-cpp-python") from e
         self.name = name
         self.path = path
-        threads = params.n_threads or max(1, (os.cpu_count() or 2) - 1)
+        cores = os.cpu_count() or 2
         try:
             self._llm = Llama(
                 model_path=str(path),
                 n_ctx=params.n_ctx,
-                n_threads=threads,
-                # The prompt's evaluation too: llama-cpp's default is every core, whose spinning
-                # workers stall beside any other busy thread (the n_threads note in settings.py).
-                n_threads_batch=threads,
+                # Decoding on all but one core, the prompt's evaluation on all of them (the
+                # n_threads and n_threads_batch notes in settings.py).
+                n_threads=params.n_threads or max(1, cores - 1),
+                n_threads_batch=params.n_threads_batch or cores,
                 seed=params.seed,
                 verbose=False,
             )
@@ -129,6 +131,13 @@ class LocalGGUF:
         # Other requests' generations hold the lock: waiting for it is part of this call's time.
         if not self._lock.acquire(timeout=-1 if timeout_s is None else timeout_s):
             raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)")
+        # llama-cpp-python evaluates only what follows the longest prefix the new prompt shares
+        # with the previous one (the fixed instructions: a cold request's evidence and question
+        # are all new). A prompt asked again would have only its last token evaluated, alone,
+        # whose logits differ in the last bits from a batch's: at temperature 0 the same request
+        # then gave another answer. So the cached prefix is cut back before every call: at least
+        # the prompt's last REEVALUATED tokens are evaluated as one batch, as in a cold request.
+        self._llm.n_tokens = max(0, self._llm.n_tokens - REEVALUATED)
         expired: list[bool] = []
         recorder = TokenLogprobs()
         guard = LoopGuard(self._llm.token_eos(), self._detokenize)
@@ -430,12 +439,15 @@ class Generator:
         logprobs: list[float] = []
         finish: str | None = None
         usage: Any = None
+        first: float | None = None
         for chunk in chunks:
             usage = getattr(chunk, "usage", None) or usage
             for choice in chunk.choices or ():
                 finish = choice.finish_reason or finish
                 piece = choice.delta.content if choice.delta is not None else None
                 if piece:
+                    if first is None:
+                        first = time.perf_counter() - t0
                     text.append(piece)
                     on_text(piece)
                 # A remote engine's per-chunk logprobs; the in-process model's come at the end.
@@ -450,6 +462,7 @@ class Generator:
             seconds=time.perf_counter() - t0,
             finish_reason=finish,
             token_logprobs=tuple(logprobs) or None,
+            first_token_s=first,
         )
 
 
