@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ragmend.cli.common import SHARED_DATA, Invocation, err, run, settings, show
+from ragmend.cli.common import SHARED_DATA, Invocation, err, run, settings, show, this_command
 
 bench_app = typer.Typer(
     help="Benchmarks (speed is measured here, never in tests).\n\nExample: ragmend bench pipeline --json",
@@ -73,8 +73,6 @@ def bench_generator(
 
     Example: ragmend bench generator --threads 1/1,2/2 --prompt-tokens 256 --json
     """
-    import shlex
-    import sys
 
     from ragmend.bench.speed.generator import parse_threads, run_generator_bench
     from ragmend.errors import InputError
@@ -95,7 +93,7 @@ def bench_generator(
             busy=busy_core,
             log=lambda m: err.print(m),
         )
-        show({**result, "command": "ragmend " + shlex.join(sys.argv[1:])}, as_json)
+        show({**result, "command": this_command()}, as_json)
 
     run(work)
 
@@ -132,8 +130,6 @@ def bench_nli(
     Example: ragmend bench nli --suite
     Example: ragmend bench nli --suite --sets long_premise_test,long_premise_test_windows2 --limit 300
     """
-    import shlex
-    import sys
 
     from ragmend.bench.harness.nli_eval import evaluate_nli
     from ragmend.corpora.readers import load_nli as load_pairs
@@ -169,7 +165,7 @@ def bench_nli(
             nli = load_nli(models)
             results = run_suite(nli, data_root, limit=limit, log=lambda m: err.print(m), sets=chosen)
             speed = speed_check(lambda: load_nli(models), fever_claim_evidence_test(data_root))
-            command = "ragmend " + shlex.join(sys.argv[1:])
+            command = this_command()
             result = {"command": command, "model": models.nli.model, "sets": results, "speed": speed}
             # A partial run never overwrites the recorded one, nor does another model's.
             target = doc if doc is not None else (Path("docs/nli.md") if model is None else None)
@@ -532,8 +528,6 @@ def bench_load(
 
     Example: ragmend --profile tiny bench load --clients 16 --requests 64 --json
     """
-    import shlex
-    import sys
 
     from ragmend.bench.speed.load import loopback_url, run_load_bench
 
@@ -551,7 +545,7 @@ def bench_load(
             max_wall_s=max_wall_s,
             log=lambda m: err.print(m),
         )
-        result = {**result, "command": "ragmend " + shlex.join(sys.argv[1:])}
+        result = {**result, "command": this_command()}
         show(result, as_json)
 
     run(work)
@@ -576,8 +570,6 @@ def bench_scale(
 
     Example: ragmend bench scale --clients 16 --requests 64 --json
     """
-    import shlex
-    import sys
 
     import yaml
 
@@ -602,7 +594,7 @@ def bench_scale(
             dsn=dsn,
             log=lambda m: err.print(m),
         )
-        result = {**result, "command": "ragmend " + shlex.join(sys.argv[1:])}
+        result = {**result, "command": this_command()}
         if doc is not None:
             atomic_write_json(doc, result)
         show(result, as_json)
@@ -636,8 +628,6 @@ def bench_stream(
 
     Example: ragmend bench stream --requests 10 --json
     """
-    import shlex
-    import sys
 
     from ragmend.bench.speed.load import loopback_url
     from ragmend.bench.speed.stream import run_stream_bench
@@ -656,7 +646,7 @@ def bench_stream(
             prefill_rate=prefill_rate,
             log=lambda m: err.print(m),
         )
-        show({**result, "command": "ragmend " + shlex.join(sys.argv[1:])}, as_json)
+        show({**result, "command": this_command()}, as_json)
 
     run(work)
 
@@ -682,8 +672,6 @@ def bench_policy(
 
     Example: ragmend bench policy --json
     """
-    import shlex
-    import sys
 
     from ragmend.bench.speed.policy import run_speed_bench
 
@@ -697,7 +685,7 @@ def bench_policy(
             workdir=workdir,
             log=lambda m: err.print(m),
         )
-        result = {"command": "ragmend " + shlex.join(sys.argv[1:]), **result}
+        result = {"command": this_command(), **result}
         show(result, as_json)
 
     run(work)

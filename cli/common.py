@@ -50,6 +50,14 @@ def _indented(result: Any) -> str:
     return json.dumps(result, indent=2)
 
 
+def this_command() -> str:
+    """The command line as run, for a result to carry beside its figures."""
+    import shlex
+    import sys
+
+    return "ragmend " + shlex.join(sys.argv[1:])
+
+
 def show(
     result: Any,
     as_json: bool,

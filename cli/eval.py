@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.progress import TaskID
 
-from ragmend.cli.common import SHARED_DATA, err, progress_bar, run, settings
+from ragmend.cli.common import SHARED_DATA, err, progress_bar, run, settings, this_command
 from ragmend.settings import Settings
 
 
@@ -88,7 +86,7 @@ def evaluate(
             raise InputError(f"unknown suite {suite!r}; suites: paper, poison, ragtruth")
         base = settings()
         root = workdir or base.data_dir / "eval"
-        command = "ragmend " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        command = this_command()
         if suite == "poison":
             poison(base, root, command)
             return
