@@ -147,9 +147,10 @@ def _bench_generate(
 ) -> dict[str, Any]:
     """Both profiles, at 1 thread and at every core, side by side on the same prompts.
 
-    Each prompt is sent twice: with max_tokens=1 (prefill: the prompt is evaluated) and then in
-    full; llama.cpp reuses the evaluated prefix, so the second call times decoding alone. A cold
-    request costs about the sum, reported as latency.
+    Each prompt is sent twice: with max_tokens=1 (prefill: the prompt is evaluated, all but the
+    fixed instructions every prompt shares, as for a user's request) and then in full, streamed,
+    whose tokens after the first time decoding. Latency is the full call's. `ragmend bench
+    generator` measures the same rates with llama.cpp's own counters.
     """
     template = get_prompt("default")
     prompts = [
@@ -177,10 +178,11 @@ def _bench_generate(
         with busy_core(contended):
             for messages in prompts:
                 first = generator.chat(messages, max_tokens=1)
-                full = generator.chat(messages)
-                latency.append(first.seconds + full.seconds)
+                full = generator.chat(messages, on_text=lambda _: None)
+                latency.append(full.seconds)
                 prefill.append(first.prompt_tokens / first.seconds)
-                decode.append(full.completion_tokens / full.seconds if full.seconds > 0 else 0.0)
+                after = full.seconds - (full.first_token_s or 0.0)
+                decode.append((full.completion_tokens - 1) / after if after > 0 else 0.0)
                 ptoks.append(first.prompt_tokens)
                 ntoks.append(full.completion_tokens)
         key = f"{profile}_threads{threads}" + ("_one_core_busy" if contended else "")
