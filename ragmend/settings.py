@@ -147,7 +147,7 @@ class RAGSettings(_Section):
     # The prompt's evidence as the passages' sentences closest to the question, within this many
     # tokens (estimated at 4 characters each; titles and numbers on top), instead of the passages
     # whole. 0: whole passages (up to max_context_chars). The diagnosis reads whole passages
-    # either way (rag/evidence.py, docs/benchmarks.md "Prompt").
+    # either way (rag/evidence.py; docs/benchmarks.md, "The prompt: compact evidence").
     context_tokens: int = Field(CONTEXT_TOKENS, ge=0, le=8192)
     max_file_bytes: int = Field(50_000_000, ge=1)
 
