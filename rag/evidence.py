@@ -57,11 +57,18 @@ def compact_context(
     ]
     if not sentences:
         return ""
+    if sum(estimate_tokens(s.text) for s in sentences) <= budget_tokens:
+        return _render(passages, sentences)  # all of it fits: nothing to choose, nothing to embed
     titled = [_titled(passages[s.passage], s.text) for s in sentences]
     vectors = embed([question, *titled])
     scores = vectors[1:] @ vectors[0]
     chosen = _within_budget(sentences, scores, budget_tokens)
     return _render(passages, chosen)
+
+
+def numbered(n: int, title: str, text: str) -> str:
+    """One passage as the prompt shows it: its number (citations point at it), title and text."""
+    return f"[{n}] {title}: {text}" if title else f"[{n}] {text}"
 
 
 def _titled(p: Passage, sentence: str) -> str:
@@ -96,5 +103,5 @@ def _render(passages: Sequence[Passage], chosen: list[Sentence]) -> str:
         text = mine[0].text
         for before, s in pairwise(mine):
             text += (" " if s.position == before.position + 1 else " ... ") + s.text
-        blocks.append(f"[{rank + 1}] {p.title}: {text}" if p.title else f"[{rank + 1}] {text}")
+        blocks.append(numbered(rank + 1, p.title, text))
     return "\n\n".join(blocks)

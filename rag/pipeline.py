@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ragmend.models.generation import Purpose
 from ragmend.models.registry import ModelRegistry
-from ragmend.rag.evidence import Embedder, Splitter, compact_context
+from ragmend.rag.evidence import Embedder, Splitter, compact_context, numbered
 from ragmend.rag.prompts import answer_messages, get_prompt
 from ragmend.rag.retrieval import SnapshotRetriever, rerank
 from ragmend.rag.store import IndexBackend, Snapshot
@@ -72,7 +72,7 @@ def format_context(passages: list[Passage], max_chars: int) -> tuple[str, list[P
     used: list[Passage] = []
     total = 0
     for i, p in enumerate(passages, start=1):
-        block = f"[{i}] {p.title}: {p.text}" if p.title else f"[{i}] {p.text}"
+        block = numbered(i, p.title, p.text)
         if total + len(block) > max_chars:
             if used:
                 break
