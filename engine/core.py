@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmend import clock
+from ragmend import cancel, clock
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import CostMeter
 from ragmend.diagnosis.answerability import open_answerability
@@ -27,7 +27,7 @@ from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import Repairer
 from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
-from ragmend.errors import ConfigError, Conflict, InputError, NotFound, NotReady
+from ragmend.errors import Cancelled, ConfigError, Conflict, InputError, NotFound, NotReady
 from ragmend.kg.phrases import embed_with
 from ragmend.models.embeddings import token_counter
 from ragmend.models.registry import ModelRegistry
@@ -348,12 +348,17 @@ class Engine:
             raise NotReady("ragmend is still loading its models and index")
         asked = validate_query(query, self.settings.rag.max_query_chars)
         with self.models.generator.tally() as generated:
-            if any(turn.role == "user" for turn in history) and refers_back(asked):
-                query = EngineServices(self).condense_query(asked, history)
-            outcome = self._respond(query, overrides, on_text)
+            try:
+                if any(turn.role == "user" for turn in history) and refers_back(asked):
+                    query = EngineServices(self).condense_query(asked, history)
+                outcome = self._respond(query, overrides, on_text)
+            except Cancelled as e:
+                e.generator_s = generated.busy_s  # the generator's work for an answer nobody receives
+                raise
         return dataclasses.replace(
             outcome,
             generator_s=generated.seconds,
+            generator_busy_s=generated.busy_s,
             usage=dict(generated.usage),
             condensed_from=asked if query != asked else None,
             collection=self.namespace,
@@ -363,14 +368,22 @@ class Engine:
         self, query: str, overrides: dict[str, Any] | None, on_text: Callable[[str], None] | None = None
     ) -> Outcome:
         started = clock.now()
+        request = cancel.current()  # checked between the stages (ragmend/cancel.py)
+        request.check("retrieval")
         answer = self.answer(query, overrides, on_text)
         if not self.settings.diagnosis.enabled:
-            return Outcome(answer, None, seconds=clock.now() - started)
+            seconds = clock.now() - started
+            return Outcome(answer, None, seconds=seconds, first_pass_s=seconds)
+        request.check("diagnosis")
         diagnosis = self.diagnose(answer)
+        first_pass_s = clock.now() - started
         if not diagnosis.failed or not self.settings.policy.repair:
-            return Outcome(answer, diagnosis, seconds=clock.now() - started)
+            return Outcome(answer, diagnosis, seconds=first_pass_s, first_pass_s=first_pass_s)
+        request.check("repair")
         final, final_diagnosis, trace = self.repairer.repair(answer, diagnosis, started)
-        return Outcome(final, final_diagnosis, answer, diagnosis, trace, clock.now() - started)
+        return Outcome(
+            final, final_diagnosis, answer, diagnosis, trace, clock.now() - started, first_pass_s=first_pass_s
+        )
 
     def refresh_index(self) -> IngestReport:
         """Re-ingest the configured sources (incremental; built aside, swapped atomically): what

@@ -19,9 +19,15 @@ class Outcome:
     first_diagnosis: Diagnosis | None = None
     repair: RepairTrace | RepairSkip | None = None  # None: no failure, or repair is off
     seconds: float = 0.0  # the whole request: first pass, diagnosis, repair
+    # Of `seconds`, the first answer and its diagnosis: what a request needs before any repair
+    # (the server's admission predicts it; server/admission.py).
+    first_pass_s: float = 0.0
     # Of `seconds`, the time in generator calls (first pass, rewrites, repair pass), the wait for
     # the in-process model's lock included: what is left is ragmend's own work.
     generator_s: float = 0.0
+    # Of `generator_s`, the generator's work for this request (the in-process model held, the
+    # wait for its lock excluded; a remote call's whole time): what admission counts as spent.
+    generator_busy_s: float = 0.0
     # Every generator call of the request that answered (first pass, rewrites, repair pass), by
     # purpose: the request's usage, not only the returned answer's call.
     usage: Mapping[Purpose, TokenCount] = field(default_factory=dict)

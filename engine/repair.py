@@ -15,12 +15,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ragmend import clock
+from ragmend import cancel, clock
 from ragmend.actions.catalogue import BY_NAME, Cooldown, CostModel, Masked, RepairServices, feasible
 from ragmend.actions.meter import Cost, CostMeter
 from ragmend.budgets import Budgets
 from ragmend.diagnosis.types import Diagnosis
-from ragmend.errors import GeneratorTimeout
+from ragmend.errors import Cancelled, GeneratorTimeout
 from ragmend.policy import Policy
 from ragmend.policy.core import ArmsDisabled, action_budgets
 from ragmend.policy.reward import Reward
@@ -49,9 +49,11 @@ class RepairTrace:
 
 
 # Why no repair ran: the request's budget was spent before it could; no enabled action serves the
-# failure and fits the budgets; or the repair pass was abandoned because a generator call timed out.
-SkipCode = Literal["request_budget_spent", "no_feasible_action", "timed_out"]
-SKIP_CODES: tuple[SkipCode, ...] = ("request_budget_spent", "no_feasible_action", "timed_out")
+# failure and fits the budgets; the request's deadline leaves no action time to finish (the
+# server's, or the client's: ragmend/cancel.py); or the repair pass was abandoned because a
+# generator call timed out.
+SkipCode = Literal["request_budget_spent", "no_feasible_action", "deadline", "timed_out"]
+SKIP_CODES: tuple[SkipCode, ...] = ("request_budget_spent", "no_feasible_action", "deadline", "timed_out")
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,14 @@ class Repairer:
         # The repaired pass is diagnosed too: keep room for a diagnosis like the first one.
         diagnose_s = diagnosis.timings.get("total_s", 0.0)
         action_budget = action_budgets(cfg).latency_s
-        allowed = min(action_budget, request_left - diagnose_s)
+        # The request's deadline is one more budget: a repair that cannot end before it would be
+        # cancelled half-way, its work wasted.
+        deadline_left = cancel.current().remaining() - diagnose_s
+        allowed = min(action_budget, request_left - diagnose_s, deadline_left)
         if allowed <= 0:
+            if deadline_left <= request_left - diagnose_s:
+                why = f"the request's deadline leaves {max(0.0, deadline_left):.1f} s for a repair"
+                return answer, diagnosis, RepairSkip("deadline", why)
             return (
                 answer,
                 diagnosis,
@@ -135,6 +143,9 @@ class Repairer:
             refresh_allowed=self.cooldown.ready(),
         )
         if not ok:
+            if allowed == deadline_left and any(m.reason.endswith(" s left") for m in masked):
+                why = f"no action is expected to finish in the {allowed:.1f} s the request's deadline leaves"
+                return answer, diagnosis, RepairSkip("deadline", why, tuple(masked))
             return (
                 answer,
                 diagnosis,
@@ -154,10 +165,20 @@ class Repairer:
         action = BY_NAME[decision.arm]
         if action.name == "index_refresh":
             self.cooldown.mark()
+        request = cancel.current()
+        # The pass must leave time to diagnose its answer before the request's deadline; past
+        # that it is abandoned and the first answer is sent (not a 504 with nothing).
+        within = request.child(request.deadline - diagnose_s, "the request's deadline, less a diagnosis")
         try:
-            with self.meter.measure() as m:
+            with self.meter.measure() as m, cancel.scope(within):
                 patched = action.apply(answer.config, answer.query, self.services)
                 second = self._answer(answer.query, patched)
+        except Cancelled:
+            if request.cancelled:
+                raise  # the request itself is cancelled: nothing is sent
+            spent = clock.now() - started - elapsed
+            why = f"repair pass abandoned after {spent:.1f} s: it would have ended past the deadline"
+            return answer, diagnosis, RepairSkip("deadline", why, tuple(masked), action=action.name)
         except GeneratorTimeout as e:
             # The first answer stands: abandon the repair pass, never the request. No update: a
             # timeout says the generator is slow or overloaded, not that the action was a bad choice.

@@ -120,6 +120,28 @@ class RequestTimeout(RagmendError):
     metric_kind = "request_timeout"
 
 
+class Cancelled(RequestTimeout):
+    """The request was cancelled: its deadline passed, or its client went away. Its work stopped
+    at `stage` (ragmend/cancel.py); `generator_s` is the generator's work for it by then (the
+    in-process model held, or remote calls' time)."""
+
+    def __init__(self, reason: str, stage: str, generator_s: float = 0.0):
+        why = {"deadline": "ran past its deadline", "disconnect": "lost its client"}.get(reason, reason)
+        super().__init__(f"the request {why}; its work stopped at {stage}")
+        self.reason = reason
+        self.stage = stage
+        self.generator_s = generator_s
+
+
+class ClientDisconnected(RagmendError):
+    """The client closed its connection before the answer: the request's work was cancelled.
+    Nobody reads the response; 499 is the status proxies log for it."""
+
+    http_status = 499
+    exit_code = 4
+    metric_kind = "client_disconnected"
+
+
 class Overloaded(RagmendError):
     """Every worker slot is busy and the wait queue is full (or the request waited past its deadline)."""
 

@@ -73,6 +73,9 @@ class RerankerSettings(_Section):
     batch_size: int = Field(32, ge=1, le=1024)
 
 
+CpuVariant = Literal["auto", "portable"]  # models.generator.cpu_variant
+
+
 class GeneratorSettings(_Section):
     # default: Qwen2.5-Coder-0.5B-Instruct Q4; tiny: SmolLM2-135M-Instruct (fast tests).
     profile: GeneratorProfile = "default"
@@ -84,9 +87,10 @@ class GeneratorSettings(_Section):
     api_base: str | None = None
     api_key: SecretStr | None = None
     n_ctx: int = Field(4096, ge=256, le=32768)
-    # Decoding threads; 0 = one fewer than the cores (at least 1). llama.cpp's workers spin while
-    # waiting; when every core is theirs, any concurrent work stalls them: on 2 cores the default
-    # model decoded 16.5 tokens/s with 2 threads on an idle machine but 5.9 with one core busy
+    # Decoding threads; 0 = every core while the request is the only one in progress in this
+    # process, one fewer (at least 1) while others are. llama.cpp's workers spin while waiting;
+    # when every core is theirs, any concurrent work stalls them: on 2 cores the default model
+    # decoded 16.5-21 tokens/s with 2 threads on an idle machine but 5.9 with one core busy
     # beside it, while 1 thread kept 9.6-11 (`ragmend bench generator --busy-core`).
     n_threads: int = Field(0, ge=0)
     # The prompt's evaluation (prefill: the wait before the first token); 0 = every core. On an
@@ -94,6 +98,11 @@ class GeneratorSettings(_Section):
     # tokens/s); with one core busy, 25% slower. The prompt is the larger part of a request's
     # wait, and a single user's machine is idle while it is evaluated.
     n_threads_batch: int = Field(0, ge=0)
+    # The in-process model's llama.cpp libraries. auto: the AVX-512 + VNNI build `make install`
+    # puts in cache_dir where this CPU has those instructions (prompt evaluation about 1.5x as
+    # fast on the reference machine), the wheel's portable build otherwise; portable: always
+    # the wheel's. ragmend/models/cpu_variant.py.
+    cpu_variant: CpuVariant = "auto"
     max_tokens: int = Field(128, ge=1, le=4096)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     seed: int = 0
@@ -375,11 +384,12 @@ class ServerSettings(_Section):
     # Requests waiting for a slot hold only their parsed body (at most max_body_bytes each).
     # 0: refuse at once when every slot is busy.
     max_queue: int = Field(64, ge=0, le=100_000)
-    # Deadline of one request, its wait for a slot included: a 504 past it (a 503 if it was still
-    # waiting). The work already running finishes in the background and keeps its slot until then.
-    # Above models.generator.timeout_s, so a slow generator call fails first with its own message.
+    # Deadline of one request, its wait for a slot included (a client's X-Request-Timeout may be
+    # shorter). A request predicted to miss it is refused (503) before any work; past it, a 504 and
+    # the work is stopped (server/admission.py). Above models.generator.timeout_s, so a slow
+    # generator call fails first with its own message.
     request_timeout_s: float = Field(180.0, gt=0, allow_inf_nan=False)
-    # Retry-After of a 503 from a full queue, in seconds.
+    # Retry-After of a 503, in seconds, when no measurement of the queue gives one.
     retry_after_s: int = Field(5, ge=1, le=3600)
     # On SIGTERM: seconds to wait for requests in flight (uvicorn's graceful shutdown), then at
     # most as long again for the model work of timed-out requests before the policy state closes.

@@ -33,6 +33,7 @@ from ragmend.server.admission import Admission
 from ragmend.server.auth import BearerAuth
 from ragmend.server.body_limit import StreamedBodyLimit
 from ragmend.server.collections_api import collections_router
+from ragmend.server.deadline import client_timeout_s, until_disconnected
 from ragmend.server.errors import error_response, exception_response
 from ragmend.server.lifecycle import shut_down
 from ragmend.server.mapping import answer_response, conversation, ready_status
@@ -89,9 +90,7 @@ def create_app(
     collections = Collections(engine)
     metrics = metrics or Metrics.for_engine(engine)
     # Bounded concurrency and queue, and the request deadline, of the model-calling endpoints.
-    admission = Admission.from_settings(
-        settings.server, queue_depth=metrics.queue_depth, in_flight=metrics.requests_in_flight
-    )
+    admission = Admission.from_settings(settings.server, metrics=metrics.admission())
     reloader = ConfigReloader(config_path, engine, metrics, config_overrides) if config_path else None
 
     def load() -> None:
@@ -201,14 +200,18 @@ def create_app(
         return outcome
 
     @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
-    async def answer(body: AnswerRequest) -> AnswerResponse:
+    async def answer(body: AnswerRequest, request: Request) -> AnswerResponse:
+        token = admission.token(client_timeout_s(request))
         history, instructions = conversation([(m.role, m.content) for m in body.history or ()])
         overrides = body.config
         if instructions:
             overrides = {**(overrides or {}), "instructions": instructions}
         target = await to_thread.run_sync(models.engine_for, body.model, "model")
-        # 503 when full, 504 late
-        outcome = await admission.run(respond, target, body.query, overrides, history)
+        # 503 before any work when it cannot be answered in time, 504 late; a client that
+        # disconnects stops its work
+        asked = (target, body.query, overrides, history)
+        run = admission.run(respond, *asked, token=token, kind=target.namespace)
+        outcome = await until_disconnected(request, run)
         s = engine.settings.server  # the settings in force (a hot reload replaces them)
         return answer_response(outcome, s.answer_policy, s.citations)
 

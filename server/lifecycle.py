@@ -3,7 +3,7 @@
 On SIGTERM (or SIGINT) uvicorn stops accepting connections, waits up to
 server.shutdown_timeout_s for the requests in flight (queued ones included) to be answered, then
 runs the app's lifespan shutdown: `shut_down` waits (as long again at most) for the model work of
-requests that timed out, which still runs in worker threads, and then closes the engine, which
+cancelled requests to stop in their worker threads, and then closes the engine, which
 closes the policy's SQLite state store (its WAL checkpointed into the main file). Only then does
 the process exit, with status 0.
 """
@@ -25,7 +25,7 @@ log = logging.getLogger("ragmend.server")
 
 
 async def shut_down(admission: Admission, engine: Engine | None, timeout_s: float) -> None:
-    """The lifespan's end: let timed-out work finish, then close the engine (None: the caller
+    """The lifespan's end: let cancelled work stop, then close the engine (None: the caller
     owns it and closes it)."""
     await admission.drain(timeout_s)
     if engine is not None:

@@ -37,6 +37,7 @@ from ragmend.engine.repair import SKIP_CODES, RepairSkip, RepairTrace
 from ragmend.errors import METRIC_KINDS, RagmendError
 from ragmend.models.generation import PURPOSES
 from ragmend.models.registry import ROLES
+from ragmend.server.admission import CANCEL_REASONS, REFUSED_AT, STOPPED_AT, AdmissionMetrics
 from ragmend.settings import Settings
 
 if TYPE_CHECKING:
@@ -233,6 +234,35 @@ class Metrics:
             "ragmend_queue_depth",
             "Requests waiting for a model-work slot (server.max_concurrency); at most server.max_queue.",
         )
+        self.refused = counter(
+            "ragmend_requests_refused_total",
+            "Requests refused with a 503 before any model work, by where: on arrival (the queue is "
+            "full, or its predicted wait and service end past the deadline), in the queue (the "
+            "deadline passed while waiting), at the start (the time left no longer covers the "
+            "predicted service).",
+            ("at",),
+        )
+        self.cancelled = counter(
+            "ragmend_requests_cancelled_total",
+            "Requests whose model work was stopped, by why (their deadline passed, or their client "
+            "disconnected) and where the work stopped: retrieval, generator, diagnosis, repair "
+            "(before the stage or inside it), finished (it ended before it looked), failed, other.",
+            ("reason", "stopped_at"),
+        )
+        self.generator_request_seconds = counter(
+            "ragmend_generator_request_seconds_total",
+            "Generator seconds spent for requests, by whether their answer reached the client "
+            "(answered) or not (wasted: cancelled or abandoned work).",
+            ("outcome",),
+        )
+        self.admission_predicted = gauge(
+            "ragmend_admission_predicted_seconds",
+            "What admission predicts, measured online: first_pass_<n>, the 95th percentile of a "
+            "request's answer and diagnosis once it holds a slot with n requests running (itself "
+            "included; 8: 8 or more); slot_interval, the mean interval between two slots freeing "
+            "while requests wait (repairs included).",
+            ("estimate",),
+        )
 
         # Repairs
         self.repair_actions = counter(
@@ -377,6 +407,13 @@ class Metrics:
             self.memory_source.labels(source)
         for kind in ("generator", "generator_timeout", "request_timeout", "overloaded"):
             self.errors.labels(kind, "5xx")
+        for at in REFUSED_AT:
+            self.refused.labels(at)
+        for reason in CANCEL_REASONS:
+            for stage in STOPPED_AT:
+                self.cancelled.labels(reason, stage)
+        for outcome in ("answered", "wasted"):
+            self.generator_request_seconds.labels(outcome)
         for kind in ("model_unavailable", "internal"):
             self.errors.labels(kind, "5xx")
         self.errors.labels("input", "4xx")
@@ -388,6 +425,17 @@ class Metrics:
             for result in CHANGE_RESULTS:
                 self.config_changes.labels(source, result)
         self.errors.labels("auth", "4xx")
+
+    def admission(self) -> AdmissionMetrics:
+        """The series the server's admission control keeps (server/admission.py)."""
+        return AdmissionMetrics(
+            queue_depth=self.queue_depth,
+            in_flight=self.requests_in_flight,
+            refused=self.refused,
+            cancelled=self.cancelled,
+            generator_seconds=self.generator_request_seconds,
+            predicted=self.admission_predicted,
+        )
 
     # --- recording ----------------------------------------------------------------------------------
 

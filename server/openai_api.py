@@ -24,14 +24,16 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, NamedTuple, cast, get_args
 
 from anyio import to_thread
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
+from ragmend.cancel import Cancellation
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
-from ragmend.errors import InputError, RagmendError
+from ragmend.errors import ClientDisconnected, InputError, RagmendError
 from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission, admission_of
+from ragmend.server.deadline import client_timeout_s, until_disconnected
 from ragmend.server.errors import UnsupportedParameter
 from ragmend.server.mapping import answer_response, conversation
 from ragmend.server.metrics import Metrics
@@ -249,8 +251,9 @@ def openai_router(models: ServedModels, metrics: Metrics) -> APIRouter:
         },
     )
     async def chat_completions(
-        body: ChatCompletionRequest, admission: Annotated[Admission, Depends(admission_of)]
+        body: ChatCompletionRequest, request: Request, admission: Annotated[Admission, Depends(admission_of)]
     ) -> ChatCompletion | StreamingResponse:
+        token = admission.token(client_timeout_s(request))  # the client's deadline, capped
         engine = await to_thread.run_sync(models.engine_for, body.model, "model")
         if (refused := unserved(body)) is not None:
             raise UnsupportedParameter(refused[1], refused[0])
@@ -262,38 +265,52 @@ def openai_router(models: ServedModels, metrics: Metrics) -> APIRouter:
             s.stream_verify_first if options is None or options.verify_first is None else options.verify_first
         )
         if not body.stream or verify_first:
-            # Bounded concurrency, queue and deadline like /v1/answer (503 when full, 504 late).
-            outcome = await admission.run(respond, engine, query, overrides, history)
+            # Bounded concurrency, queue and deadline like /v1/answer (503 before any work when it
+            # cannot be answered in time, 504 late; a client that disconnects stops its work).
+            asked = (engine, query, overrides, history)
+            run = admission.run(respond, *asked, token=token, kind=engine.namespace)
+            outcome = await until_disconnected(request, run)
             result = completion(outcome, body.model or models.served, s.answer_policy, s.citations)
             if not body.stream:
                 return result
             return event_stream(held(result, bool(options and options.include_usage)))
-        return await live(admission, engine, query, overrides, history, body)
+        return await live(admission, token, request, engine, (query, overrides, history), body)
 
     async def live(
         admission: Admission,
+        token: Cancellation,
+        request: Request,
         engine: Engine,
-        query: str,
-        overrides: dict[str, Any] | None,
-        history: tuple[Turn, ...],
+        asked: tuple[str, dict[str, Any] | None, tuple[Turn, ...]],
         body: ChatCompletionRequest,
     ) -> StreamingResponse:
         """The first answer streamed as it is generated (server/streaming.py). An error before
-        its first piece is an ordinary JSON error with its status; one after it, an error event."""
+        its first piece is an ordinary JSON error with its status; one after it, an error event.
+        A client that disconnects, before or during the stream, stops the request's work."""
         pipe = TextPipe()
-        task = asyncio.ensure_future(admission.run(respond, engine, query, overrides, history, pipe.put))
-        first = await pipe.first(task)
+        run = admission.run(respond, engine, *asked, pipe.put, token=token, kind=engine.namespace)
+        task = asyncio.ensure_future(run)
+        try:
+            first = await until_disconnected(request, pipe.first(task))
+        except ClientDisconnected:
+            task.cancel()
+            raise
         if first is None:
             await task  # raises the request's error, answered as JSON with its status
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         opening = Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model or models.served)
 
         async def events() -> AsyncIterator[str]:
-            yield sse(chunk(opening, Delta(role="assistant", content="")), include_usage)
-            if first:
-                yield sse(chunk(opening, Delta(content=first)), include_usage)
-            async for piece in pipe.rest(task):
-                yield sse(chunk(opening, Delta(content=piece)), include_usage)
+            try:
+                yield sse(chunk(opening, Delta(role="assistant", content="")), include_usage)
+                if first:
+                    yield sse(chunk(opening, Delta(content=first)), include_usage)
+                async for piece in pipe.rest(task):
+                    yield sse(chunk(opening, Delta(content=piece)), include_usage)
+            finally:
+                # The response is cancelled when the client disconnects: stop its work too.
+                if not task.done():
+                    task.cancel()
             try:
                 outcome = task.result()
             except RagmendError as e:

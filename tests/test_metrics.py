@@ -45,6 +45,7 @@ from ragmend.policy.reward import compute_reward
 from ragmend.policy.types import Decision
 from ragmend.rag.types import Answer, RAGConfig, StageTimings
 from ragmend.server import metrics as m
+from ragmend.server.admission import ESTIMATES
 from ragmend.server.app import create_app
 from ragmend.server.metrics import Metrics
 from ragmend.settings import COLLECTION_NAME, PolicySettings, Settings, load_settings, settings_with
@@ -87,6 +88,11 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_policy_info", "mode"): ("learn", "frozen"),
     ("ragmend_policy_info", "reward_variant"): ("paper", "unweighted", "unconstrained"),
     ("ragmend_policy_info", "repair"): ("on", "off"),
+    ("ragmend_requests_refused", "at"): m.REFUSED_AT,
+    ("ragmend_requests_cancelled", "reason"): m.CANCEL_REASONS,
+    ("ragmend_requests_cancelled", "stopped_at"): m.STOPPED_AT,
+    ("ragmend_generator_request_seconds", "outcome"): ("answered", "wasted"),
+    ("ragmend_admission_predicted_seconds", "estimate"): ESTIMATES,
 }
 ACTION_LABELLED = {
     "ragmend_repair_actions",

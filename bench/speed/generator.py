@@ -9,21 +9,28 @@ are generated greedily one at a time. llama.cpp counts the prompt's tokens and m
 
 Thread settings are given as n_threads/n_threads_batch pairs (decode/prefill), e.g. "1/1,1/2,2/2";
 with --busy-core each pair is measured again while another process keeps one core busy, as a
-concurrent request's embedding or NLI would.
+concurrent request's embedding or NLI would. With --cpu-variants portable,auto the wheel's
+portable libraries and the AVX-512 build (ragmend/models/cpu_variant.py) are measured one after
+the other, each in a process of its own.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ragmend.bench.speed.pipeline import busy_core
-from ragmend.errors import InputError
+from ragmend.errors import InputError, ModelUnavailable
+from ragmend.models import cpu_variant
 from ragmend.models.generator import generator_source
 from ragmend.models.runtime import prepare_libraries
 from ragmend.rag.documents import BUNDLED_CORPUS
-from ragmend.settings import Settings
+from ragmend.settings import CpuVariant, Settings
 
 
 def parse_threads(spec: str) -> list[tuple[int, int]]:
@@ -50,24 +57,64 @@ def run_generator_bench(
     decode: int = 32,
     repeats: int = 3,
     busy: bool = False,
+    variants: tuple[CpuVariant, ...] = ("auto",),
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    import llama_cpp
-    from llama_cpp import Llama
-
+    """Each of `variants` (llama.cpp's libraries: models.generator.cpu_variant values) measured
+    in a process of its own, one after the other: the libraries load when llama_cpp is imported,
+    so one process can hold only one set."""
     if settings.models.generator.model is not None:
         raise InputError(
             "bench generator measures the in-process GGUF; models.generator.model is a remote engine"
         )
-    prepare_libraries(settings.models.allow_hub)
     _, path = generator_source(settings)
-    text = BUNDLED_CORPUS.read_text(encoding="utf-8")
-    out: dict[str, Any] = {"model": path, "system_info": llama_cpp.llama_print_system_info().decode()}
+    out: dict[str, Any] = {"model": path, "variants": {}}
     rows: list[dict[str, Any]] = []
-    for contended in (False, True) if busy else (False,):
-        for n_threads, n_batch_threads in threads:
+    for variant in dict.fromkeys(variants):
+        spec = {
+            "path": path,
+            "allow_hub": settings.models.allow_hub,
+            "cache_dir": str(settings.cache_dir),
+            "cpu_variant": variant,
+            "threads": threads,
+            "prompt_tokens": prompt_tokens,
+            "decode": decode,
+            "repeats": repeats,
+            "busy": busy,
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "ragmend.bench.speed.generator", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ModelUnavailable(f"bench generator ({variant}) failed: {done.stderr.strip()[-2000:]}")
+        measured = json.loads(done.stdout)
+        out["variants"][variant] = {k: measured[k] for k in ("libraries", "loaded", "system_info")}
+        for row in measured["runs"]:
+            row = {"cpu_variant": variant, "loaded": measured["loaded"], **row}
+            rows.append(row)
+            log(f"generator: {row}")
+    out["runs"] = rows
+    return out
+
+
+def _measure_libraries(spec: dict[str, Any]) -> dict[str, Any]:
+    """One process's measurements: the libraries `spec["cpu_variant"]` selects, every pair."""
+    libraries = cpu_variant.select(spec["cpu_variant"], Path(spec["cache_dir"]))
+    prepare_libraries(spec["allow_hub"])
+    import llama_cpp
+    from llama_cpp import Llama
+
+    prompt_tokens: list[int] = spec["prompt_tokens"]
+    decode: int = spec["decode"]
+    text = BUNDLED_CORPUS.read_text(encoding="utf-8")
+    rows: list[dict[str, Any]] = []
+    for contended in (False, True) if spec["busy"] else (False,):
+        for n_threads, n_batch_threads in spec["threads"]:
             llm = Llama(
-                model_path=str(path),
+                model_path=spec["path"],
                 n_ctx=max(prompt_tokens) + decode + 16,
                 n_batch=512,
                 n_threads=n_threads,
@@ -80,24 +127,28 @@ def run_generator_bench(
             with busy_core(contended):
                 for n in prompt_tokens:
                     prefill, generated = [], []
-                    for r in range(repeats):
+                    for r in range(spec["repeats"]):
                         start = r * 97 % (len(tokens) - n)  # another stretch of text each time
                         counters = _measure(llm, tokens[start : start + n], decode)
                         prefill.append(counters.n_p_eval / (counters.t_p_eval_ms / 1000))
                         generated.append(counters.n_eval / (counters.t_eval_ms / 1000))
-                    row = {
-                        "n_threads": n_threads,
-                        "n_threads_batch": n_batch_threads,
-                        "one_core_busy": contended,
-                        "prompt_tokens": n,
-                        "prefill_tokens_per_s": round(statistics.median(prefill), 1),
-                        "decode_tokens_per_s": round(statistics.median(generated), 1),
-                    }
-                    rows.append(row)
-                    log(f"generator: {row}")
+                    rows.append(
+                        {
+                            "n_threads": n_threads,
+                            "n_threads_batch": n_batch_threads,
+                            "one_core_busy": contended,
+                            "prompt_tokens": n,
+                            "prefill_tokens_per_s": round(statistics.median(prefill), 1),
+                            "decode_tokens_per_s": round(statistics.median(generated), 1),
+                        }
+                    )
             llm.close()
-    out["runs"] = rows
-    return out
+    return {
+        "libraries": libraries,
+        "loaded": cpu_variant.loaded_variant(),
+        "system_info": llama_cpp.llama_print_system_info().decode(),
+        "runs": rows,
+    }
 
 
 def _measure(llm: Any, prompt: list[int], decode: int) -> Any:
@@ -111,3 +162,7 @@ def _measure(llm: Any, prompt: list[int], decode: int) -> Any:
     for _ in range(decode):
         llm.eval([llm.sample(temp=0.0)])
     return llama_cpp.llama_perf_context(llm.ctx)
+
+
+if __name__ == "__main__":  # one variant's measurements, as run_generator_bench runs them
+    print(json.dumps(_measure_libraries(json.loads(sys.argv[1]))))

@@ -8,6 +8,8 @@ switches the deployment to that engine with no code change.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import threading
 import time
@@ -18,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from ragmend import clock
-from ragmend.errors import GeneratorError, GeneratorTimeout, ModelUnavailable
-from ragmend.models import bundled
+from ragmend import cancel, clock
+from ragmend.errors import Cancelled, GeneratorError, GeneratorTimeout, ModelUnavailable
+from ragmend.models import bundled, cpu_variant
 from ragmend.models.generation import Generation, Purpose, TokenCount
 from ragmend.models.generation_cache import GenerationCache, cache_key
 from ragmend.models.loop_guard import LoopGuard
@@ -28,29 +30,68 @@ from ragmend.models.runtime import prepare_libraries
 from ragmend.settings import GeneratorSettings, Settings
 
 PROVIDER = "ragmend"
+log = logging.getLogger("ragmend.models")
 # Prompt tokens evaluated anew in every call, whatever the KV cache holds (LocalGGUF._generating).
 REEVALUATED = 64
+# How often a call waiting for the in-process model's lock looks at its request's cancellation.
+LOCK_POLL_S = 0.05
+
+
+class Activity:
+    """How many requests are in progress in this process (open outermost `Generator.tally`
+    blocks): the in-process model decodes on every core only while its request is the only one."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+        self._held = threading.local()  # seconds this thread held the in-process model
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def held(self, seconds: float) -> None:
+        self._held.s = self.held_s() + seconds
+
+    def held_s(self) -> float:
+        """Seconds the calling thread has held the in-process model (the wait for it excluded)."""
+        return float(getattr(self._held, "s", 0.0))
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
 
 
 class LocalGGUF:
     """One llama.cpp model in this process. llama.cpp contexts are not thread-safe: one lock."""
 
-    def __init__(self, name: str, path: Path, params: GeneratorSettings):
+    def __init__(self, name: str, path: Path, params: GeneratorSettings, activity: Activity | None = None):
         try:
             from llama_cpp import Llama
         except ImportError as e:
             raise ModelUnavailable("llama-cpp-python is not installed: pip install llama-cpp-python") from e
         self.name = name
         self.path = path
+        self._activity = activity or Activity()
         cores = os.cpu_count() or 2
+        # Decoding on every core while this model's request is the only one in progress, on all
+        # but one while others are (their retrieval and diagnosis need a core); the prompt's
+        # evaluation on every core (the n_threads and n_threads_batch notes in settings.py).
+        self._decode_threads = (params.n_threads,) if params.n_threads else (cores, max(1, cores - 1))
+        self._batch_threads = params.n_threads_batch or cores
+        self._threads = (self._decode_threads[0], self._batch_threads)
         try:
             self._llm = Llama(
                 model_path=str(path),
                 n_ctx=params.n_ctx,
-                # Decoding on all but one core, the prompt's evaluation on all of them (the
-                # n_threads and n_threads_batch notes in settings.py).
-                n_threads=params.n_threads or max(1, cores - 1),
-                n_threads_batch=params.n_threads_batch or cores,
+                n_threads=self._threads[0],
+                n_threads_batch=self._threads[1],
                 seed=params.seed,
                 verbose=False,
             )
@@ -127,10 +168,16 @@ class LocalGGUF:
             "stop": params.get("stop"),
             "seed": params.get("seed"),
         }
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        # Other requests' generations hold the lock: waiting for it is part of this call's time.
-        if not self._lock.acquire(timeout=-1 if timeout_s is None else timeout_s):
-            raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)")
+        deadline = math.inf if timeout_s is None else time.monotonic() + timeout_s
+        request = cancel.current()
+        # Other requests' generations hold the lock: waiting for it is part of this call's time,
+        # and a request cancelled meanwhile leaves the line without generating.
+        while not self._lock.acquire(timeout=LOCK_POLL_S):
+            if request.cancelled:
+                raise LocalTimeout("cancelled while waiting for the model")
+            if time.monotonic() >= deadline:
+                raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)")
+        locked = time.monotonic()
         # llama-cpp-python evaluates only what follows the longest prefix the new prompt shares
         # with the previous one (the fixed instructions: a cold request's evidence and question
         # are all new). A prompt asked again would have only its last token evaluated, alone,
@@ -138,43 +185,51 @@ class LocalGGUF:
         # then gave another answer. So the cached prefix is cut back before every call: at least
         # the prompt's last REEVALUATED tokens are evaluated as one batch, as in a cold request.
         self._llm.n_tokens = max(0, self._llm.n_tokens - REEVALUATED)
+        alone = self._activity.count <= 1
+        threads = (self._decode_threads[0 if alone else -1], self._batch_threads)
+        if threads != self._threads:
+            self._llm._ctx.set_n_threads(*threads)
+            self._threads = threads
         expired: list[bool] = []
         recorder = TokenLogprobs()
         guard = LoopGuard(self._llm.token_eos(), self._detokenize)
         processors: list[Any] = [recorder, guard]  # the recorder first: it reads the raw logits
-        if deadline is not None:
-            processors.append(self._deadline_processor(deadline, expired))
+        processors.append(self._stop_processor(deadline, request, expired))
         kwargs["logits_processor"] = LogitsProcessorList(processors)
         try:
             yield kwargs, recorder, guard
         finally:
             self._lock.release()
+            self._activity.held(time.monotonic() - locked)
         if expired:
             raise LocalTimeout(f"generation ran past {timeout_s:g} s")
 
     def _detokenize(self, tokens: list[int]) -> str:
         return self._llm.detokenize(tokens).decode("utf-8", errors="ignore")
 
-    def _deadline_processor(self, deadline: float, expired: list[bool]) -> Any:
-        """A logits processor that forces end-of-sequence once `deadline` has passed.
+    def _stop_processor(self, deadline: float, request: cancel.Cancellation, expired: list[bool]) -> Any:
+        """A logits processor that forces end-of-sequence once `deadline` has passed (`expired`
+        records it) or the request is cancelled (the caller sees that on the request's token).
 
         llama.cpp cannot be interrupted from another thread, and abandoning its thread would keep
         the model locked; ending the sequence stops the generation at the next token and leaves the
         context in a clean state for the next call. The prompt's evaluation is not interruptible:
-        a call overruns its deadline by at most that and one token. `expired` records the stop.
+        a call overruns its deadline by at most that and one token.
         """
         import numpy as np
 
         eos = self._llm.token_eos()
 
-        def stop_at_deadline(input_ids: Any, scores: Any) -> Any:
-            if time.monotonic() >= deadline:
-                expired.append(True)
+        def stop(input_ids: Any, scores: Any) -> Any:
+            late = time.monotonic() >= deadline
+            if late or request.cancelled:
+                if late:
+                    expired.append(True)
                 scores[:] = -np.inf
                 scores[eos] = 0.0
             return scores
 
-        return stop_at_deadline
+        return stop
 
 
 class TokenLogprobs:
@@ -297,6 +352,9 @@ class GeneratorTally:
     """What one thread spent in generator calls inside `Generator.tally()`."""
 
     seconds: float = 0.0
+    # Of `seconds`, the generator's work for this thread: the in-process model held (the wait for
+    # its lock excluded: that is other requests' work), or a remote call's whole time.
+    busy_s: float = 0.0
     calls: int = 0
     usage: dict[Purpose, TokenCount] = field(default_factory=dict)  # tokens of the calls that answered
 
@@ -307,11 +365,12 @@ class GeneratorTally:
 class Generator:
     """Chat completion through litellm, whatever the engine behind it."""
 
-    def __init__(self, model: str, params: GeneratorSettings):
+    def __init__(self, model: str, params: GeneratorSettings, activity: Activity | None = None):
         self.model = model
         self._params = params
         self.cache = GenerationCache(params.cache) if params.cache else None
         self._local = threading.local()  # the tally of the calling thread, if one is open
+        self.activity = activity or Activity()  # requests in progress: their outermost tallies
 
     @contextmanager
     def tally(self) -> Iterator[GeneratorTally]:
@@ -322,11 +381,16 @@ class Generator:
         outer = getattr(self._local, "tally", None)
         self._local.tally = tally = GeneratorTally()
         try:
-            yield tally
+            if outer is None:
+                with self.activity.working():
+                    yield tally
+            else:
+                yield tally
         finally:
             self._local.tally = outer
             if outer is not None:
                 outer.seconds += tally.seconds
+                outer.busy_s += tally.busy_s
                 outer.calls += tally.calls
                 for purpose, tokens in tally.usage.items():
                     outer.add(purpose, tokens)
@@ -345,7 +409,7 @@ class Generator:
         `purpose` files its tokens in the open tally's usage (the request's usage by purpose).
         `on_text`: the completion is streamed from the engine and each piece of text handed to
         it as it is generated (the whole Generation is still returned at the end)."""
-        t0, replayed0 = time.perf_counter(), clock.replayed()
+        t0, replayed0, held0 = time.perf_counter(), clock.replayed(), self.activity.held_s()
         try:
             out = self._chat(messages, max_tokens, temperature, stop, seed, on_text)
             tally = getattr(self._local, "tally", None)
@@ -355,7 +419,10 @@ class Generator:
         finally:
             tally = getattr(self._local, "tally", None)
             if tally is not None:  # failed and timed-out calls took their time too
-                tally.seconds += time.perf_counter() - t0 + clock.replayed() - replayed0
+                elapsed = time.perf_counter() - t0
+                tally.seconds += elapsed + clock.replayed() - replayed0
+                local = self.model.startswith(f"{PROVIDER}/")
+                tally.busy_s += self.activity.held_s() - held0 if local else elapsed
                 tally.calls += 1
 
     def _chat(
@@ -371,13 +438,16 @@ class Generator:
         from openai import APITimeoutError
 
         p = self._params
+        request = cancel.current()
+        request.check("generator")
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "max_tokens": max_tokens or p.max_tokens,
             "temperature": p.temperature if temperature is None else temperature,
             "seed": p.seed if seed is None else seed,
-            "timeout": p.timeout_s,
+            # Never past the request's deadline: a remote call is bounded by the time it has left.
+            "timeout": min(p.timeout_s, request.remaining()),
         }
         if stop:
             kwargs["stop"] = stop
@@ -404,18 +474,22 @@ class Generator:
                     on_text,
                     t0,
                 )
+                request.check("generator")  # a cancelled stream ended early: not an answer to keep
                 if self.cache is not None and key is not None:
                     self.cache.put(key, gen)
                 return gen
             resp = litellm.completion(**kwargs)
-        except GeneratorError:
+            request.check("generator")
+        except (GeneratorError, Cancelled):
             raise
         except APITimeoutError as e:  # litellm.Timeout: a remote provider's, or the local deadline
+            request.check("generator")  # cancelled: the timeout it caused is not the generator's
             raise GeneratorTimeout(
                 f"generator '{self.model}' did not answer within models.generator.timeout_s = "
                 f"{p.timeout_s:g} s ({_detail(e)})"
             ) from e
         except Exception as e:  # litellm maps every provider's failure to its own exception types
+            request.check("generator")
             raise GeneratorError(f"generator '{self.model}' failed: {type(e).__name__}: {e}") from e
         seconds = time.perf_counter() - t0
         choice = resp.choices[0]
@@ -487,6 +561,9 @@ def load_generator(settings: Settings) -> Generator:
     name = Path(path).stem if g.gguf else bundled.GENERATOR_PROFILES[g.profile].name
     if not Path(path).is_file():
         raise ModelUnavailable(f"generator GGUF not found: {path}")
+    libraries = cpu_variant.select(g.cpu_variant, settings.cache_dir)
     provider = _local_provider()
-    provider.models[name] = LocalGGUF(name, Path(path), g)
-    return Generator(f"{PROVIDER}/{name}", g)
+    activity = Activity()
+    provider.models[name] = LocalGGUF(name, Path(path), g, activity)
+    log.info("generator %s: llama.cpp CPU libraries: %s", name, libraries)
+    return Generator(f"{PROVIDER}/{name}", g, activity)

@@ -1,0 +1,121 @@
+"""A request's cancellation (ragmend/cancel.py): the token, its child for a repair pass, and the
+real parts that look at it: the in-process generator (tiny model) stops at its next token and
+leaves the model clean, a waiter for the model's lock leaves the line, and the repairer skips a
+repair the deadline has no room for."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ragmend import cancel, clock
+from ragmend.cancel import NEVER, Cancellation
+from ragmend.engine import Engine
+from ragmend.engine.repair import RepairSkip
+from ragmend.errors import Cancelled
+from tests.test_repair import UNANSWERABLE, make_engine
+
+
+def test_a_token_is_cancelled_by_its_deadline_or_by_a_reason_and_keeps_the_first() -> None:
+    token = Cancellation(time.monotonic() + 0.05, "test")
+    assert not token.cancelled and 0 < token.remaining() <= 0.05
+    time.sleep(0.06)
+    assert token.cancelled and token.reason == "deadline" and token.remaining() == 0
+    token.cancel("disconnect")
+    assert token.reason == "deadline"  # the first reason stands
+    with pytest.raises(Cancelled, match="ran past its deadline; its work stopped at generator"):
+        token.check("generator")
+    other = Cancellation()
+    other.cancel("disconnect")
+    with pytest.raises(Cancelled, match="lost its client") as gone:
+        other.check("diagnosis")
+    assert gone.value.stage == "diagnosis" and gone.value.http_status == 504
+
+
+def test_outside_a_request_nothing_is_ever_cancelled() -> None:
+    assert cancel.current() is NEVER
+    assert NEVER.timeout() is None and NEVER.remaining() == float("inf")
+    NEVER.check("anything")
+
+
+def test_the_current_token_is_the_scopes_own_in_its_thread() -> None:
+    token = Cancellation(time.monotonic() + 10, "test")
+    seen: list[Cancellation] = []
+    with cancel.scope(token):
+        assert cancel.current() is token
+        other = threading.Thread(target=lambda: seen.append(cancel.current()))
+        other.start()
+        other.join()
+    assert cancel.current() is NEVER
+    assert seen == [NEVER]  # a plain thread does not inherit it: admission sets it in its worker
+
+
+def test_a_child_ends_at_its_own_deadline_or_its_parents_cancellation() -> None:
+    parent = Cancellation(time.monotonic() + 10, "parent")
+    child = parent.child(time.monotonic() + 0.05, "child")
+    time.sleep(0.06)
+    assert child.cancelled and not parent.cancelled
+    capped = parent.child(time.monotonic() + 100, "child")
+    assert capped.deadline == parent.deadline
+    parent.cancel("disconnect")
+    assert capped.cancelled and capped.reason == "disconnect"
+
+
+def test_the_in_process_generator_stops_at_its_next_token_and_stays_usable(engine: Engine) -> None:
+    generator = engine.models.generator
+    token = Cancellation(time.monotonic() + 60, "test")
+    pieces: list[str] = []
+
+    def on_text(piece: str) -> None:
+        pieces.append(piece)
+        token.cancel("disconnect")  # the client leaves after the first piece
+
+    story = [{"role": "user", "content": "Tell a long story about a castle, with many details."}]
+    with cancel.scope(token), pytest.raises(Cancelled, match="stopped at generator"):
+        generator.chat(story, max_tokens=400, on_text=on_text)
+    # At most the token in flight when it was cancelled came after the first piece.
+    assert 1 <= len(pieces) <= 3
+    # The model is unlocked and clean: the next call answers in full.
+    assert generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=8).text
+
+
+def test_a_request_cancelled_while_waiting_for_the_model_leaves_the_line(engine: Engine) -> None:
+    generator = engine.models.generator
+    busy = threading.Event()
+    release = threading.Event()
+    story = [{"role": "user", "content": "Tell a long story about a castle, with many details."}]
+
+    def hold_the_model() -> None:
+        def on_text(_: str) -> None:
+            busy.set()
+            release.wait(30)  # holds the model's lock mid-generation
+
+        generator.chat(story, max_tokens=16, on_text=on_text)
+
+    holder = threading.Thread(target=hold_the_model)
+    holder.start()
+    assert busy.wait(60)
+    token = Cancellation(time.monotonic() + 0.3, "test")
+    t0 = time.monotonic()
+    with cancel.scope(token), pytest.raises(Cancelled):
+        generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
+    assert time.monotonic() - t0 < 5  # it did not wait for the holder to finish
+    release.set()
+    holder.join(60)
+
+
+def test_a_repair_the_deadline_leaves_no_room_for_is_skipped(tmp_path: Path, engine: Engine) -> None:
+    eng = make_engine(tmp_path, engine)
+    answer = eng.answer(UNANSWERABLE)
+    diagnosis = eng.diagnose(answer)
+    assert diagnosis.failed
+    # Less time left than the diagnosis of a repaired answer would take: no pass starts.
+    with cancel.scope(Cancellation(time.monotonic() + 0.01, "test")):
+        final, _, skip = eng.repairer.repair(answer, diagnosis, clock.now())
+    assert isinstance(skip, RepairSkip) and skip.code == "deadline"
+    assert "deadline leaves" in skip.reason and final is answer
+    assert all(arm.pulls == 0 for arm in eng.repairer.policy.stats().values())
+    eng.close()
