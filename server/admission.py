@@ -195,6 +195,12 @@ class Admission:
 
     # --- predictions --------------------------------------------------------------------------
 
+    def _needed_s(self, kind: str, running: int) -> float | None:
+        """The time a request must have left to start beside `running` requests (itself
+        included): the predicted first pass with its headroom; None before any measurement."""
+        first = self.service.first_s(kind, running)
+        return None if first is None else first * HEADROOM
+
     def _refuse(self, at: str, message: str, retry_after_s: float | None = None) -> Overloaded:
         if self.metrics.refused is not None:
             self.metrics.refused.labels(at).inc()
@@ -207,9 +213,8 @@ class Admission:
         left = token.remaining()
         must_wait = self._running >= self.max_concurrency or bool(self._waiters)
         # It will start with every slot taken if it must wait, else beside those running now.
-        first = self.service.first_s(kind, self.max_concurrency if must_wait else self._running + 1)
+        first = self._needed_s(kind, self.max_concurrency if must_wait else self._running + 1)
         interval = self.service.slot_interval()
-        first = None if first is None else first * HEADROOM
         if first is not None and left < first:
             raise self._refuse(
                 "arrival",
@@ -236,8 +241,7 @@ class Admission:
 
     def _check_start(self, token: Cancellation, kind: str) -> None:
         """At a slot: the time left must still cover the predicted first pass."""
-        first = self.service.first_s(kind, self._running)
-        first = None if first is None else first * HEADROOM
+        first = self._needed_s(kind, self._running)
         left = token.remaining()
         if left <= 0 or (first is not None and left < first):
             raise self._refuse(
