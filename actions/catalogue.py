@@ -1,26 +1,32 @@
-"""The six repair actions (arms), each a patch P -> P' of the frozen RAGConfig.
+"""The repair actions (arms). Most are a patch P -> P' of the frozen RAGConfig followed by one
+more pipeline pass; two run no pass: `abstain` answers that the sources do not answer the question,
+`no_repair` keeps the first answer (so the policy can learn that a repair will not help a kind of
+request, and save its latency).
 
-An action declares the failure types it may serve (D2R-RAG Appendix B: insufficient evidence
-favours retrieval-side escalation; an unsupported response with evidence present favours
-higher-precision evidence or a rewrite) and a prior expected cost, refined online by the
-measured costs (`CostModel`). `feasible` masks what cannot serve the failure, cannot change the
-configuration, or would not fit the remaining budgets, before the policy chooses.
+Every action may be offered for every failure type: which action helps which failure is what the
+policy learns (its context holds the failure type and the signals behind it), not a table written
+here. An action is masked only where it cannot run or cannot fit: it would not change the
+configuration, the index was refreshed too recently, or its expected cost (a prior, then the
+measured costs: `CostModel`) exceeds the budgets left.
 """
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ragmend.budgets import MB, Budgets
-from ragmend.diagnosis.types import FailureType
 from ragmend.rag.types import RAGConfig
 
-ALL_FAILURES: frozenset[FailureType] = frozenset({"WP", "IE", "WR", "LEM"})
 DEPTH_LADDER = (5, 10, 20)
+# What an action does after its choice: run one more pipeline pass with its patched
+# configuration, keep the first answer, or abstain (say the sources do not answer).
+Effect = Literal["pass", "keep", "abstain"]
 
 
 class RepairServices(Protocol):
@@ -31,21 +37,35 @@ class RepairServices(Protocol):
     def refresh_index(self) -> str: ...  # returns the new index generation
 
 
+Patch = Callable[[RAGConfig, str, RepairServices], RAGConfig]
+
+
 @dataclass(frozen=True)
 class Action:
     name: str
-    serves: frozenset[FailureType]
-    # Prior expected cost of the extra pass (seconds, bytes), before any measurement.
+    # Prior expected cost beyond the first pass (seconds, bytes), before any measurement.
     prior_latency_s: float
     prior_memory_bytes: int
-    patch: Callable[[RAGConfig, str, RepairServices], RAGConfig]
+    patch: Patch | None = None  # the configuration of the pass to run (effect "pass")
     applies: Callable[[RAGConfig], bool] = lambda c: True  # False: it would not change P
+    effect: Effect = "pass"
+    # A part of the deployment the action needs ("escalation": models.escalation); masked without.
+    requires: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.patch is None) == (self.effect == "pass"):
+            raise ValueError(f"{self.name}: a pass needs a patch, and only a pass has one")
+
+    @property
+    def runs_a_pass(self) -> bool:
+        return self.effect == "pass"
 
     def apply(self, config: RAGConfig, query: str, services: RepairServices) -> RAGConfig:
+        assert self.patch is not None, f"{self.name} runs no pass"
         return self.patch(config, query, services)
 
 
-def _rewrite(variant: str) -> Callable[[RAGConfig, str, RepairServices], RAGConfig]:
+def _rewrite(variant: str) -> Patch:
     def patch(config: RAGConfig, query: str, services: RepairServices) -> RAGConfig:
         return config.patch(query=services.rewrite_query(config.query or query, variant))
 
@@ -72,6 +92,19 @@ def _mode_switch(config: RAGConfig, query: str, services: RepairServices) -> RAG
     return config.patch(mode="bm25" if config.mode in ("dense", "hybrid") else "dense")
 
 
+def _focus(config: RAGConfig, query: str, services: RepairServices) -> RAGConfig:
+    return config.patch(evidence="focus")
+
+
+def _decompose(config: RAGConfig, query: str, services: RepairServices) -> RAGConfig:
+    # The second hop's passages read like the first's: the best sentences first.
+    return config.patch(hops=2, evidence="focus")
+
+
+def _escalate(config: RAGConfig, query: str, services: RepairServices) -> RAGConfig:
+    return config.patch(generator="escalation")
+
+
 def _refresh(config: RAGConfig, query: str, services: RepairServices) -> RAGConfig:
     services.refresh_index()  # builds aside and swaps; the pass that follows reads the new index
     return config
@@ -80,12 +113,22 @@ def _refresh(config: RAGConfig, query: str, services: RepairServices) -> RAGConf
 ACTIONS: tuple[Action, ...] = (
     # Priors: seconds and bytes beyond the first pass (a rewrite is one short generator call; a
     # rerank scores 20 pairs, ~0.4 s here; depth lengthens the prompt; a refresh re-reads sources).
-    Action("rewrite_paraphrase", frozenset({"IE", "WR", "LEM"}), 1.5, 0, _rewrite("paraphrase")),
-    Action("rewrite_simplify", frozenset({"IE", "WR", "LEM"}), 1.0, 0, _rewrite("simplify")),
-    Action("rerank", frozenset({"WR", "WP", "LEM"}), 0.5, 2 * MB, _rerank, lambda c: not c.rerank),
-    Action("depth", frozenset({"IE", "WR"}), 1.5, 1 * MB, _depth, lambda c: _next_depth(c.k) is not None),
-    Action("mode_switch", frozenset({"IE", "WR", "WP", "LEM"}), 0.0, 0, _mode_switch),
-    Action("index_refresh", frozenset({"IE", "WP"}), 5.0, 8 * MB, _refresh),
+    Action("rewrite_paraphrase", 1.5, 0, _rewrite("paraphrase")),
+    Action("rewrite_simplify", 1.0, 0, _rewrite("simplify")),
+    Action("rerank", 0.5, 2 * MB, _rerank, lambda c: not c.rerank),
+    Action("depth", 1.5, 1 * MB, _depth, lambda c: _next_depth(c.k) is not None),
+    Action("mode_switch", 0.0, 0, _mode_switch),
+    Action("index_refresh", 5.0, 8 * MB, _refresh),
+    # A cross-encoder over the passages' sentences (~0.3 s) and a prompt no longer than the
+    # first; decompose adds a second retrieval from the bridge sentence.
+    Action("focus", 0.3, 1 * MB, _focus, lambda c: c.evidence != "focus"),
+    Action("decompose", 0.6, 1 * MB, _decompose, lambda c: c.hops == 1),
+    # The same evidence to the stronger generator of models.escalation: a remote call, priced by
+    # its measured latency once it has run (and its tokens in the request's usage).
+    Action("escalate", 2.0, 0, _escalate, lambda c: c.generator == "default", requires="escalation"),
+    # No pass: what they cost is the decision itself.
+    Action("abstain", 0.0, 0, effect="abstain"),
+    Action("no_repair", 0.0, 0, effect="keep"),
 )
 BY_NAME = {a.name: a for a in ACTIONS}
 ACTION_NAMES: tuple[str, ...] = tuple(BY_NAME)  # the arms of every policy the engine builds
@@ -93,31 +136,51 @@ ACTION_NAMES: tuple[str, ...] = tuple(BY_NAME)  # the arms of every policy the e
 
 @dataclass
 class CostModel:
-    """Expected cost of an action's repair pass. Until measured: the request's own first pass
-    (retrieval + generation, which the repair pass repeats) plus the action's prior overhead;
-    then an exponential moving average of the measured pass costs (memory only from passes
-    where it could be measured)."""
+    """Expected cost of an action, beyond the request's first pass for one that runs a pass.
 
-    weight: float = 0.3
-    _latency: dict[str, float] = field(default_factory=dict)
-    _memory: dict[str, float] = field(default_factory=dict)
+    Until measured: the request's own first pass (retrieval + generation, which a repair pass
+    repeats) plus the action's prior overhead. Then: the request's first pass plus the MEDIAN of
+    the action's last `window` measured overheads (its pass's latency minus the first pass it
+    repeated), and the median of its measured memory. A median, not a running mean: one pass
+    slowed by something else (a busy machine, a cold cache) must not price an action out. And an
+    action masked for its cost `forget_after` times in a row forgets its measurements and is
+    priced by its prior again: an estimate that masks an action is never corrected by the action
+    itself, since it no longer runs.
+    """
+
+    window: int = 9
+    forget_after: int = 25
+    _latency: dict[str, deque[float]] = field(default_factory=dict)
+    _memory: dict[str, deque[float]] = field(default_factory=dict)
+    _masked_in_a_row: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def expected(self, action: Action, base_pass_s: float = 0.0) -> tuple[float, float]:
         with self._lock:
-            return (
-                self._latency.get(action.name, base_pass_s + action.prior_latency_s),
-                self._memory.get(action.name, float(action.prior_memory_bytes)),
-            )
+            overheads = self._latency.get(action.name)
+            memories = self._memory.get(action.name)
+            overhead = statistics.median(overheads) if overheads else action.prior_latency_s
+            memory = statistics.median(memories) if memories else float(action.prior_memory_bytes)
+        return base_pass_s + max(0.0, overhead), memory
 
-    def observe(self, name: str, latency_s: float, memory_bytes: int | None) -> None:
+    def observe(
+        self, name: str, latency_s: float, memory_bytes: int | None, base_pass_s: float = 0.0
+    ) -> None:
+        """One measured cost of `name`; `base_pass_s`: the first pass it was expected on top of."""
         with self._lock:
-            self._latency[name] = self._mix(self._latency.get(name), latency_s)
+            self._masked_in_a_row[name] = 0
+            self._latency.setdefault(name, deque(maxlen=self.window)).append(latency_s - base_pass_s)
             if memory_bytes is not None:
-                self._memory[name] = self._mix(self._memory.get(name), float(memory_bytes))
+                self._memory.setdefault(name, deque(maxlen=self.window)).append(float(memory_bytes))
 
-    def _mix(self, prev: float | None, value: float) -> float:
-        return value if prev is None else (1 - self.weight) * prev + self.weight * value
+    def masked_for_cost(self, name: str) -> None:
+        with self._lock:
+            n = self._masked_in_a_row.get(name, 0) + 1
+            if n >= self.forget_after:
+                self._latency.pop(name, None)
+                self._memory.pop(name, None)
+                n = 0
+            self._masked_in_a_row[name] = n
 
 
 @dataclass(frozen=True)
@@ -129,29 +192,34 @@ class Masked:
 
 
 def feasible(
-    failure: FailureType,
     config: RAGConfig,
     budgets: Budgets,
     costs: CostModel,
     enabled: Sequence[str],
     base_pass_s: float = 0.0,
     refresh_allowed: bool = True,
+    missing: Collection[str] = (),
 ) -> tuple[list[Action], list[Masked]]:
+    """The enabled actions that can run and fit, and the others with why; `missing`: parts of
+    the deployment that are not configured ("escalation")."""
     ok: list[Action] = []
     masked: list[Masked] = []
     for name in enabled:
         a = BY_NAME[name]
-        latency, memory = costs.expected(a, base_pass_s)
-        if failure not in a.serves:
-            masked.append(Masked(name, f"does not serve {failure}"))
+        # An action without a pass costs its own overhead only, not a pass like the first.
+        latency, memory = costs.expected(a, base_pass_s if a.runs_a_pass else 0.0)
+        if a.requires is not None and a.requires in missing:
+            masked.append(Masked(name, f"needs models.{a.requires}, which is not configured"))
         elif not a.applies(config):
             masked.append(Masked(name, "would not change the configuration"))
         elif name == "index_refresh" and not refresh_allowed:
             masked.append(Masked(name, "refreshed recently (cool-down)"))
         elif latency > budgets.latency_s:
             masked.append(Masked(name, f"expected {latency:.2f} s > {budgets.latency_s:.2f} s left"))
+            costs.masked_for_cost(name)
         elif memory > budgets.memory_bytes:
             masked.append(Masked(name, f"expected {memory / MB:.1f} MB > {budgets.memory_bytes / MB:.1f} MB"))
+            costs.masked_for_cost(name)
         else:
             ok.append(a)
     return ok, masked

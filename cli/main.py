@@ -161,7 +161,10 @@ def print_outcome(outcome: Any, policy: Any = "annotate", citations: bool = True
 
     answer, diagnosis = outcome.answer, outcome.diagnosis
     evidence = [(p.id, p.title) for p in answer.evidence]
-    shown = present(answer.response, diagnosis, evidence, policy, citations, query=answer.query)
+    abstained = bool(getattr(outcome, "abstained", False))
+    shown = present(
+        answer.response, diagnosis, evidence, policy, citations, query=answer.query, abstained=abstained
+    )
     out.print(f"[bold]{escape(shown.text)}[/]\n")
     table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)
     for i, p in enumerate(answer.evidence, start=1):

@@ -1,4 +1,5 @@
-"""`ragmend train`: Algorithm 2 as a warm start of the repair policy on a data set's DEV split."""
+"""`ragmend train`: Algorithm 2 as a warm start of the repair policy, on a data set's DEV split or
+on the user's own JSONL over the served corpus (or a collection)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,20 @@ from ragmend.cli.common import SHARED_DATA, err, out, progress_bar, run, setting
 
 
 def train(
-    dataset: Annotated[str, typer.Option(help="hotpotqa or fever (corpora/tasks.py).")],
+    dataset: Annotated[
+        str | None, typer.Option(help="hotpotqa or fever (corpora/tasks.py), in its own workspace.")
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="Your own JSONL of {question, answer} or {claim, label} rows, answered over the served "
+            "corpus (or --collection); the gold answers are learned as a reward too."
+        ),
+    ] = None,
+    collection: Annotated[
+        str | None,
+        typer.Option(help="With --data: a collection (docs/collections.md) instead of the default corpus."),
+    ] = None,
     epochs: Annotated[int, typer.Option(min=1, max=100, help="Passes over the items (the paper: 2).")] = 2,
     limit: Annotated[
         int | None, typer.Option(min=1, help="Only the first N dev items (default: the whole dev split).")
@@ -38,13 +52,23 @@ def train(
     cached there, so a rerun or a resumed run is cheap (cached calls count at their recorded
     duration in every latency: ragmend/clock.py).
 
+    With --data the rows are answered by the configured engine itself (its corpus, index and
+    generator: nothing is built), and the state written is the one `serve` loads.
+
     Example: ragmend train --dataset fever --epochs 2 --limit 200
+    Example: ragmend train --data my-questions.jsonl --epochs 1
     """
     from ragmend.bench.harness.workspace import Workspace
     from ragmend.corpora.tasks import first, get_task
     from ragmend.engine import Engine
     from ragmend.policy import state_path
-    from ragmend.train.warm_start import warm_start
+
+    if (dataset is None) == (data is None):
+        run(_refuse_sources)
+    if data is not None:
+        run(lambda: _train_on_user_data(data, collection, epochs, limit, policy_kind, state, as_json))
+        return
+    assert dataset is not None
 
     def work() -> None:
         base = settings()
@@ -57,19 +81,7 @@ def train(
         s = ws.settings(base, policy=policy)
         err.print(f"{task.title}: {len(items)} dev items x {epochs} epochs; workspace {ws.root}")
         err.print(f"corpus: {ws.corpus.description if ws.corpus else ''}")
-        engine = Engine(s)
-        try:
-            engine.load()
-            with progress_bar() as bar:
-                job = bar.add_task("epoch 1", total=len(items) * epochs)
-
-                def tick(epoch: int, report: object) -> None:
-                    bar.update(job, advance=1, description=f"epoch {epoch}")
-
-                reports = warm_start(engine, items, epochs, on_item=tick)
-            stats = engine.repairer.policy.stats()
-        finally:
-            engine.close()
+        reports, arms = _warm_start(Engine(s), items, epochs)
         result = {
             "dataset": task.name,
             "split": "dev",
@@ -77,27 +89,94 @@ def train(
             "epochs": [r.as_json() for r in reports],
             "policy": s.policy.kind,
             "state": s.policy.state_path and str(s.policy.state_path),
-            "arms": {
-                a: {"pulls": v.pulls, "mean_reward": v.mean_reward and round(v.mean_reward, 4)}
-                for a, v in stats.items()
-            },
+            "arms": arms,
         }
 
-        def print_table(result: dict[str, Any]) -> None:
-            table = Table(
-                "epoch", "items", "failed", "repaired", "successes", "mean reward", "errors", "seconds"
-            )
-            for r in reports:
-                mean = r.mean_reward
-                table.add_row(
-                    *(str(v) for v in (r.epoch, r.items, r.failed, r.repaired, r.successes)),
-                    f"{mean:.3f}" if mean is not None else "-",
-                    str(r.errors),
-                    f"{r.seconds:.0f}",
-                )
-            out.print(table)
-            out.print(f"policy state: {result['state']}")
-
-        show(result, as_json, print_table)
+        show(result, as_json, lambda r: _print_epochs(reports, r))
 
     run(work)
+
+
+def _warm_start(engine: Any, items: Any, epochs: int, **options: Any) -> tuple[list[Any], dict[str, Any]]:
+    """Load `engine`, run the warm start over `items` with a progress bar, close it; the epochs'
+    reports and every arm's pulls and mean reward after."""
+    from ragmend.train.warm_start import warm_start
+
+    try:
+        engine.load()
+        with progress_bar() as bar:
+            job = bar.add_task("epoch 1", total=len(items) * epochs)
+
+            def tick(epoch: int, report: object) -> None:
+                bar.update(job, advance=1, description=f"epoch {epoch}")
+
+            reports = warm_start(engine, items, epochs, on_item=tick, **options)
+        stats = engine.policy.stats()
+    finally:
+        engine.close()
+    arms = {
+        a: {"pulls": v.pulls, "mean_reward": v.mean_reward and round(v.mean_reward, 4)}
+        for a, v in stats.items()
+    }
+    return reports, arms
+
+
+def _refuse_sources() -> None:
+    from ragmend.errors import InputError
+
+    raise InputError("give either --dataset (a bundled data set) or --data (your JSONL), not both")
+
+
+def _print_epochs(reports: list[Any], result: dict[str, Any]) -> None:
+    table = Table(
+        "epoch", "items", "failed", "repaired", "successes", "right", "mean reward", "errors", "seconds"
+    )
+    for r in reports:
+        mean = r.mean_reward
+        right = str(r.right) if result.get("labelled") else "-"
+        table.add_row(
+            *(str(v) for v in (r.epoch, r.items, r.failed, r.repaired, r.successes)),
+            right,
+            f"{mean:.3f}" if mean is not None else "-",
+            str(r.errors),
+            f"{r.seconds:.0f}",
+        )
+    out.print(table)
+    out.print(f"policy state: {result['state']}")
+
+
+def _train_on_user_data(
+    data: Path,
+    collection: str | None,
+    epochs: int,
+    limit: int | None,
+    policy_kind: str | None,
+    state: Path | None,
+    as_json: bool,
+) -> None:
+    from ragmend.cli.common import make_engine
+    from ragmend.policy import state_path
+    from ragmend.settings import settings_with
+    from ragmend.train.user_data import read_user_data
+
+    rows = read_user_data(data, limit)  # a bad file is refused before any model loads
+    base = settings()
+    policy: dict[str, Any] = {"learn": True, "repair": True, "state_path": str(state or state_path(base))}
+    if policy_kind is not None:
+        policy["kind"] = policy_kind
+    s = settings_with(base, policy=policy)
+    engine = make_engine(s, collection)
+    err.print(f"{data}: {len(rows.items)} {rows.kind} rows x {epochs} epochs over {engine.namespace}")
+    reports, arms = _warm_start(engine, rows.items, epochs, overrides=rows.overrides, judge=rows.judge)
+    result = {
+        "data": str(data),
+        "kind": rows.kind,
+        "collection": engine.namespace,
+        "labelled": True,
+        "items": len(rows.items),
+        "epochs": [r.as_json() for r in reports],
+        "policy": s.policy.kind,
+        "state": str(s.policy.state_path),
+        "arms": arms,
+    }
+    show(result, as_json, lambda r: _print_epochs(reports, r))

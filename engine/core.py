@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +26,17 @@ from ragmend.diagnosis.types import Diagnosis, Mode
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.repair import Repairer
+from ragmend.engine.repair import Repairer, RepairTrace
 from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
 from ragmend.errors import Cancelled, ConfigError, Conflict, InputError, NotFound, NotReady
 from ragmend.kg.phrases import embed_with
 from ragmend.models.embeddings import token_counter
+from ragmend.models.generator import Generator, GeneratorTally
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy import Policy, PolicyStore
 from ragmend.policy.core import check_enabled_actions, make_store
+from ragmend.policy.feedback import Served, Vote
 from ragmend.rag.documents import BUNDLED_CORPUS, SourceDocument
 from ragmend.rag.ingest import Ingestor, IngestReport, Progress
 from ragmend.rag.pipeline import IndexHandle, Pipeline
@@ -46,6 +50,16 @@ log = logging.getLogger("ragmend.engine")
 DEFAULT_NAMESPACE = "default"
 # Told of every applied change of the tunable settings: (the new settings, the live keys).
 TunablesListener = Callable[[Settings, Collection[str]], None]
+
+
+@contextlib.contextmanager
+def _tally(generator: Generator | None) -> Iterator[GeneratorTally]:
+    """The generator's tally of this thread's calls, or an empty one where there is none."""
+    if generator is None:
+        yield GeneratorTally()
+        return
+    with generator.tally() as tally:
+        yield tally
 
 
 def open_policy(
@@ -329,6 +343,7 @@ class Engine:
                     self._embed,
                     CostMeter(),
                     refresh_cooldown_s=self.settings.policy.refresh_cooldown_s,
+                    missing=frozenset() if self.settings.models.escalation else frozenset({"escalation"}),
                 )
             return self._repairer
 
@@ -347,7 +362,8 @@ class Engine:
         if not self.ready:  # before the generator is touched: that would load it on this thread
             raise NotReady("ragmend is still loading its models and index")
         asked = validate_query(query, self.settings.rag.max_query_chars)
-        with self.models.generator.tally() as generated:
+        escalation = self.models.escalation
+        with self.models.generator.tally() as generated, _tally(escalation) as escalated:
             try:
                 if any(turn.role == "user" for turn in history) and refers_back(asked):
                     query = EngineServices(self).condense_query(asked, history)
@@ -355,11 +371,14 @@ class Engine:
             except Cancelled as e:
                 e.generator_s = generated.busy_s  # the generator's work for an answer nobody receives
                 raise
+        usage = dict(generated.usage)
+        for purpose, tokens in escalated.usage.items():  # the stronger generator's calls count too
+            usage[purpose] = usage[purpose].plus(tokens) if purpose in usage else tokens
         return dataclasses.replace(
             outcome,
-            generator_s=generated.seconds,
-            generator_busy_s=generated.busy_s,
-            usage=dict(generated.usage),
+            generator_s=generated.seconds + escalated.seconds,
+            generator_busy_s=generated.busy_s + escalated.busy_s,
+            usage=usage,
             condensed_from=asked if query != asked else None,
             collection=self.namespace,
         )
@@ -381,9 +400,47 @@ class Engine:
             return Outcome(answer, diagnosis, seconds=first_pass_s, first_pass_s=first_pass_s)
         request.check("repair")
         final, final_diagnosis, trace = self.repairer.repair(answer, diagnosis, started)
+        second = None
+        if (
+            self.settings.policy.extra_repairs
+            and isinstance(trace, RepairTrace)
+            and trace.kept != "abstained"
+            and trace.action != "no_repair"  # it decided that repairing will not help
+            and final_diagnosis.failed
+        ):
+            # One more, never a loop: the actions not tried yet, from the better answer so far,
+            # within what the request's budgets and deadline leave.
+            request.check("repair")
+            final, final_diagnosis, second = self.repairer.repair(
+                final, final_diagnosis, started, exclude={trace.action}
+            )
         return Outcome(
-            final, final_diagnosis, answer, diagnosis, trace, clock.now() - started, first_pass_s=first_pass_s
+            final,
+            final_diagnosis,
+            answer,
+            diagnosis,
+            trace,
+            clock.now() - started,
+            first_pass_s=first_pass_s,
+            second_repair=second,
         )
+
+    def served(self, response_id: str, outcome: Outcome) -> Served:
+        """What a user's vote on this answer would credit (policy/feedback.py): the decision that
+        settled the reply (the second repair's when one ran), its context and cost factors."""
+        last = outcome.second_repair or outcome.repair
+        if not isinstance(last, RepairTrace):
+            return Served(response_id, self.namespace, None, None, 1.0, time.time())
+        factor = max(0.0, last.reward.latency_factor * last.reward.memory_factor)
+        return Served(response_id, self.namespace, last.action, last.context, factor, time.time())
+
+    def credit(self, vote: Vote) -> bool:
+        """Learn a user's vote as one more observation of the arm that decided the answer;
+        False when there is none, or learning is off."""
+        reward, served = vote.reward, vote.served
+        if reward is None or served.arm is None or not served.context:
+            return False
+        return self.policy.update(served.arm, np.asarray(served.context), reward)
 
     def refresh_index(self) -> IngestReport:
         """Re-ingest the configured sources (incremental; built aside, swapped atomically): what

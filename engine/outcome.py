@@ -36,6 +36,14 @@ class Outcome:
     condensed_from: str | None = None
     # The corpus that answered: "default", or a collection's name (engine/collections.py).
     collection: str = "default"
+    # The one more repair policy.extra_repairs allows, when the first one's answer still failed.
+    second_repair: RepairTrace | RepairSkip | None = None
+
+    @property
+    def abstained(self) -> bool:
+        """The repair chose to abstain: the answer is its statement that the sources do not answer."""
+        last = self.second_repair or self.repair
+        return isinstance(last, RepairTrace) and last.kept == "abstained"
 
     def total_usage(self) -> TokenCount:
         """The whole request's tokens; without a tally (an Outcome built by hand), the returned

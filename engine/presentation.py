@@ -23,10 +23,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from ragmend.diagnosis.compound import decompose, unprefixed
 from ragmend.diagnosis.hypotheses import CITATION_MARK, is_abstention, split_claims
-from ragmend.diagnosis.types import Diagnosis, HypothesisVerdict
+from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis, HypothesisVerdict
 from ragmend.settings import AnswerPolicy
 
 UNSUPPORTED_MARK = "[unsupported]"
@@ -52,6 +53,9 @@ class Presented:
     sentences: tuple[CitedSentence, ...]
     policy_applied: str | None  # "annotate" / "abstain" when the final answer failed; else None
     note: str | None = None  # annotate: the plain sentence saying the sources do not support it
+    # Who said the sources do not answer: the repair policy's abstain action, or answer_policy
+    # (abstain) on a final answer still unsupported; None: no abstention.
+    abstained_by: Literal["repair", "answer_policy"] | None = None
 
 
 def cite(
@@ -106,11 +110,18 @@ def present(
     policy: AnswerPolicy = "annotate",
     citations: bool = True,
     query: str = "",
+    abstained: bool = False,
 ) -> Presented:
     """The text the user reads for a final answer and its diagnosis (`evidence`: each passage's
-    id and title, in the reply's order; `query`: the question the answer was diagnosed against)."""
+    id and title, in the reply's order; `query`: the question the answer was diagnosed against;
+    `abstained`: the repair chose to abstain, and the answer is its statement). An abstention
+    the repair chose is never annotated or abstained over again: one voice says it."""
     if diagnosis is None:
         return Presented(response, (), None)
+    if abstained:
+        if diagnosis.mode == "claim":
+            return Presented(f"{ABSTAIN_LABEL}: {NOT_VERIFIED}", (), "abstain", abstained_by="repair")
+        return Presented(ABSTAINED + _found(evidence), (), "abstain", abstained_by="repair")
     if not diagnosis.judged:
         # Nothing was checked, so nothing is cited or marked, and the reader is told so.
         if policy == "off":
@@ -125,7 +136,7 @@ def present(
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     failed = diagnosis.failed
     if failed and policy == "abstain":
-        return Presented(ABSTAINED + _found(evidence), sentences, "abstain")
+        return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
     if not citations and not (failed and policy == "annotate"):
         return Presented(response, sentences, None)
     if not sentences:

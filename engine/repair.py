@@ -9,17 +9,19 @@ diagnosis fails and budget is left
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from ragmend import cancel, clock
-from ragmend.actions.catalogue import BY_NAME, Cooldown, CostModel, Masked, RepairServices, feasible
+from ragmend.actions.catalogue import BY_NAME, Action, Cooldown, CostModel, Masked, RepairServices, feasible
 from ragmend.actions.meter import Cost, CostMeter
 from ragmend.budgets import Budgets
-from ragmend.diagnosis.types import Diagnosis
+from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis
+from ragmend.engine.presentation import ABSTAINED
 from ragmend.errors import Cancelled, GeneratorTimeout
 from ragmend.policy import Policy
 from ragmend.policy.core import ArmsDisabled, action_budgets
@@ -42,10 +44,13 @@ class RepairTrace:
     cost: Cost
     reward: Reward
     learned: bool  # the policy was updated (learn mode)
-    kept: str  # "repaired" or "original": which answer the reply carries
-    success: bool  # the failure is gone after the repair
+    # Which answer the reply carries: "repaired" (the second pass's), "original" (the first,
+    # better supported or kept by no_repair) or "abstained" (the abstain action's statement).
+    kept: str
+    success: bool  # the failure is gone after the repair (an abstention: it was chosen)
     latency_budget_s: float  # what the action was allowed (per-action budget capped by the request's)
     over_budget: tuple[str, ...]  # budgets the pass overran: "action_latency", "action_memory", "request"
+    context: tuple[float, ...] = ()  # x of the decision: what a user's vote on the answer credits
 
 
 # Why no repair ran: the request's budget was spent before it could; no enabled action serves the
@@ -94,6 +99,7 @@ class Repairer:
         embed: Callable[[list[str]], np.ndarray],
         meter: CostMeter,
         refresh_cooldown_s: float = 300.0,
+        missing: frozenset[str] = frozenset(),
     ):
         self.policy = policy
         self.services = services
@@ -103,11 +109,13 @@ class Repairer:
         self.meter = meter
         self.costs = CostModel()
         self.cooldown = Cooldown(refresh_cooldown_s)
+        self.missing = missing  # parts of the deployment not configured (actions.catalogue.feasible)
 
     def repair(
-        self, answer: Answer, diagnosis: Diagnosis, started: float
+        self, answer: Answer, diagnosis: Diagnosis, started: float, exclude: Collection[str] = ()
     ) -> tuple[Answer, Diagnosis, RepairTrace | RepairSkip]:
-        """One repair attempt for a failed answer; `started` is the request's monotonic start."""
+        """One repair attempt for a failed answer; `started` is the request's monotonic start;
+        `exclude`: actions not to offer (a second repair's: the first one's)."""
         # One snapshot of the policy's settings for the whole decision: an admin change or a hot
         # reload lands between requests (or between two of them), never inside one decision.
         cfg = self.policy.config
@@ -134,13 +142,13 @@ class Repairer:
         source = self.meter.memory_source
         memory_left = float(action_budgets(cfg, source).memory_bytes)
         ok, masked = feasible(
-            diagnosis.failure,
             answer.config,
             Budgets(allowed, memory_left),
             self.costs,
-            cfg.enabled_actions,
+            [a for a in cfg.enabled_actions if a not in exclude],
             base_pass_s=answer.timings.total_s,
             refresh_allowed=self.cooldown.ready(),
+            missing=self.missing,
         )
         if not ok:
             if allowed == deadline_left and any(m.reason.endswith(" s left") for m in masked):
@@ -163,6 +171,8 @@ class Repairer:
             why = "no action fits the failure and the budgets (the feasible ones were just disabled)"
             return answer, diagnosis, RepairSkip("no_feasible_action", why, tuple(masked))
         action = BY_NAME[decision.arm]
+        if not action.runs_a_pass:
+            return self._decide_without_pass(answer, diagnosis, action, decision, x, masked, allowed)
         if action.name == "index_refresh":
             self.cooldown.mark()
         request = cancel.current()
@@ -187,7 +197,7 @@ class Repairer:
             return answer, diagnosis, RepairSkip("timed_out", why, tuple(masked), action=action.name)
         cost = m.cost
         assert cost is not None
-        self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)
+        self.costs.observe(action.name, cost.latency_s, cost.memory_bytes, base_pass_s=answer.timings.total_s)
         after = self._diagnose(second)
         reward = self.policy.reward(after, cost.latency_s, cost.memory_bytes, cost.memory_source)
         learned = self.policy.update(action.name, x, reward)
@@ -210,10 +220,68 @@ class Repairer:
             success=after.failure == "NoFailure",
             latency_budget_s=allowed,
             over_budget=tuple(over),
+            context=tuple(float(v) for v in x),
         )
         if keep_repaired:
             return second, after, trace
         return answer, diagnosis, trace
+
+    def _decide_without_pass(
+        self,
+        answer: Answer,
+        diagnosis: Diagnosis,
+        action: Action,
+        decision: Decision,
+        x: np.ndarray,
+        masked: list[Masked],
+        allowed: float,
+    ) -> tuple[Answer, Diagnosis, RepairTrace]:
+        """no_repair keeps the first answer; abstain replaces it with the statement that the
+        sources do not answer. No pass runs: the cost is the decision's own time, and the reward
+        is the first diagnosis's (no_repair: Eq. 2 of the answer kept; abstain: the probability
+        that the sources do not answer)."""
+        with self.meter.measure() as m:
+            final, final_diagnosis = (
+                abstention(answer, diagnosis) if action.effect == "abstain" else (answer, diagnosis)
+            )
+        cost = m.cost
+        assert cost is not None
+        self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)
+        abstained = action.effect == "abstain"
+        reward = self.policy.reward(
+            diagnosis, cost.latency_s, cost.memory_bytes, cost.memory_source, abstained=abstained
+        )
+        learned = self.policy.update(action.name, x, reward)
+        trace = RepairTrace(
+            action=action.name,
+            failure=diagnosis.failure,
+            decision=decision,
+            masked=tuple(masked),
+            config=answer.config,
+            answer=final,
+            diagnosis=final_diagnosis,
+            cost=cost,
+            reward=reward,
+            learned=learned,
+            kept="abstained" if abstained else "original",
+            success=abstained,
+            latency_budget_s=allowed,
+            over_budget=tuple(f"action_{v}" for v in reward.violated),
+            context=tuple(float(v) for v in x),
+        )
+        return final, final_diagnosis, trace
+
+
+def abstention(answer: Answer, diagnosis: Diagnosis) -> tuple[Answer, Diagnosis]:
+    """The abstain action's final answer over the first pass's evidence: the statement that the
+    sources do not answer (claim mode: the abstention label), with that pass's diagnosis, which
+    says why; no generator call."""
+    if diagnosis.mode == "claim":
+        return (
+            answer.model_copy(update={"response": ABSTAIN_LABEL, "completion_tokens": 0}),
+            dataclasses.replace(diagnosis, final_label=ABSTAIN_LABEL),
+        )
+    return answer.model_copy(update={"response": ABSTAINED, "completion_tokens": 0}), diagnosis
 
 
 def trace_summary(trace: RepairTrace | RepairSkip | None) -> dict[str, Any] | None:

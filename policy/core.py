@@ -251,11 +251,18 @@ class Policy:
         return action_budgets(self.config, memory_source)
 
     def reward(
-        self, diagnosis: Diagnosis, latency_s: float, memory_bytes: float | None, memory_source: str = "nvml"
+        self,
+        diagnosis: Diagnosis,
+        latency_s: float,
+        memory_bytes: float | None,
+        memory_source: str = "nvml",
+        abstained: bool = False,
     ) -> Reward:
-        """Eq. 2 for the repaired answer, with the configured variant and scaled budgets."""
+        """Eq. 2 for the repaired answer, with the configured variant and scaled budgets;
+        `abstained`: the answer is an abstention over the evidence `diagnosis` judged."""
         variant: RewardVariant = self.config.reward_variant
-        return compute_reward(diagnosis, latency_s, memory_bytes, self.budgets_for(memory_source), variant)
+        budgets = self.budgets_for(memory_source)
+        return compute_reward(diagnosis, latency_s, memory_bytes, budgets, variant, abstained=abstained)
 
     def update(self, arm: str, x: np.ndarray, reward: Reward | float) -> bool:
         """Learn from the outcome of `arm` in context x. Persists first, then updates memory.

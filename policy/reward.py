@@ -37,7 +37,7 @@ BUDGET_SCALES: dict[str, float] = {"stringent": 0.7, "default": 1.0, "relaxed": 
 @dataclass(frozen=True)
 class Reward:
     total: float  # quality * latency_factor * memory_factor, in [0, 1] (< 0: unconstrained overrun)
-    quality: float  # 1/4 (NF + KG + 2 NLI), in {0, .25, .5, .75, 1}
+    quality: float  # 1/4 (NF + KG + 2 NLI), in {0, .25, .5, .75, 1}; an abstention's: in [0, 1]
     no_failure: bool
     kg_consistent: bool
     response_entailed: bool
@@ -70,16 +70,28 @@ def compute_reward(
     memory_bytes: float | None,
     budgets: Budgets,
     variant: RewardVariant = "paper",
+    abstained: bool = False,
 ) -> Reward:
-    """Eq. 2 for a repair whose second pass was diagnosed as `diagnosis` and cost what it cost."""
+    """Eq. 2 for a repair whose second pass was diagnosed as `diagnosis` and cost what it cost.
+
+    `abstained`: the repair answered that the sources do not answer the question (over the
+    evidence `diagnosis` judged). That is right exactly when they do not, so its quality is the
+    diagnosis's probability that they do not: 1 minus the graded e_q (the answerability model's
+    P(answerable) under a verdict, else the question's best entailment); the cost factors are
+    Eq. 2's."""
+    quality = None
+    if abstained:
+        support = diagnosis.e_q.support
+        quality = 1.0 - (support if support is not None else float(diagnosis.e_q.state == "entail"))
     return reward_from_signals(
         failure=diagnosis.failure,
         kappa=diagnosis.kappa,
-        e_r=diagnosis.e_r.state,
+        e_r="neutral" if abstained else diagnosis.e_r.state,
         latency_s=latency_s,
         memory_bytes=memory_bytes,
         budgets=budgets,
         variant=variant,
+        quality=None if quality is None else min(1.0, max(0.0, quality)),
     )
 
 
@@ -92,13 +104,17 @@ def reward_from_signals(
     memory_bytes: float | None,
     budgets: Budgets,
     variant: RewardVariant = "paper",
+    quality: float | None = None,
 ) -> Reward:
+    """Eq. 2 from the signals; `quality` replaces its quality part where the answer is not one
+    the signals judge (an abstention)."""
     if not (math.isfinite(latency_s) and latency_s >= 0):
         raise InputError(f"the action's latency must be a finite number >= 0 s, got {latency_s}")
     if variant not in REWARD_VARIANTS:
         raise InputError(f"unknown reward variant {variant!r}; expected one of {', '.join(REWARD_VARIANTS)}")
     nf, kg, nli = failure == "NoFailure", kappa == "consistent", e_r == "entail"
-    quality = (int(nf) + int(kg) + 2 * int(nli)) / 4
+    if quality is None:
+        quality = (int(nf) + int(kg) + 2 * int(nli)) / 4
     violated = []
     latency_factor = resource_factor(latency_s, budgets.latency_s, variant)
     if latency_s > budgets.latency_s:

@@ -30,6 +30,7 @@ CHARS_PER_TOKEN = 4
 
 Splitter = Callable[[str], list[str]]
 Embedder = Callable[[list[str]], np.ndarray]  # unit-length rows, one per text
+Scorer = Callable[[str, list[str]], list[float]]  # a cross-encoder: relevance of each text to a query
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,7 @@ def compact_context(
 ) -> str:
     """The numbered context block of the sentences that bear on `question`, within
     `budget_tokens` (estimated) of sentence text; titles and numbers come on top of it."""
-    sentences = [
-        Sentence(i, j, s) for i, p in enumerate(passages) for j, s in enumerate(split(p.text)) if s.strip()
-    ]
+    sentences = _sentences(passages, split)
     if not sentences:
         return ""
     if sum(estimate_tokens(s.text) for s in sentences) <= budget_tokens:
@@ -66,9 +65,48 @@ def compact_context(
     return _render(passages, chosen)
 
 
+def focused_context(
+    question: str,
+    passages: Sequence[Passage],
+    budget_tokens: int,
+    split: Splitter,
+    score: Scorer,
+) -> str:
+    """The focus repair's evidence: the passages' sentences scored against `question` by a
+    cross-encoder (it reads the pair together, so it ranks the sentence holding the answer above
+    one that merely shares the question's words), the best FIRST, one numbered line each, within
+    `budget_tokens`. A small generator answers from what it reads first; the retrieval order that
+    `compact_context` keeps is what a wrong first answer followed."""
+    sentences = _sentences(passages, split)
+    if not sentences:
+        return ""
+    scores = np.asarray(score(question, [_titled(passages[s.passage], s.text) for s in sentences]))
+    chosen = _within_budget(sentences, scores, budget_tokens)  # already in the order of scores
+    return "\n".join(numbered(s.passage + 1, passages[s.passage].title, s.text) for s in chosen)
+
+
+def best_sentence(
+    question: str, passages: Sequence[Passage], split: Splitter, score: Scorer
+) -> tuple[int, str]:
+    """The passage rank and text of the sentence a cross-encoder finds most relevant to
+    `question` (titled, so its subject is named): the bridge a second retrieval hop starts from."""
+    sentences = _sentences(passages, split)
+    if not sentences:
+        return 0, ""
+    titled = [_titled(passages[s.passage], s.text) for s in sentences]
+    best = int(np.argmax(score(question, titled)))
+    return sentences[best].passage, titled[best]
+
+
 def numbered(n: int, title: str, text: str) -> str:
     """One passage as the prompt shows it: its number (citations point at it), title and text."""
     return f"[{n}] {title}: {text}" if title else f"[{n}] {text}"
+
+
+def _sentences(passages: Sequence[Passage], split: Splitter) -> list[Sentence]:
+    return [
+        Sentence(i, j, s) for i, p in enumerate(passages) for j, s in enumerate(split(p.text)) if s.strip()
+    ]
 
 
 def _titled(p: Passage, sentence: str) -> str:

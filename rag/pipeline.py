@@ -6,15 +6,19 @@ import threading
 import time
 from collections.abc import Callable
 
+from ragmend.errors import InputError
 from ragmend.models.generation import Purpose
 from ragmend.models.registry import ModelRegistry
-from ragmend.rag.evidence import Embedder, Splitter, compact_context, numbered
+from ragmend.rag.evidence import Embedder, Splitter, best_sentence, compact_context, focused_context, numbered
 from ragmend.rag.prompts import answer_messages, get_prompt
 from ragmend.rag.retrieval import SnapshotRetriever, rerank
 from ragmend.rag.store import IndexBackend, Snapshot
 from ragmend.rag.types import Answer, Passage, RAGConfig, StageTimings
-from ragmend.settings import Settings
+from ragmend.settings import CONTEXT_TOKENS, Settings
 from ragmend.text import validate_query
+
+# Passages a second retrieval hop adds (the rest of the k stay the first hop's best).
+HOP_PASSAGES = 2
 
 
 class IndexHandle:
@@ -116,7 +120,27 @@ class Pipeline:
         if config.rerank:
             passages = rerank(self.models.reranker, search, passages, config.rerank_top_n)
         t2 = time.perf_counter()
-        return passages, StageTimings(retrieve_s=t1 - t0, rerank_s=t2 - t1 if config.rerank else 0.0)
+        timings = StageTimings(retrieve_s=t1 - t0, rerank_s=t2 - t1 if config.rerank else 0.0)
+        if config.hops == 2 and passages and self._split is not None:
+            passages, hop_s = self._second_hop(search, passages, config, retriever)
+            timings = timings.model_copy(update={"retrieve_s": timings.retrieve_s + hop_s})
+        return passages, timings
+
+    def _second_hop(
+        self, search: str, passages: list[Passage], config: RAGConfig, retriever: SnapshotRetriever
+    ) -> tuple[list[Passage], float]:
+        """A multi-hop question's second passage is about something the first hop's passages
+        name (the bridge), not about the question's own words: retrieve again with the best
+        sentence of the first hop beside the question, and keep that sentence's passage first,
+        then the new documents, then the rest of the first hop, k in all."""
+        assert self._split is not None
+        t0 = time.perf_counter()
+        rank, bridge = best_sentence(search, passages, self._split, self.models.reranker.score)
+        seen = {p.doc_id for p in passages}
+        found = retriever.retrieve(f"{search} {bridge}", config.mode, config.k + len(seen))
+        more = [p for p in found if p.doc_id not in seen][:HOP_PASSAGES]
+        rest = [p for i, p in enumerate(passages) if i != rank]
+        return [passages[rank], *more, *rest][: max(config.k, 1 + len(more))], time.perf_counter() - t0
 
     def context(self, question: str, passages: list[Passage], config: RAGConfig) -> tuple[str, list[Passage]]:
         """The prompt's evidence block and the passages it stands for (what the diagnosis
@@ -125,7 +149,10 @@ class Pipeline:
         context, used = format_context(passages, self.settings.rag.max_context_chars)
         if not used:
             return "(no passages found)", used
-        if config.context_tokens and self._split is not None and self._embed is not None:
+        if config.evidence == "focus" and self._split is not None:
+            budget = config.context_tokens or CONTEXT_TOKENS
+            context = focused_context(question, used, budget, self._split, self.models.reranker.score)
+        elif config.context_tokens and self._split is not None and self._embed is not None:
             context = compact_context(question, used, config.context_tokens, self._split, self._embed)
         return context, used
 
@@ -145,8 +172,20 @@ class Pipeline:
         retriever = self.index.retriever  # one snapshot for the whole request
         passages, timings = self.retrieve(query, config, retriever)
         context, used = self.context(query, passages, config)
-        out = self.models.generator.chat(
-            answer_messages(template, config.instructions, context=context, question=query),
+        generator = self.models.generator
+        if config.generator == "escalation":
+            escalation = self.models.escalation
+            if escalation is None:
+                raise InputError("config.generator: escalation needs models.escalation configured")
+            generator = escalation
+        out = generator.chat(
+            answer_messages(
+                template,
+                config.instructions,
+                focus=config.evidence == "focus",
+                context=context,
+                question=query,
+            ),
             max_tokens=config.max_tokens,
             temperature=config.temperature,
             stop=list(config.stop) if config.stop else None,

@@ -37,11 +37,15 @@ def load_prompts(path: Path = PROMPTS_FILE) -> dict[str, PromptTemplate]:
 
 
 def answer_messages(
-    template: PromptTemplate, instructions: str | None, **values: str
+    template: PromptTemplate, instructions: str | None, focus: bool = False, **values: str
 ) -> list[dict[str, str]]:
     """An answer prompt's messages; a chat's style instructions (its system or developer
-    messages) go after the template's own system message, whose grounding rule stays first."""
+    messages) go after the template's own system message, whose grounding rule stays first.
+    `focus`: the evidence is the most relevant sentences, best first (the focus repair), and the
+    user message says so before it asks."""
     messages = template.messages(**values)
+    if focus:
+        messages[1]["content"] = f"{get_prompt('focus').user}\n\n{messages[1]['content']}"
     if instructions and instructions.strip():
         note = get_prompt("instructions").system.format(instructions=instructions.strip())
         messages[0]["content"] = f"{messages[0]['content']}\n\n{note}"

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ragmend.errors import InputError, describe_validation
 from ragmend.settings import CONTEXT_TOKENS, RAGSettings, RetrievalMode
 
+EvidenceMode = Literal["closest", "focus"]
+
 
 class RAGConfig(BaseModel):
     """P in the paper: what one pipeline pass does. Repair actions are patches of this value."""
@@ -23,6 +25,15 @@ class RAGConfig(BaseModel):
     # The prompt's evidence: the passages' sentences closest to the question within this many
     # tokens (estimated); 0: the passages whole (rag/evidence.py).
     context_tokens: int = Field(CONTEXT_TOKENS, ge=0, le=8192, description="evidence tokens in the prompt")
+    # How the prompt's evidence is chosen: "closest", the sentences closest to the question by
+    # embeddings, in retrieval order; "focus", the sentences a cross-encoder ranks best against
+    # the question, best first, with a prompt line saying the answer is among them (a repair).
+    evidence: EvidenceMode = "closest"
+    # Retrieval hops: 2 retrieves again from the first hop's best sentence (the bridge a
+    # multi-hop question's second passage is named in) and adds what that finds (a repair).
+    hops: int = Field(1, ge=1, le=2, description="retrieval hops")
+    # Which generator answers: the configured one, or models.escalation's stronger one (a repair).
+    generator: Literal["default", "escalation"] = "default"
     # The text used for retrieval when it differs from the user's question (a rewrite action).
     query: str | None = None
     # Per-request sampling (the OpenAI API's temperature/max_tokens); None: the generator settings'.

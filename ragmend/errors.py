@@ -57,6 +57,13 @@ class NotFound(InputError):
     metric_kind = "not_found"
 
 
+class Gone(NotFound):
+    """A named thing existed but is no longer kept (feedback on an answer past its time to vote)."""
+
+    http_status = 410
+    metric_kind = "gone"
+
+
 class Conflict(InputError):
     """The request does not fit the current state (a collection that exists, one with no documents)."""
 

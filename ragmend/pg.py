@@ -111,6 +111,19 @@ MIGRATIONS: tuple[Migration, ...] = (
                 created TIMESTAMPTZ NOT NULL DEFAULT now())""",
         ),
     ),
+    # The answers users may vote on (policy/feedback.py): the repair decision behind each, so a
+    # vote received by any replica credits the arm that decided it.
+    Migration(
+        5,
+        "feedback",
+        (
+            """CREATE TABLE ragmend_feedback (
+                response_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, arm TEXT, context TEXT,
+                cost_factor DOUBLE PRECISION NOT NULL, created TIMESTAMPTZ NOT NULL,
+                score DOUBLE PRECISION, comment TEXT, voted TIMESTAMPTZ)""",
+            "CREATE INDEX ragmend_feedback_by_created ON ragmend_feedback (created)",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

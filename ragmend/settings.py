@@ -137,8 +137,20 @@ class ModelsSettings(_Section):
     embeddings: EmbeddingsSettings = EmbeddingsSettings()
     reranker: RerankerSettings = RerankerSettings()
     generator: GeneratorSettings = GeneratorSettings()
+    # A stronger generator the repair policy may escalate to (the `escalate` action): any litellm
+    # model (a larger model on vLLM, an API), with its api_base / api_key. Unset: the action is
+    # masked. Its calls are metered and budgeted like every repair pass.
+    escalation: GeneratorSettings | None = None
     spacy: SpacySettings = SpacySettings()
     nli: NLISettings = NLISettings()
+
+    @model_validator(mode="after")
+    def _escalation_is_a_model(self) -> ModelsSettings:
+        if self.escalation is not None and not self.escalation.model:
+            raise ValueError(
+                "models.escalation.model: a litellm model string is required (e.g. openai/<name>)"
+            )
+        return self
 
 
 class RAGSettings(_Section):
@@ -299,6 +311,11 @@ class PolicySettings(_Section):
     learn: Annotated[bool, LIVE] = True
     # false: diagnose only, never repair.
     repair: Annotated[bool, LIVE] = True
+    # Repairs after the first when its answer still fails and the budgets leave room (0 or 1:
+    # never a loop); each offers the actions not tried yet and counts against every budget.
+    extra_repairs: Annotated[int, LIVE] = Field(0, ge=0, le=1)
+    # How long an answer can be voted on (POST /v1/feedback); its record is dropped after.
+    feedback_ttl_s: Annotated[float, LIVE] = Field(7 * 24 * 3600.0, gt=0, allow_inf_nan=False)
     # At most one index refresh (a re-read of every source) per this many seconds.
     refresh_cooldown_s: Annotated[float, LIVE] = Field(300.0, ge=0, allow_inf_nan=False)
     # SQLite file of the learned state; unset: <data_dir>/policy.sqlite.
@@ -311,6 +328,11 @@ class PolicySettings(_Section):
         "depth",
         "mode_switch",
         "index_refresh",
+        "focus",
+        "decompose",
+        "escalate",  # masked unless models.escalation is configured
+        "abstain",
+        "no_repair",
     )
 
     @field_validator("enabled_actions")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -35,6 +36,7 @@ from ragmend.server.body_limit import StreamedBodyLimit
 from ragmend.server.collections_api import collections_router
 from ragmend.server.deadline import client_timeout_s, until_disconnected
 from ragmend.server.errors import error_response, exception_response
+from ragmend.server.feedback_api import Feedback, feedback_router
 from ragmend.server.lifecycle import shut_down
 from ragmend.server.mapping import answer_response, conversation, ready_status
 from ragmend.server.metrics import Metrics
@@ -88,6 +90,7 @@ def create_app(
     engine = engine or Engine(settings)
     # The corpora besides the engine's (engine/collections.py): `model` picks one per request.
     collections = Collections(engine)
+    feedback = Feedback(collections)  # the answers users may vote on (POST /v1/feedback)
     metrics = metrics or Metrics.for_engine(engine)
     # Bounded concurrency and queue, and the request deadline, of the model-calling endpoints.
     admission = Admission.from_settings(settings.server, metrics=metrics.admission())
@@ -112,6 +115,7 @@ def create_app(
         with watching(reloader):
             yield
         await shut_down(admission, engine if owns_engine else None, settings.server.shutdown_timeout_s)
+        feedback.close()
         collections.close()
 
     app = FastAPI(
@@ -193,10 +197,15 @@ def create_app(
         return Response(body, media_type=metrics.content_type)
 
     def respond(
-        target: Engine, query: str, overrides: dict[str, Any] | None, history: tuple[Turn, ...]
+        target: Engine,
+        query: str,
+        overrides: dict[str, Any] | None,
+        history: tuple[Turn, ...],
+        response_id: str,
     ) -> Outcome:
         outcome = target.respond(query, overrides, history)
         metrics.observe(outcome)  # in the worker thread too: it may read the policy's budgets
+        feedback.remember(response_id, outcome)
         return outcome
 
     @app.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
@@ -209,13 +218,15 @@ def create_app(
         target = await to_thread.run_sync(models.engine_for, body.model, "model")
         # 503 before any work when it cannot be answered in time, 504 late; a client that
         # disconnects stops its work
-        asked = (target, body.query, overrides, history)
+        response_id = f"answer-{uuid.uuid4().hex}"
+        asked = (target, body.query, overrides, history, response_id)
         run = admission.run(respond, *asked, token=token, kind=target.namespace)
         outcome = await until_disconnected(request, run)
         s = engine.settings.server  # the settings in force (a hot reload replaces them)
-        return answer_response(outcome, s.answer_policy, s.citations)
+        return answer_response(outcome, s.answer_policy, s.citations, response_id=response_id)
 
-    app.include_router(openai_router(models, metrics))  # /v1/chat/completions, /v1/models
+    app.include_router(openai_router(models, metrics, feedback))  # /v1/chat/completions, /v1/models
+    app.include_router(feedback_router(feedback))  # /v1/feedback
     app.include_router(admin_router(engine, metrics, Path(config_path) if config_path else None))
     app.include_router(collections_router(collections, metrics))  # /admin/collections
 

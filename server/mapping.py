@@ -59,6 +59,9 @@ def rag_config(c: rag.RAGConfig) -> api.RAGConfig:
         rerank_top_n=c.rerank_top_n,
         prompt=c.prompt,
         context_tokens=c.context_tokens,
+        evidence=c.evidence,
+        hops=c.hops,
+        generator=c.generator,
         query=c.query,
         temperature=c.temperature,
         max_tokens=c.max_tokens,
@@ -305,13 +308,22 @@ def token_usage(outcome: Outcome) -> api.TokenUsage:
 
 
 def answer_response(
-    outcome: Outcome, policy: AnswerPolicy = "annotate", citations: bool = True
+    outcome: Outcome, policy: AnswerPolicy = "annotate", citations: bool = True, response_id: str = ""
 ) -> api.AnswerResponse:
     """The body for an engine outcome; its `answer` is what the user reads (engine/presentation.py)."""
     result = outcome.answer
     evidence = [(p.id, p.title) for p in result.evidence]
-    shown = present(result.response, outcome.diagnosis, evidence, policy, citations, query=result.query)
+    shown = present(
+        result.response,
+        outcome.diagnosis,
+        evidence,
+        policy,
+        citations,
+        query=result.query,
+        abstained=outcome.abstained,
+    )
     return api.AnswerResponse(
+        id=response_id,
         query=result.query,
         answer=shown.text,
         generated=result.response,
@@ -321,6 +333,7 @@ def answer_response(
         ],
         answer_policy=shown.policy_applied,
         answer_note=shown.note,
+        abstained_by=shown.abstained_by,
         evidence=[passage(p) for p in result.evidence],
         config=rag_config(result.config),
         timings=timings(result.timings),
@@ -331,6 +344,7 @@ def answer_response(
         diagnosis=optional_diagnosis(outcome.diagnosis),
         first_diagnosis=optional_diagnosis(outcome.first_diagnosis),
         repair=repair_result(outcome.repair),
+        second_repair=repair_result(outcome.second_repair),
         seconds=outcome.seconds,
         generator_seconds=outcome.generator_s,
     )

@@ -70,7 +70,7 @@ CHECKS = (
     "graph_entailed",
 )
 BUDGETS = ("action_latency", "action_memory", "request")
-KEPT = ("repaired", "original")
+KEPT = ("repaired", "original", "abstained")
 MEMORY_SOURCES = ("nvml", "rss", "unavailable")
 NVML_STATES = ("available", "unavailable")
 SCORE_PARTS = ("score", "exploit", "explore")
@@ -391,7 +391,7 @@ class Metrics:
         # The Engine refuses unknown action names; a Metrics built from settings alone skips them.
         enabled = [a for a in self.settings.policy.enabled_actions if a in ACTIONS_BY_NAME]
         for action in enabled:
-            for failure in sorted(ACTIONS_BY_NAME[action].serves):  # the failures it may repair
+            for failure in FAILURE_TYPES[1:]:  # every failure it may repair (not NoFailure)
                 self.repair_actions.labels(failure, action)
             self.action_seconds.labels(action)
             self.action_bytes.labels(action)
@@ -467,6 +467,9 @@ class Metrics:
 
         diagnose_s = _diagnosis_seconds(first_diagnosis)
         trace = outcome.repair
+        if isinstance(outcome.second_repair, RepairTrace):
+            diagnose_s = (diagnose_s or 0.0) + (_diagnosis_seconds(outcome.second_repair.diagnosis) or 0.0)
+            self._observe_repair(outcome.second_repair)
         if isinstance(trace, RepairTrace):
             diagnose_s = (diagnose_s or 0.0) + (_diagnosis_seconds(trace.diagnosis) or 0.0)
             self._observe_repair(trace)

@@ -35,6 +35,7 @@ from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission, admission_of
 from ragmend.server.deadline import client_timeout_s, until_disconnected
 from ragmend.server.errors import UnsupportedParameter
+from ragmend.server.feedback_api import Feedback
 from ragmend.server.mapping import answer_response, conversation
 from ragmend.server.metrics import Metrics
 from ragmend.server.openai_schemas import (
@@ -110,13 +111,19 @@ def sampling(body: ChatCompletionRequest, instructions: str | None = None) -> di
     return overrides or None
 
 
-def completion(outcome: Outcome, model: str, policy: AnswerPolicy, citations: bool) -> ChatCompletion:
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def completion(
+    outcome: Outcome, model: str, policy: AnswerPolicy, citations: bool, response_id: str
+) -> ChatCompletion:
     answer = outcome.answer
     reason = cast(FinishReason, answer.finish_reason if answer.finish_reason in FINISH_REASONS else "stop")
     tokens = outcome.total_usage()  # every generator call of the request, not only the answer's
-    extension = answer_response(outcome, policy, citations)
+    extension = answer_response(outcome, policy, citations, response_id=response_id)
     return ChatCompletion(
-        id=f"chatcmpl-{uuid.uuid4().hex}",
+        id=response_id,
         created=int(time.time()),
         model=model,
         # What the user reads: citations, and the answer policy's note where it is unsupported.
@@ -200,7 +207,7 @@ def sse(chunk: ChatCompletionChunk, include_usage: bool) -> str:
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def openai_router(models: ServedModels, metrics: Metrics) -> APIRouter:
+def openai_router(models: ServedModels, metrics: Metrics, feedback: Feedback) -> APIRouter:
     """The routes. The served names are read at each request: a configuration reload replaces
     the settings, and collections come and go (server/served_models.py)."""
     router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
@@ -211,10 +218,12 @@ def openai_router(models: ServedModels, metrics: Metrics) -> APIRouter:
         query: str,
         overrides: dict[str, Any] | None,
         history: tuple[Turn, ...],
+        response_id: str,
         on_text: Callable[[str], None] | None = None,
     ) -> Outcome:
         outcome = engine.respond(query, overrides, history, on_text)
         metrics.observe(outcome)  # in the worker thread, as /v1/answer: it may read the policy
+        feedback.remember(response_id, outcome)  # before it is sent: a vote may follow at once
         return outcome
 
     @router.get(
@@ -267,10 +276,13 @@ def openai_router(models: ServedModels, metrics: Metrics) -> APIRouter:
         if not body.stream or verify_first:
             # Bounded concurrency, queue and deadline like /v1/answer (503 before any work when it
             # cannot be answered in time, 504 late; a client that disconnects stops its work).
-            asked = (engine, query, overrides, history)
+            response_id = completion_id()
+            asked = (engine, query, overrides, history, response_id)
             run = admission.run(respond, *asked, token=token, kind=engine.namespace)
             outcome = await until_disconnected(request, run)
-            result = completion(outcome, body.model or models.served, s.answer_policy, s.citations)
+            result = completion(
+                outcome, body.model or models.served, s.answer_policy, s.citations, response_id
+            )
             if not body.stream:
                 return result
             return event_stream(held(result, bool(options and options.include_usage)))
@@ -288,7 +300,10 @@ def openai_router(models: ServedModels, metrics: Metrics) -> APIRouter:
         its first piece is an ordinary JSON error with its status; one after it, an error event.
         A client that disconnects, before or during the stream, stops the request's work."""
         pipe = TextPipe()
-        run = admission.run(respond, engine, *asked, pipe.put, token=token, kind=engine.namespace)
+        response_id = completion_id()
+        run = admission.run(
+            respond, engine, *asked, response_id, pipe.put, token=token, kind=engine.namespace
+        )
         task = asyncio.ensure_future(run)
         try:
             first = await until_disconnected(request, pipe.first(task))
@@ -298,7 +313,7 @@ def openai_router(models: ServedModels, metrics: Metrics) -> APIRouter:
         if first is None:
             await task  # raises the request's error, answered as JSON with its status
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        opening = Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model or models.served)
+        opening = Head(response_id, int(time.time()), body.model or models.served)
 
         async def events() -> AsyncIterator[str]:
             try:
@@ -317,8 +332,8 @@ def openai_router(models: ServedModels, metrics: Metrics) -> APIRouter:
                 yield error_event(e)
                 return
             s = engine.settings.server
-            done = completion(outcome, opening.model, s.answer_policy, s.citations)
-            done = done.model_copy(update={"id": opening.id, "created": opening.created})
+            done = completion(outcome, opening.model, s.answer_policy, s.citations, opening.id)
+            done = done.model_copy(update={"created": opening.created})
             for c in closing(done, include_usage, tail(outcome, done.ragmend)):
                 yield sse(c, include_usage)
             yield "data: [DONE]\n\n"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragmend.actions.meter import MemorySource
 from ragmend.diagnosis.types import FailureStepName, FailureType, Kappa, Mode, NLIState, OffQuestion, Stage
@@ -89,6 +89,17 @@ class RAGConfig(BaseModel):
     context_tokens: int = Field(
         description="the prompt's evidence budget in tokens: the passages' sentences closest to the "
         "question; 0: the passages whole"
+    )
+    evidence: Literal["closest", "focus"] = Field(
+        "closest",
+        description="how the prompt's evidence was chosen: closest (the sentences closest to the question, "
+        "in retrieval order) or focus (the sentences a cross-encoder ranks best, best first: a repair)",
+    )
+    hops: int = Field(
+        1, description="retrieval hops (2: a second retrieval from the first hop's best sentence)"
+    )
+    generator: Literal["default", "escalation"] = Field(
+        "default", description="which generator answered: the configured one, or models.escalation's"
     )
     query: str | None = Field(description="the text used for retrieval, when a rewrite replaced the question")
     temperature: float | None = Field(description="generator temperature (null: the configured one)")
@@ -414,7 +425,10 @@ class RepairTrace(BaseModel):
     cost: Cost
     reward: Reward
     learned: bool = Field(description="the policy was updated (learn mode)")
-    kept: str = Field(description='"repaired" or "original": which answer the reply carries')
+    kept: str = Field(
+        description='which answer the reply carries: "repaired" (the second pass\'s), "original" (the first; '
+        'no_repair keeps it), or "abstained" (the abstain action: the sources do not answer)'
+    )
     success: bool = Field(description="the failure is gone after the repair")
     latency_budget_s: float = Field(description="what the action was allowed")
     over_budget: list[str] = Field(
@@ -441,6 +455,10 @@ class CitedSentence(BaseModel):
 
 
 class AnswerResponse(BaseModel):
+    id: str = Field(
+        "",
+        description="The answer's id, for POST /v1/feedback (a chat completion's own id in its extension).",
+    )
     query: str
     answer: str = Field(
         description="What the user reads: the generated answer with [n] citation markers on the "
@@ -458,6 +476,11 @@ class AnswerResponse(BaseModel):
     )
     answer_note: str | None = Field(
         None, description="annotate: the sentence added saying the sources do not support the answer."
+    )
+    abstained_by: Literal["repair", "answer_policy"] | None = Field(
+        None,
+        description="Who said that the sources do not answer: the repair policy's abstain action, or "
+        "server.answer_policy (abstain) on a final answer still unsupported; null: no abstention.",
     )
     evidence: list[Passage]
     config: RAGConfig
@@ -481,6 +504,11 @@ class AnswerResponse(BaseModel):
         description="When the first answer failed: the action the policy chose (with every arm's "
         "score and the masked ones), the patched configuration, the second pass and its diagnosis, "
         "its measured cost, the reward, and which answer the reply carries; or why no repair ran.",
+    )
+    second_repair: RepairTrace | RepairSkip | None = Field(
+        None,
+        description="The one more repair policy.extra_repairs allows when the first repair's answer "
+        "still failed (the actions not tried yet); null: none ran.",
     )
     seconds: float = Field(description="The whole request: first pass, diagnosis and repair.")
     generator_seconds: float = Field(
@@ -640,3 +668,47 @@ class ErrorResponse(BaseModel):
     """The body of every error response, on every route (OpenAI's shape)."""
 
     error: ErrorBody
+
+
+# --- /v1/feedback -------------------------------------------------------------------------------
+
+
+class FeedbackRequest(BaseModel):
+    """A user's vote on one answer: a score in [0, 1], or thumbs up / down (1 / 0)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    response_id: str = Field(
+        min_length=1,
+        max_length=200,
+        description="The answer's id: `id` of a /v1/answer reply or of a chat completion (chatcmpl-...).",
+    )
+    score: float | None = Field(None, ge=0.0, le=1.0, description="How good the answer was, 0 to 1.")
+    rating: Literal["up", "down"] | None = Field(None, description="Thumbs up (1) or down (0).")
+    comment: str | None = Field(None, max_length=4000, description="Kept with the vote; not learned from.")
+
+    @model_validator(mode="after")
+    def _one_vote(self) -> FeedbackRequest:
+        if (self.score is None) == (self.rating is None):
+            raise ValueError("give either score (0 to 1) or rating (up or down), not both and not neither")
+        return self
+
+    @property
+    def value(self) -> float:
+        if self.score is not None:
+            return self.score
+        return 1.0 if self.rating == "up" else 0.0
+
+
+class FeedbackResponse(BaseModel):
+    response_id: str
+    score: float = Field(description="The vote as a score in [0, 1].")
+    recorded: bool = Field(description="False: this very vote was already recorded, and nothing changed.")
+    credited: str | None = Field(
+        description="The repair action the vote was learned for (the one that decided the answer); "
+        "null: the answer had no repair decision."
+    )
+    reward: float | None = Field(description="The delayed reward learned: score x the repair's cost factors.")
+    learned: bool = Field(
+        description="The policy was updated (false when already recorded, or learning is off)."
+    )

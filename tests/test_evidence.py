@@ -9,7 +9,7 @@ import numpy as np
 
 from ragmend.diagnosis.hypotheses import split_sentences
 from ragmend.engine import Engine
-from ragmend.rag.evidence import CHARS_PER_TOKEN, compact_context, estimate_tokens
+from ragmend.rag.evidence import CHARS_PER_TOKEN, compact_context, estimate_tokens, focused_context
 from ragmend.rag.types import Passage
 from tests.conftest import sample_questions
 
@@ -71,3 +71,32 @@ def test_the_pipeline_prompts_with_the_compact_evidence_and_keeps_the_whole_pass
     assert used == used_whole  # the diagnosis's evidence: the passages whole, either way
     assert len(compact) < len(whole)
     assert all(p.text in whole for p in used)
+
+
+def test_focused_evidence_puts_the_sentence_holding_the_answer_first(engine: Engine) -> None:
+    question = "Andrew Jaspan was the co-founder of what not-for-profit media outlet?"
+    passages = _passages(engine, question)
+    context = focused_context(question, passages, 96, split_sentences, engine.models.reranker.score)
+    lines = context.split("\n")
+    # The real cross-encoder ranks the sentence naming the outlet first; each line keeps its
+    # passage's number, so citations still point at the retrieved passages.
+    assert "The Conversation" in lines[0], context
+    for line in lines:
+        n = int(NUMBER.match(line).group(1))  # type: ignore[union-attr]
+        p = passages[n - 1]
+        assert line[len(f"[{n}] {p.title}: ") :] in p.text
+    assert estimate_tokens(NUMBER.sub("", context)) <= 96 + sum(len(p.title) for p in passages)
+
+
+def test_the_focus_pass_tells_the_generator_and_the_second_hop_adds_new_documents(engine: Engine) -> None:
+    question = sample_questions(1)[0]["question"]
+    config = engine.pipeline.default_config()
+    first, _ = engine.pipeline.retrieve(question, config)
+    hopped, timings = engine.pipeline.retrieve(question, config.patch(hops=2))
+    assert len(hopped) == len(first) and timings.retrieve_s > 0
+    # The bridge sentence's passage leads, then documents the first hop did not have.
+    assert hopped[0] in first
+    new = [p for p in hopped if p.doc_id not in {q.doc_id for q in first}]
+    assert 1 <= len(new) <= 2 and hopped[1 : 1 + len(new)] == new
+    answer = engine.pipeline.answer(question, config.patch(evidence="focus", max_tokens=8))
+    assert answer.config.evidence == "focus" and answer.evidence

@@ -126,3 +126,44 @@ def test_a_stream_through_the_external_engine(
     assert last and last[-1].model_extra is not None and last[-1].model_extra["ragmend"]["diagnosis"]
     usage = [c.usage for c in chunks if c.usage]
     assert usage and usage[-1].completion_tokens > 0
+
+
+def test_the_escalate_action_answers_with_the_stronger_generator(
+    engine: Engine, llama_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    """The second llama_cpp.server process stands in for a stronger model (a larger model on
+    vLLM, an API): the repair pass goes to it, metered and counted in the request's usage."""
+    from ragmend.engine.repair import RepairTrace
+    from tests.test_repair import UNANSWERABLE
+
+    stronger_model_stand_in, _ = llama_server
+    escalation = {"model": f"openai/{ALIAS}", "api_base": f"{stronger_model_stand_in}/v1", "api_key": "none"}
+    policy = {
+        "enabled_actions": ["escalate"],
+        "state_path": str(tmp_path / "policy.sqlite"),
+        "latency_budget_s": 300.0,
+        "request_latency_budget_s": 600.0,
+    }
+    settings = settings_with(engine.settings, models={"escalation": escalation}, policy=policy)
+    escalating = Engine(settings, models=ModelRegistry.sharing(engine.models, settings))
+    escalating.load()
+    try:
+        outcome = escalating.respond(UNANSWERABLE)
+        trace = outcome.repair
+        assert isinstance(trace, RepairTrace) and trace.action == "escalate"
+        assert trace.config.generator == "escalation" and trace.answer.model == f"openai/{ALIAS}"
+        assert outcome.first is not None and outcome.first.model != trace.answer.model
+        assert trace.cost.latency_s > 0 and trace.answer.completion_tokens > 0
+        # The stronger generator's tokens are the request's too.
+        assert outcome.usage["repair"].completion_tokens == trace.answer.completion_tokens
+    finally:
+        escalating.close()
+    # Without models.escalation the action is masked, saying why.
+    plain = Engine(settings_with(engine.settings, policy=policy), models=engine.models)
+    plain.load()
+    try:
+        skipped = plain.respond(UNANSWERABLE).repair
+        assert skipped is not None and not isinstance(skipped, RepairTrace)
+        assert [m.reason for m in skipped.masked] == ["needs models.escalation, which is not configured"]
+    finally:
+        plain.close()

@@ -147,3 +147,56 @@ def test_unknown_action_in_config_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"policy\.enabled_actions: unknown action"):
         Engine(tiny_settings(tmp_path, policy={"enabled_actions": ("rerank", "teleport")}))
+
+
+def test_the_abstain_action_answers_that_the_sources_do_not_and_says_who_spoke(
+    tmp_path: Path, engine: Engine
+) -> None:
+    from ragmend.engine.presentation import ABSTAINED
+    from ragmend.server.app import create_app
+
+    eng = make_engine(tmp_path, engine, enabled_actions=("abstain",))
+    with LiveServer(create_app(eng.settings, engine=eng)) as server:
+        r = httpx.post(server.url + "/v1/answer", json={"query": UNANSWERABLE}, timeout=600)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    rep = body["repair"]
+    assert rep["action"] == "abstain" and rep["kept"] == "abstained"
+    # One voice: the abstention, with what was found, and no note from the answer policy on top.
+    assert body["answer"].startswith(ABSTAINED) and "What was found: [1]" in body["answer"]
+    assert body["abstained_by"] == "repair" and body["answer_note"] is None
+    # No generator call beyond the first answer; the reward is the probability that the sources
+    # do not answer, which for this question is high.
+    assert body["usage"]["by_purpose"].keys() == {"answer"}
+    support = body["first_diagnosis"]["e_q"]["support"]
+    assert rep["reward"]["quality"] == pytest.approx(1 - support) and rep["reward"]["quality"] > 0.5
+    assert eng.repairer.policy.stats()["abstain"].pulls == 1
+    eng.close()
+
+
+def test_no_repair_keeps_the_first_answer_and_learns_what_it_is_worth(tmp_path: Path, engine: Engine) -> None:
+    eng = make_engine(tmp_path, engine, enabled_actions=("no_repair",))
+    outcome = eng.respond(UNANSWERABLE)
+    trace = outcome.repair
+    assert isinstance(trace, RepairTrace) and trace.action == "no_repair" and trace.kept == "original"
+    assert outcome.answer is outcome.first and "repair" not in outcome.usage
+    # Its reward is Eq. 2 of the failed answer it kept, at no pass's cost.
+    assert outcome.first_diagnosis is not None
+    kept = eng.repairer.policy.reward(outcome.first_diagnosis, 0.0, None)
+    assert trace.reward.quality == kept.quality < 1 and trace.learned
+    eng.close()
+
+
+def test_one_more_repair_when_the_first_still_fails_never_a_loop(tmp_path: Path, engine: Engine) -> None:
+    eng = make_engine(tmp_path, engine, extra_repairs=1, enabled_actions=("mode_switch", "depth"))
+    outcome = eng.respond(UNANSWERABLE)
+    first, second = outcome.repair, outcome.second_repair
+    assert isinstance(first, RepairTrace) and first.diagnosis.failed
+    # The second offers only what was not tried, from the better answer so far; two at most.
+    assert isinstance(second, RepairTrace), second
+    assert {first.action, second.action} == {"mode_switch", "depth"}
+    assert outcome.usage["repair"].calls == 2
+    assert sum(arm.pulls for arm in eng.repairer.policy.stats().values()) == 2
+    eng.close()
+    # Off by default: one repair.
+    assert Settings().policy.extra_repairs == 0

@@ -95,6 +95,8 @@ def test_live_settings_are_declared_on_the_fields() -> None:
         "budget_scale",
         "repair",
         "refresh_cooldown_s",
+        "extra_repairs",
+        "feedback_ttl_s",
     }
     server = {
         "api_keys",

@@ -151,3 +151,32 @@ def test_markdown_table_is_the_reports_layout() -> None:
     assert markdown_table(["set", "n", "met"], [], align="lrl")[1] == "|---|---:|---|"
     with pytest.raises(ValueError):
         markdown_table(["a", "b"], [], align="l")
+
+
+def test_repair_effects_count_answers_turned_right_and_wrong_and_their_extra_seconds() -> None:
+    from ragmend.bench.harness.report import repair_effects
+
+    def rec(first: float | None, final: float, kept: str | None, latency: float) -> dict:
+        return {
+            "scores": {"accuracy": final},
+            # None: the reply carries the first answer (nothing replaced it)
+            "first_scores": None if first is None else {"accuracy": first},
+            "action": None if kept is None else "focus",
+            "kept": kept,
+            "latency_s": latency,
+            "first_pass_s": 2.0,
+        }
+
+    records = [
+        rec(0.0, 1.0, "repaired", 5.0),  # wrong -> right, 3 s extra
+        rec(1.0, 0.0, "abstained", 2.0),  # right -> an abstention, no extra time
+        rec(None, 0.0, "original", 4.0),  # kept the first (wrong) answer, 2 s extra
+        rec(None, 1.0, None, 2.0),  # not repaired: not counted
+    ]
+    effects = repair_effects(records, "accuracy")
+    assert (effects["turned_right_n"], effects["turned_wrong_n"]) == (1, 1)
+    assert effects["turned_right"] == pytest.approx(100 / 3, abs=0.01)
+    assert effects["abstained"] == 25.0  # of every request
+    assert effects["extra_s_per_right"] == 5.0  # (3 + 0 + 2) s over one answer turned right
+    # Records made before the first answer's scores were kept say nothing.
+    assert repair_effects([{k: v for k, v in records[0].items() if k != "first_scores"}], "accuracy") == {}

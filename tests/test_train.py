@@ -262,3 +262,68 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     assert (archived / "naive.test.jsonl").read_text() == lines[0] + "\n"
     assert [r["nli"] for r in json.loads((archived / "runs.json").read_text())] == ["other weights"]
     assert [r["nli"] for r in json.loads(runs_path.read_text()) if r["method"] == "naive"] == [nli]
+
+
+@pytest.mark.generator
+def test_a_warm_start_on_labelled_rows_learns_the_gold_answers_judgement_too(
+    tmp_path: Path, registry: ModelRegistry, small_corpus: Path
+) -> None:
+    from ragmend.train.user_data import read_user_data
+
+    rows = tmp_path / "mine.jsonl"
+    q = sample_questions(1)[0]
+    rows.write_text(json.dumps({"question": q["question"], "answer": q["answer"]}) + "\n")
+    data = read_user_data(rows)
+    assert data.kind == "qa" and data.overrides is None and data.items[0].gold == q["answer"]
+    # The served engine itself (its corpus), not a workspace; every first answer fails.
+    s = settings_with(
+        tiny_settings(tmp_path),
+        sources=[str(small_corpus)],
+        diagnosis={"entail_threshold": 0.999, "joint_entail_threshold": 0.999, "verdict": "off"},
+        policy={
+            "state_path": str(tmp_path / "state.sqlite"),
+            "enabled_actions": ["mode_switch"],
+            "latency_budget_s": 300,
+            "request_latency_budget_s": 600,
+        },
+    )
+    engine = Engine(s, models=ModelRegistry.sharing(registry, s))
+    engine.load()
+    try:
+        (report,) = warm_start(engine, data.items, epochs=1, overrides=data.overrides, judge=data.judge)
+        pulls = engine.policy.stats()["mode_switch"].pulls
+    finally:
+        engine.close()
+    assert report.repaired == 1 and report.right in (0, 1)
+    # Two observations of the arm: the diagnosis's reward, then the gold answer's judgement.
+    assert report.credited == 1 and pulls == 2
+
+
+def test_user_data_is_refused_row_by_row_with_exit_code_2(tmp_path: Path) -> None:
+    from ragmend.train.user_data import read_user_data
+
+    def refused(text: str) -> str:
+        path = tmp_path / "rows.jsonl"
+        path.write_text(text)
+        with pytest.raises(InputError) as e:
+            read_user_data(path)
+        return str(e.value)
+
+    assert "rows.jsonl:2: not JSON" in refused('{"question": "a?", "answer": "b"}\n{oops\n')
+    assert "must both be non-empty" in refused('{"question": "a?"}\n')
+    assert "label must be one of" in refused('{"claim": "x", "label": "TRUE"}\n')
+    assert "questions and claims in one file" in refused(
+        '{"question": "a?", "answer": "b"}\n{"claim": "x", "label": "SUPPORTS"}\n'
+    )
+    assert "expected the keys" in refused('{"text": "x"}\n')
+    assert "no rows" in refused("\n")
+    claims = tmp_path / "claims.jsonl"
+    claims.write_text('{"claim": "Paris is in France.", "label": "supports"}\n')
+    data = read_user_data(claims)
+    assert data.kind == "claim" and data.overrides == {"prompt": "claim"} and data.items[0].gold == "SUPPORTS"
+    runner = CliRunner()
+    base = ["--data-dir", str(tmp_path), "train"]
+    result = runner.invoke(app, [*base, "--data", str(tmp_path / "missing.jsonl")])
+    assert result.exit_code == 2 and "no such file" in " ".join(result.output.split())
+    result = runner.invoke(app, [*base, "--data", str(claims), "--dataset", "fever"])
+    assert result.exit_code == 2 and "either --dataset" in " ".join(result.output.split())

@@ -18,8 +18,10 @@ from typing import Any
 
 from ragmend.corpora.tasks import EvalItem
 from ragmend.engine import Engine
+from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
 from ragmend.errors import RagmendError
+from ragmend.policy.feedback import Vote
 
 
 @dataclass
@@ -29,6 +31,8 @@ class EpochReport:
     failed: int = 0  # first answers the diagnosis failed
     repaired: int = 0  # failed answers a repair ran for (the others: no action fitted)
     successes: int = 0  # repairs after which the diagnosis found no failure
+    right: int = 0  # final answers the gold answer judged right (labelled data only)
+    credited: int = 0  # repair decisions that learned the gold answer's judgement too
     errors: int = 0  # items that raised (a generator error...): counted, skipped
     reward_sum: float = 0.0
     seconds: float = 0.0
@@ -47,6 +51,8 @@ class EpochReport:
             "failed": self.failed,
             "repaired": self.repaired,
             "successes": self.successes,
+            "right": self.right,
+            "credited": self.credited,
             "errors": self.errors,
             "mean_reward": round(mean, 4) if mean is not None else None,
             "seconds": round(self.seconds, 1),
@@ -65,9 +71,14 @@ def warm_start(
     epochs: int,
     on_item: Callable[[int, EpochReport], None] | None = None,
     max_error_share: float = 0.1,
+    overrides: dict[str, Any] | None = None,
+    judge: Callable[[EvalItem, Outcome], float] | None = None,
 ) -> list[EpochReport]:
     """Run `epochs` passes of the repair loop over `items`; the engine's policy learns and
-    persists every update. `on_item(epoch, report)` after each item (a progress bar).
+    persists every update. `on_item(epoch, report)` after each item (a progress bar);
+    `overrides`: every request's (a claim prompt); `judge`: a score in [0, 1] of the final answer
+    against the item's gold answer, learned by the arm that decided it like a user's vote
+    (Engine.credit), beside the diagnosis's reward.
 
     An item that raises is counted and skipped: a long run survives a flaky generator. More than
     `max_error_share` of an epoch's items failing (at least 5) stops the run: something is wrong.
@@ -83,7 +94,7 @@ def warm_start(
         for item in items:
             report.items += 1
             try:
-                outcome = engine.respond(item.query)
+                outcome = engine.respond(item.query, overrides)
             except RagmendError as e:
                 report.errors += 1
                 if report.errors >= max(5, max_error_share * len(items)):
@@ -103,6 +114,11 @@ def warm_start(
                 report.actions[trace.action] += 1
             elif isinstance(trace, RepairSkip):
                 report.actions["(skipped)"] += 1
+            if judge is not None:
+                score = judge(item, outcome)
+                report.right += int(score >= 1.0)
+                vote = Vote(engine.served(item.id, outcome), score, new=True)
+                report.credited += int(engine.credit(vote))
             if on_item is not None:
                 on_item(epoch, report)
         report.seconds = time.monotonic() - t0

@@ -281,8 +281,19 @@ class Evaluation:
             "evidence_relevance": round(self.relevance(item.query, passages), 4),
             "answer_in_evidence": self.ws.task.answer_in(item, passages),
             "faithful": None if d is None else d.e_r.state == "entail",
+            "first_pass_s": round(outcome.first_pass_s, 4),
+            # The first answer's scores where a repair replaced it: what the repair turned right or
+            # wrong (the same gate as the final answer's).
+            "first_scores": self._first_scores(item, outcome, method),
             **_repair_fields(outcome),
         }
+
+    def _first_scores(self, item: EvalItem, outcome: Outcome, method: Method) -> dict[str, float] | None:
+        if outcome.first is None or outcome.first is outcome.answer:
+            return None
+        d = outcome.first_diagnosis
+        label = d.final_label if d is not None and method.gate else None
+        return self.ws.task.score(item, outcome.first.response, label)
 
     def relevance(self, query: str, texts: list[str]) -> float:
         """Mean cosine of the query and each text (unit-length embeddings role vectors)."""

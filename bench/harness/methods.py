@@ -116,6 +116,16 @@ METHODS: tuple[Method, ...] = (
         gate=True,
     ),
     Method(
+        "d2r_fixed",
+        "Always the best fixed arm (focus)",
+        ("main",),
+        # Ours: the diagnose-and-repair loop with one arm, the one that turned the most wrong DEV
+        # answers right (reports/repair-arms/), so the learned policies face the best choice that
+        # does not learn.
+        policy={"kind": "linucb", "enabled_actions": ("focus",)},
+        gate=True,
+    ),
+    Method(
         "d2r_linucb_frozen",
         "D2R-RAG (LinUCB, frozen)",
         ("main",),

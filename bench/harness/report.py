@@ -69,12 +69,40 @@ def summarize(task: Task, records: Sequence[Mapping[str, Any]]) -> dict[str, Any
     out["kept_repaired"] = (
         round(100 * sum(r["kept"] == "repaired" for r in repaired) / len(repaired), 2) if repaired else None
     )
+    out |= repair_effects(records, task.primary)
     actions: dict[str, Counter[str]] = defaultdict(Counter)
     for r in failed:
         actions[r["first_failure"]][r["action"] or "(none)"] += 1
     out["actions"] = {f: dict(c.most_common()) for f, c in sorted(actions.items())}
     out["failures"] = dict(Counter(r["first_failure"] for r in records).most_common())
     return out
+
+
+def repair_effects(records: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any]:
+    """What the repairs did to the answers a user reads: of the repaired requests, the share whose
+    wrong first answer the repair turned right and right one turned wrong (by the task's metric),
+    the share answered by an abstention, and the repair's extra seconds (the request's time beyond
+    its first pass) per answer turned right. Records without the first answer's scores (written
+    before they were kept) are left out."""
+    repaired = [r for r in records if r.get("action") is not None and "first_scores" in r]
+    if not repaired:
+        return {}
+
+    def score(r: Mapping[str, Any], key: str) -> float:
+        s = r[key] if r.get(key) is not None else r["scores"]  # no first_scores: the answer kept
+        return float(s[metric])
+
+    right = sum(score(r, "first_scores") < 1 <= score(r, "scores") for r in repaired)
+    wrong = sum(score(r, "scores") < 1 <= score(r, "first_scores") for r in repaired)
+    extra = sum(max(0.0, r["latency_s"] - r.get("first_pass_s", r["latency_s"])) for r in repaired)
+    return {
+        "turned_right": round(100 * right / len(repaired), 2),
+        "turned_wrong": round(100 * wrong / len(repaired), 2),
+        "turned_right_n": right,
+        "turned_wrong_n": wrong,
+        "abstained": round(100 * sum(r.get("kept") == "abstained" for r in repaired) / len(records), 2),
+        "extra_s_per_right": round(extra / right, 2) if right else None,
+    }
 
 
 def paired_lift(
@@ -118,7 +146,18 @@ def table(
 ) -> list[str]:
     """One markdown table in the paper's layout, ours beside the paper's (in parentheses)."""
     metrics = [*COLUMNS, *task.columns]
-    head = ["Method", "n", *[t for _, t in metrics], "lift vs naive (95% CI)", "repaired %", "repair ok %"]
+    head = [
+        "Method",
+        "n",
+        *[t for _, t in metrics],
+        "lift vs naive (95% CI)",
+        "repaired %",
+        "repair ok %",
+        "wrong->right %",
+        "right->wrong %",
+        "abstained %",
+        "extra s per right",
+    ]
     rows = []
     for m in methods:
         res = results.get(m.name)
@@ -133,7 +172,15 @@ def table(
         lift = lifts.get(m.name)
         ci = f"{lift['lift']:+.2f} [{lift['ci95_low']:+.2f}, {lift['ci95_high']:+.2f}]" if lift else "-"
         cells.append(ci)
-        cells += [_fmt(res.get("repaired")), _fmt(res.get("repair_success"))]
+        effects = (
+            "repaired",
+            "repair_success",
+            "turned_right",
+            "turned_wrong",
+            "abstained",
+            "extra_s_per_right",
+        )
+        cells += [_fmt(res.get(k)) for k in effects]
         rows.append(cells)
     return markdown_table(head, rows)
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -98,6 +98,18 @@ class ModelRegistry:
     @property
     def generator(self) -> Generator:
         return self.get("generator")
+
+    @property
+    def escalation(self) -> Generator | None:
+        """The stronger generator of models.escalation (None when none is configured): a remote
+        engine through litellm, so nothing is loaded here."""
+        cfg = self.settings.models.escalation
+        if cfg is None or cfg.model is None:
+            return None
+        with self._locks["generator"]:
+            if "escalation" not in self._loaded:
+                self._loaded["escalation"] = Generator(cfg.model, cfg)
+        return cast(Generator, self._loaded["escalation"])
 
     @property
     def spacy(self) -> Any:

@@ -1,0 +1,205 @@
+"""Users' votes on answers, as delayed rewards for the repair decision that produced them.
+
+Every answer the server sends is remembered by its response id (`Served`): which arm decided it,
+in which context x, and the cost factors its repair earned. A vote (`POST /v1/feedback`: a score
+in [0, 1], or thumbs up / down = 1 / 0) on a remembered answer becomes ONE more observation of
+that arm in that context:
+
+    r_feedback = score * latency_factor * memory_factor      (the factors the repair measured)
+
+added to the policy's sums like every update (persisted, shared by replicas on PostgreSQL). The
+diagnosis's reward was already learned when the answer was sent; the vote is a second, human
+judgement of the same decision, so an arm that the diagnosis liked but users vote down drifts
+down, and the other way round. An answer sent without a repair decision (no failure, repair off,
+or skipped) is remembered too and its vote recorded, but there is no arm to credit.
+
+One vote per answer: the same vote again is acknowledged and changes nothing (idempotent); another
+vote on an answer already voted on is refused (Conflict, 409), as is an unknown id (NotFound,
+404) and one past `policy.feedback_ttl_s` (Gone, 410). The vote is written before the policy is
+updated, so a crash between the two loses the update rather than counting it twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ragmend.errors import Conflict, Gone, NotFound
+from ragmend.settings import Settings
+
+
+@dataclass(frozen=True)
+class Served:
+    """What an answer's vote would credit: the deciding arm, its context and its cost factors."""
+
+    response_id: str
+    namespace: str  # the corpus that answered: "default", or a collection's name
+    arm: str | None  # the repair decision behind the answer; None: no decision was made
+    context: tuple[float, ...] | None
+    cost_factor: float  # the repair's latency_factor * memory_factor (1.0 without a repair)
+    created: float  # unix seconds
+
+
+@dataclass(frozen=True)
+class Vote:
+    served: Served
+    score: float
+    new: bool  # False: the same vote was already recorded (nothing changed)
+
+    @property
+    def reward(self) -> float | None:
+        """The delayed reward for the arm; None when no arm decided the answer."""
+        return None if self.served.arm is None else self.score * self.served.cost_factor
+
+
+class FeedbackLedger(Protocol):
+    def remember(self, served: Served) -> None: ...
+
+    def vote(self, response_id: str, score: float, comment: str | None, ttl_s: float) -> Vote:
+        """Record one vote atomically (NotFound / Gone / Conflict as above)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _checked(row: dict[str, Any] | None, response_id: str, score: float, ttl_s: float, now: float) -> Served:
+    """The remembered answer a vote may be recorded for, or the error that refuses it."""
+    if row is None:
+        raise NotFound(f"no answer with id {response_id!r} is known to this server (or its feedback store)")
+    if now - row["created"] > ttl_s:
+        raise Gone(
+            f"answer {response_id!r} was sent {(now - row['created']) / 3600:.1f} h ago; votes are kept "
+            f"for {ttl_s / 3600:g} h (policy.feedback_ttl_s)"
+        )
+    served = Served(
+        response_id,
+        row["namespace"],
+        row["arm"],
+        None if row["context"] is None else tuple(json.loads(row["context"])),
+        row["cost_factor"],
+        row["created"],
+    )
+    if row["score"] is not None and row["score"] != score:
+        raise Conflict(f"answer {response_id!r} already has a vote ({row['score']:g}); one vote per answer")
+    return served
+
+
+def _row(served: Served) -> tuple[Any, ...]:
+    context = None if served.context is None else json.dumps(list(served.context))
+    return (served.response_id, served.namespace, served.arm, context, served.cost_factor, served.created)
+
+
+class SQLiteLedger:
+    """The ledger of one host: a SQLite file beside the policy state (WAL, one connection)."""
+
+    _SCHEMA = """CREATE TABLE IF NOT EXISTS served (
+        response_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, arm TEXT, context TEXT,
+        cost_factor REAL NOT NULL, created REAL NOT NULL, score REAL, comment TEXT, voted REAL)"""
+    _PRUNE_EVERY = 256  # remembered answers between two deletions of the expired ones
+
+    def __init__(self, path: Path | str, ttl_s: float):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.ttl_s = ttl_s
+        self._db = sqlite3.connect(
+            str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None
+        )
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(self._SCHEMA)
+        self._lock = threading.Lock()
+        self._since_prune = 0
+
+    def remember(self, served: Served) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR IGNORE INTO served (response_id, namespace, arm, context, cost_factor, created) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                _row(served),
+            )
+            self._since_prune += 1
+            if self._since_prune >= self._PRUNE_EVERY:
+                self._since_prune = 0
+                self._db.execute("DELETE FROM served WHERE created < ?", (time.time() - self.ttl_s,))
+
+    def vote(self, response_id: str, score: float, comment: str | None, ttl_s: float) -> Vote:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute("SELECT * FROM served WHERE response_id = ?", (response_id,))
+                found = cur.fetchone()
+                row = None if found is None else dict(found)
+                served = _checked(row, response_id, score, ttl_s, time.time())
+                assert row is not None
+                new = row["score"] is None
+                if new:
+                    self._db.execute(
+                        "UPDATE served SET score = ?, comment = ?, voted = ? WHERE response_id = ?",
+                        (score, comment, time.time(), response_id),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return Vote(served, score, new)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class PostgresLedger:
+    """The ledger replicas share: table ragmend_feedback (`ragmend db migrate`); a vote takes the
+    answer's row lock, so two replicas receiving votes for one answer record exactly one."""
+
+    def __init__(self, dsn: str, timeout_s: float = 10.0):
+        from ragmend import pg
+
+        self._db = pg.ProcessConnection(dsn, timeout_s)
+
+    def remember(self, served: Served) -> None:
+        with self._db.use() as conn:
+            conn.execute(
+                "INSERT INTO ragmend_feedback (response_id, namespace, arm, context, cost_factor, created) "
+                "VALUES (%s, %s, %s, %s, %s, to_timestamp(%s)) ON CONFLICT DO NOTHING",
+                _row(served),
+            )
+
+    def vote(self, response_id: str, score: float, comment: str | None, ttl_s: float) -> Vote:
+        with self._db.use() as conn, conn.transaction():
+            found = conn.execute(
+                "SELECT namespace, arm, context, cost_factor, extract(epoch FROM created), score "
+                "FROM ragmend_feedback WHERE response_id = %s FOR UPDATE",
+                (response_id,),
+            ).fetchone()
+            keys = ("namespace", "arm", "context", "cost_factor", "created", "score")
+            row = None if found is None else dict(zip(keys, found, strict=True))
+            if row is not None:
+                row["created"] = float(row["created"])
+            served = _checked(row, response_id, score, ttl_s, time.time())
+            assert row is not None
+            new = row["score"] is None
+            if new:
+                conn.execute(
+                    "UPDATE ragmend_feedback SET score = %s, comment = %s, voted = now() "
+                    "WHERE response_id = %s",
+                    (score, comment, response_id),
+                )
+        return Vote(served, score, new)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def open_ledger(settings: Settings) -> FeedbackLedger:
+    """The ledger `store.kind` names: a SQLite file under data_dir, or PostgreSQL's table."""
+    if settings.store.kind == "postgres":
+        assert settings.store.dsn is not None  # StoreSettings requires it for postgres
+        return PostgresLedger(settings.store.dsn.get_secret_value(), settings.store.connect_timeout_s)
+    return SQLiteLedger(settings.data_dir / "feedback.sqlite", settings.policy.feedback_ttl_s)
