@@ -1,0 +1,128 @@
+"""Does the user read "the sources do not answer" where they do not, and only there? The repair
+loop (LinUCB over every action, abstain included) over the unanswerable task's questions
+(corpora/unanswerable.py): HotpotQA questions whose gold paragraphs were removed and TruthfulQA
+questions (unanswerable), beside answerable HotpotQA questions, over one corpus.
+
+    python scripts/abstention_test.py --workdir /work/detect-compact --dev 40,30,30 --test 100,60,40 \\
+        --out reports/repair-arms/abstention-test.json
+
+The policy is warm-started on DEV items (answerable, gold_removed, out_of_corpus counts), then
+answers the TEST items once each, learning online as the server does. Per kind: the share of
+final answers that abstain (the abstain action spoke, or the answer itself says it does not
+know), the share right, and for answerable questions the share whose right first answer an
+abstention replaced. Kg off (its build takes half an hour on 2 cores); the server's prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ragmend.bench.suites.answers import unanswerable_workspace
+from ragmend.corpora.tasks import EvalItem, first
+from ragmend.corpora.unanswerable import correct_answer
+from ragmend.diagnosis.hypotheses import is_abstention
+from ragmend.engine import Engine
+from ragmend.engine.outcome import Outcome
+from ragmend.fileio import atomic_write_json
+from ragmend.settings import load_settings
+from ragmend.train.warm_start import warm_start
+
+KINDS = ("answerable", "gold_removed", "out_of_corpus")
+
+
+def sample(items: list[EvalItem], split: str, counts: list[int]) -> list[EvalItem]:
+    chosen = [first([i for i in items if i.kind == k], split, n) for k, n in zip(KINDS, counts, strict=True)]
+    # Interleaved, so the online policy meets the kinds mixed as a server would.
+    out: list[EvalItem] = []
+    for row in range(max(len(c) for c in chosen)):
+        out += [c[row] for c in chosen if row < len(c)]
+    return out
+
+
+def abstained(outcome: Outcome) -> bool:
+    return outcome.abstained or is_abstention(outcome.answer.response)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workdir", type=Path, required=True, help="the unanswerable task's workspace")
+    ap.add_argument("--data-root", type=Path, default=Path("../shared/data"))
+    ap.add_argument(
+        "--dev", default="40,30,30", help="DEV items per kind: answerable,gold_removed,out_of_corpus"
+    )
+    ap.add_argument("--test", default="100,60,40", help="TEST items per kind")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    ws = unanswerable_workspace(args.workdir, args.data_root)
+    items = ws.prepare()
+    state = args.workdir / "abstention-policy.sqlite"
+    for p in state.parent.glob(state.name + "*"):
+        p.unlink()  # a fresh policy each run
+    settings = ws.settings(
+        load_settings(), policy={"state_path": str(state), "kind": "linucb"}, kg={"enabled": False}
+    )
+    engine = Engine(settings)
+    engine.load()
+    dev = sample(items, "dev", [int(n) for n in args.dev.split(",")])
+    warm = warm_start(engine, dev, epochs=1)
+    rows: list[dict[str, Any]] = []
+    for n, item in enumerate(sample(items, "test", [int(n) for n in args.test.split(",")]), start=1):
+        outcome = engine.respond(item.query)
+        first_answer = outcome.first or outcome.answer
+        trace = outcome.repair
+        rows.append(
+            {
+                "id": item.id,
+                "kind": item.kind,
+                "first_failure": (outcome.first_diagnosis or outcome.diagnosis).failure,  # type: ignore[union-attr]
+                "action": getattr(trace, "action", None),
+                "abstained": abstained(outcome),
+                "abstained_by_repair": outcome.abstained,
+                "first_right": correct_answer(item.kind, first_answer.response, item.gold, item.query),
+                "right": correct_answer(item.kind, outcome.answer.response, item.gold, item.query),
+                "seconds": round(outcome.seconds, 3),
+                "response": outcome.answer.response,
+            }
+        )
+        if n % 20 == 0:
+            print(f"test {n}", flush=True)
+    engine.close()
+    summary: dict[str, Any] = {}
+    for kind in KINDS:
+        rs = [r for r in rows if r["kind"] == kind]
+        if not rs:
+            continue
+        summary[kind] = {
+            "n": len(rs),
+            "abstained": round(100 * sum(r["abstained"] for r in rs) / len(rs), 2),
+            "abstained_by_repair": round(100 * sum(r["abstained_by_repair"] for r in rs) / len(rs), 2),
+            "right_first": round(100 * sum(r["first_right"] for r in rs) / len(rs), 2),
+            "right": round(100 * sum(r["right"] for r in rs) / len(rs), 2),
+            "right_replaced_by_abstention": round(
+                100 * sum(r["first_right"] and r["abstained"] and not r["right"] for r in rs) / len(rs), 2
+            ),
+            "seconds_p50": statistics.median(r["seconds"] for r in rs),
+        }
+    unanswerable = [r for r in rows if r["kind"] != "answerable"]
+    summary["unanswerable"] = {
+        "n": len(unanswerable),
+        "abstained": round(100 * sum(r["abstained"] for r in unanswerable) / max(1, len(unanswerable)), 2),
+    }
+    out = {
+        "command": "python scripts/abstention_test.py "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
+        "warm_start": [r.as_json() for r in warm],
+        "summary": summary,
+        "rows": rows,
+    }
+    atomic_write_json(args.out, out)
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
