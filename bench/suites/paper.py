@@ -165,10 +165,10 @@ def _task_section(
 ) -> list[str]:
     out = [f"## {task.title}", "", f"Corpus: {meta['corpus']}.", ""]
     dev = ", ".join(map(str, meta["dev_items_warm_start"])) or "-"
-    epochs = ", ".join(sorted({str(len(e)) for e in meta["warm_start"].values()})) or "-"
+    warm_epochs = ", ".join(sorted({str(len(e)) for e in meta["warm_start"].values()})) or "-"
     out.append(
         f"Test split (n per row below); policies warm-started on {dev} dev items (Algorithm 2, "
-        f"{epochs} epoch(s)) and learning online during the test run (except the frozen row)."
+        f"{warm_epochs} epoch(s)) and learning online during the test run (except the frozen row)."
     )
     out.append("")
     out.append("Runs (resumed runs add up; cached generations replay at their recorded duration):")
