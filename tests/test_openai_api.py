@@ -13,7 +13,7 @@ import pytest
 from openai import OpenAI
 
 from ragmend.engine import Engine
-from ragmend.engine.presentation import NOT_ANSWERED, NOT_SUPPORTED
+from ragmend.engine.presentation import ABSTAINED, NOT_ANSWERED, NOT_SUPPORTED
 from ragmend.server.app import create_app
 from ragmend.server.streaming import CORRECTION
 from ragmend.settings import settings_with
@@ -82,7 +82,11 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
     assert ext["query"] == q["question"] and ext["answer"] == choice.message.content
     # What the user reads is the presented answer: citations, and the policy's note if it failed.
     assert ext["generated"].strip() and isinstance(ext["citations"], list)
-    if ext["diagnosis"]["failure"] != "NoFailure":
+    if ext["abstained_by"] == "repair":
+        # The repair chose to abstain: one voice, the abstention, with no note of the answer policy.
+        assert ext["answer_policy"] == "abstain" and ext["answer_note"] is None
+        assert ext["answer"].startswith(ABSTAINED) and ext["repair"]["kept"] == "abstained"
+    elif ext["diagnosis"]["failure"] != "NoFailure":
         assert ext["answer_policy"] == "annotate"
         assert ext["answer"].endswith((NOT_SUPPORTED, NOT_ANSWERED))
     # usage is every generator call of the request, split by purpose in the extension.
@@ -395,7 +399,8 @@ def test_a_live_stream_starts_before_the_request_ends(live_server: LiveServer, v
         assert t["first_token_s"] is not None and 0 < t["first_token_s"] <= t["generate_s"]
     if verify_first:
         assert content == ext["answer"]
-    elif ext["repair"] and ext["repair"].get("kept") == "repaired":
+    elif ext["repair"] and ext["repair"].get("kept") in ("repaired", "abstained"):
+        # A repaired answer, or the abstain action's statement, follows as a marked correction.
         assert content.endswith(f"\n\n{CORRECTION}{ext['answer']}")
     else:
         assert content == ext["generated"] + (f" {ext['answer_note']}" if ext["answer_note"] else "")
