@@ -106,9 +106,10 @@ class ModelRegistry:
         cfg = self.settings.models.escalation
         if cfg is None or cfg.model is None:
             return None
-        with self._locks["generator"]:
-            if "escalation" not in self._loaded:
-                self._loaded["escalation"] = Generator(cfg.model, cfg)
+        if "escalation" not in self._loaded:  # every request asks: no lock once it is made
+            with self._locks["generator"]:
+                if "escalation" not in self._loaded:
+                    self._loaded["escalation"] = Generator(cfg.model, cfg)
         return cast(Generator, self._loaded["escalation"])
 
     @property
