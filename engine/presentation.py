@@ -1,9 +1,12 @@
 """What the user reads: the answer with a citation marker on each sentence the diagnosis supports,
 and, when the final answer is still unsupported, what `answer_policy` says to do about it.
 
-- `annotate` (the default): the answer, its unsupported sentences marked, and one plain sentence
+- `annotate`: the answer, its unsupported sentences marked, and one plain sentence
   saying the sources do not support it (or do not answer the question, for IE);
 - `abstain`: a short statement that the sources do not answer this, with what was found;
+- `abstain_unanswered` (the default): abstain where the diagnosis found that the sources do not answer the
+  question (failure IE), annotate where they do and the answer is not what they say (WR): a
+  question outside the corpus gets the statement, not a made-up answer with a note;
 - `off`: the generated text as it is (citations still marked where supported, unless citations
   are off).
 
@@ -107,7 +110,7 @@ def present(
     response: str,
     diagnosis: Diagnosis | None,
     evidence: Sequence[tuple[str, str]],
-    policy: AnswerPolicy = "annotate",
+    policy: AnswerPolicy = "abstain_unanswered",
     citations: bool = True,
     query: str = "",
     abstained: bool = False,
@@ -135,16 +138,15 @@ def present(
         return Presented(response, (), None)
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     failed = diagnosis.failed
-    if failed and policy == "abstain":
+    unanswered = diagnosis.failure == "IE"  # the evidence does not answer the question
+    if failed and (policy == "abstain" or (policy == "abstain_unanswered" and unanswered)):
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
-    if not citations and not (failed and policy == "annotate"):
+    annotate = failed and policy in ("annotate", "abstain_unanswered")
+    if not citations and not annotate:
         return Presented(response, sentences, None)
-    if not sentences:
-        text = response
-    else:
-        text = " ".join(_marked(s, citations, failed and policy == "annotate") for s in sentences)
-    if failed and policy == "annotate":
-        note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
+    text = " ".join(_marked(s, citations, annotate) for s in sentences) if sentences else response
+    if annotate:
+        note = NOT_ANSWERED if unanswered else NOT_SUPPORTED
         return Presented(f"{text} {note}".strip(), sentences, "annotate", note)
     return Presented(text, sentences, None)
 

@@ -51,6 +51,12 @@ class Cancellation:
         would overrun the request's deadline is abandoned and the first answer still sent."""
         return Cancellation(min(deadline, self.deadline), describe, parent=self)
 
+    @property
+    def request_deadline(self) -> float:
+        """The whole request's deadline (a child's is its root's): what orders the requests
+        waiting for the in-process model (ragmend/models/gate.py)."""
+        return self.deadline if self.parent is None else self.parent.request_deadline
+
     def cancel(self, reason: Reason) -> None:
         """Ask the work to stop; the first reason given is the one kept."""
         if not self._event.is_set():

@@ -8,9 +8,10 @@ questions (unanswerable), beside answerable HotpotQA questions, over one corpus.
 
 The policy is warm-started on DEV items (answerable, gold_removed, out_of_corpus counts), then
 answers the TEST items once each, learning online as the server does. Per kind: the share of
-final answers that abstain (the abstain action spoke, or the answer itself says it does not
-know), the share right, and for answerable questions the share whose right first answer an
-abstention replaced. Kg off (its build takes half an hour on 2 cores); the server's prompt.
+answers the user reads as an abstention (the abstain action or server.answer_policy said the
+sources do not answer, or the answer itself says it does not know), the share right, and for
+answerable questions the share whose right first answer an abstention replaced. Kg off (its
+build takes half an hour on 2 cores); the server's prompt.
 """
 
 from __future__ import annotations
@@ -19,22 +20,24 @@ import argparse
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from ragmend.bench.suites.answers import unanswerable_workspace
+from ragmend.corpora.readers import Split
 from ragmend.corpora.tasks import EvalItem, first
 from ragmend.corpora.unanswerable import correct_answer
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
+from ragmend.engine.presentation import Presented, present
 from ragmend.fileio import atomic_write_json
-from ragmend.settings import load_settings
+from ragmend.settings import AnswerPolicy, load_settings
 from ragmend.train.warm_start import warm_start
 
 KINDS = ("answerable", "gold_removed", "out_of_corpus")
 
 
-def sample(items: list[EvalItem], split: str, counts: list[int]) -> list[EvalItem]:
+def sample(items: list[EvalItem], split: Split, counts: list[int]) -> list[EvalItem]:
     chosen = [first([i for i in items if i.kind == k], split, n) for k, n in zip(KINDS, counts, strict=True)]
     # Interleaved, so the online policy meets the kinds mixed as a server would.
     out: list[EvalItem] = []
@@ -43,8 +46,19 @@ def sample(items: list[EvalItem], split: str, counts: list[int]) -> list[EvalIte
     return out
 
 
-def abstained(outcome: Outcome) -> bool:
-    return outcome.abstained or is_abstention(outcome.answer.response)
+def shown(outcome: Outcome, policy: AnswerPolicy) -> Presented:
+    """What the user reads (as the server presents it)."""
+    result = outcome.answer
+    evidence = [(p.id, p.title) for p in result.evidence]
+    return present(
+        result.response, outcome.diagnosis, evidence, policy, query=result.query, abstained=outcome.abstained
+    )
+
+
+def abstained(outcome: Outcome, read: Presented) -> bool:
+    """The user reads that the sources do not answer: the abstain action or the answer policy
+    said so, or the generated answer itself says it does not know."""
+    return read.policy_applied == "abstain" or is_abstention(outcome.answer.response)
 
 
 def main() -> int:
@@ -55,6 +69,12 @@ def main() -> int:
         "--dev", default="40,30,30", help="DEV items per kind: answerable,gold_removed,out_of_corpus"
     )
     ap.add_argument("--test", default="100,60,40", help="TEST items per kind")
+    ap.add_argument(
+        "--answer-policy",
+        choices=get_args(AnswerPolicy),
+        default=None,
+        help="server.answer_policy for what the user reads (default: the configuration's)",
+    )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     ws = unanswerable_workspace(args.workdir, args.data_root)
@@ -65,6 +85,7 @@ def main() -> int:
     settings = ws.settings(
         load_settings(), policy={"state_path": str(state), "kind": "linucb"}, kg={"enabled": False}
     )
+    policy = args.answer_policy or settings.server.answer_policy
     engine = Engine(settings)
     engine.load()
     dev = sample(items, "dev", [int(n) for n in args.dev.split(",")])
@@ -74,18 +95,21 @@ def main() -> int:
         outcome = engine.respond(item.query)
         first_answer = outcome.first or outcome.answer
         trace = outcome.repair
+        read = shown(outcome, policy)
         rows.append(
             {
                 "id": item.id,
                 "kind": item.kind,
                 "first_failure": (outcome.first_diagnosis or outcome.diagnosis).failure,  # type: ignore[union-attr]
                 "action": getattr(trace, "action", None),
-                "abstained": abstained(outcome),
+                "abstained": abstained(outcome, read),
+                "abstained_by": read.abstained_by,
                 "abstained_by_repair": outcome.abstained,
                 "first_right": correct_answer(item.kind, first_answer.response, item.gold, item.query),
                 "right": correct_answer(item.kind, outcome.answer.response, item.gold, item.query),
                 "seconds": round(outcome.seconds, 3),
                 "response": outcome.answer.response,
+                "read": read.text,
             }
         )
         if n % 20 == 0:
@@ -113,6 +137,7 @@ def main() -> int:
         "abstained": round(100 * sum(r["abstained"] for r in unanswerable) / max(1, len(unanswerable)), 2),
     }
     out = {
+        "answer_policy": policy,
         "command": "python scripts/abstention_test.py "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
         "warm_start": [r.as_json() for r in warm],

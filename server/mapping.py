@@ -308,7 +308,10 @@ def token_usage(outcome: Outcome) -> api.TokenUsage:
 
 
 def answer_response(
-    outcome: Outcome, policy: AnswerPolicy = "annotate", citations: bool = True, response_id: str = ""
+    outcome: Outcome,
+    policy: AnswerPolicy = "abstain_unanswered",
+    citations: bool = True,
+    response_id: str = "",
 ) -> api.AnswerResponse:
     """The body for an engine outcome; its `answer` is what the user reads (engine/presentation.py)."""
     result = outcome.answer

@@ -1,10 +1,11 @@
 """A request's cancellation (ragmend/cancel.py): the token, its child for a repair pass, and the
 real parts that look at it: the in-process generator (tiny model) stops at its next token and
-leaves the model clean, a waiter for the model's lock leaves the line, and the repairer skips a
-repair the deadline has no room for."""
+leaves the model clean, a waiter for the model leaves the line, the model serves the request with
+the earliest deadline first, and the repairer skips a repair the deadline has no room for."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,9 @@ from ragmend.cancel import NEVER, Cancellation
 from ragmend.engine import Engine
 from ragmend.engine.repair import RepairSkip
 from ragmend.errors import Cancelled
+from ragmend.models.gate import GateTimeout, ModelGate
+from ragmend.models.generator import PROVIDER, _local_provider
+from ragmend.models.pace import MIN_CALLS, Pace
 from tests.test_repair import UNANSWERABLE, make_engine
 
 
@@ -64,6 +68,52 @@ def test_a_child_ends_at_its_own_deadline_or_its_parents_cancellation() -> None:
     assert capped.cancelled and capped.reason == "disconnect"
 
 
+def test_the_model_serves_the_request_with_the_earliest_deadline_first() -> None:
+    gate = ModelGate()
+    now = time.monotonic()
+    older = Cancellation(now + 30, "an older request")
+    its_repair = older.child(now + 29, "its repair pass")
+    newer = Cancellation(now + 40, "a newer request")
+    newest = Cancellation(now + 50, "the newest request")
+    served: list[str] = []
+
+    def use(name: str, token: Cancellation) -> None:
+        with gate.held(token):
+            served.append(name)
+
+    gate.acquire(NEVER, math.inf)  # the model is busy while the line forms
+    # They join the line in the worst order for a first-come lock: the newest first.
+    waiters = [
+        threading.Thread(target=use, args=pair)
+        for pair in (("newest", newest), ("newer", newer), ("repair", its_repair))
+    ]
+    for n, t in enumerate(waiters, start=1):
+        t.start()
+        while gate.waiting < n:
+            time.sleep(0.005)
+    gate.release()
+    for t in waiters:
+        t.join(10)
+    # What was started is finished first: the older request's repair, then by deadline.
+    assert served == ["repair", "newer", "newest"]
+    assert its_repair.request_deadline == older.deadline
+
+
+def test_a_waiter_cancelled_or_out_of_time_leaves_the_line_and_the_next_goes() -> None:
+    gate = ModelGate()
+    gate.acquire(NEVER, math.inf)
+    leaving = Cancellation(time.monotonic() + 60, "test")
+    threading.Timer(0.1, leaving.cancel, args=("disconnect",)).start()
+    with pytest.raises(GateTimeout, match="cancelled"):
+        gate.acquire(leaving, math.inf)
+    with pytest.raises(GateTimeout, match="deadline"):
+        gate.acquire(NEVER, time.monotonic() + 0.1)
+    assert gate.waiting == 0
+    gate.release()
+    with gate.held(NEVER):  # the model is free again: nothing was left holding it
+        pass
+
+
 def test_the_in_process_generator_stops_at_its_next_token_and_stays_usable(engine: Engine) -> None:
     generator = engine.models.generator
     token = Cancellation(time.monotonic() + 60, "test")
@@ -80,6 +130,39 @@ def test_the_in_process_generator_stops_at_its_next_token_and_stays_usable(engin
     assert 1 <= len(pieces) <= 3
     # The model is unlocked and clean: the next call answers in full.
     assert generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=8).text
+
+
+def test_a_generation_its_deadline_leaves_no_time_for_is_not_started(engine: Engine) -> None:
+    generator = engine.models.generator
+    local = _local_provider().models[generator.model.removeprefix(f"{PROVIDER}/")]
+    places = ["castle stood on the hill", "mill turned by the river", "ship lay in the harbour"]
+    for place in places[:MIN_CALLS]:  # the model measures its own pace on prompts like the next
+        generator.chat([{"role": "user", "content": f"Summarize: The old {place}. " * 60}], max_tokens=4)
+    long = [{"role": "user", "content": "Summarize: The old tower rose above the town. " * 60}]
+    expected = local._pace.expected_s(local._prompt_tokens(long))
+    assert expected is not None and expected > 0
+    token = Cancellation(time.monotonic() + expected / 2, "test")
+    evaluated = local._llm.n_tokens
+    with cancel.scope(token), pytest.raises(Cancelled, match="stopped at generator"):
+        generator.chat(long, max_tokens=8)
+    # Refused before its deadline, the long prompt never evaluated.
+    assert token.reason == "deadline" and time.monotonic() < token.deadline
+    assert local._llm.n_tokens == evaluated
+    # With the time it needs, the same call runs.
+    with cancel.scope(Cancellation(time.monotonic() + 60, "test")):
+        assert generator.chat(long, max_tokens=8).text
+
+
+def test_the_pace_is_the_median_call_once_measured() -> None:
+    pace = Pace()
+    for _ in range(MIN_CALLS - 1):
+        pace.observe(100, 1.0, 0.5)
+    assert pace.expected_s(200) is None  # nothing refused on a guess
+    pace.observe(100, 0.5, 5.0)  # one slow decode does not move the median
+    assert pace.expected_s(200) == pytest.approx(200 / 100 + 0.5)
+    for _ in range(MIN_CALLS):
+        pace.observe(10, 0.5, 0.5)  # short prompts: their fixed part looks like slow tokens
+    assert pace.expected_s(200) == pytest.approx(200 / 100 + 0.5)  # taken from prompts like it
 
 
 def test_a_request_cancelled_while_waiting_for_the_model_leaves_the_line(engine: Engine) -> None:

@@ -429,6 +429,11 @@ def test_the_user_reads_citations_and_what_the_policy_says(bundled_engine: Engin
     assert abstained.text.startswith(ABSTAINED) and "Canberra" not in abstained.text
     assert f"[1] {passages[0].title}" in abstained.text
     assert present(wrong, d, evidence, "off").text == wrong
+    # abstain_unanswered: the statement where the sources do not answer the question (IE), the
+    # annotation where they answer it and the answer is not what they say (WR).
+    either = present(wrong, d, evidence, "abstain_unanswered")
+    assert either.text == (abstained.text if d.failure == "IE" else annotated.text)
+    assert either.abstained_by == ("answer_policy" if d.failure == "IE" else None)
 
 
 def test_retrieved_passages_are_read_with_the_vectors_the_index_holds(bundled_engine: Engine) -> None:

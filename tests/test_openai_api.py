@@ -13,7 +13,7 @@ import pytest
 from openai import OpenAI
 
 from ragmend.engine import Engine
-from ragmend.engine.presentation import ABSTAINED, NOT_ANSWERED, NOT_SUPPORTED
+from ragmend.engine.presentation import ABSTAINED, NOT_SUPPORTED
 from ragmend.server.app import create_app
 from ragmend.server.streaming import CORRECTION
 from ragmend.settings import settings_with
@@ -86,9 +86,13 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
         # The repair chose to abstain: one voice, the abstention, with no note of the answer policy.
         assert ext["answer_policy"] == "abstain" and ext["answer_note"] is None
         assert ext["answer"].startswith(ABSTAINED) and ext["repair"]["kept"] == "abstained"
+    elif ext["diagnosis"]["failure"] == "IE":
+        # The default answer policy (abstain_unanswered): the sources do not answer it, so say so.
+        assert ext["answer_policy"] == "abstain" and ext["abstained_by"] == "answer_policy"
+        assert ext["answer"].startswith(ABSTAINED) and ext["answer_note"] is None
     elif ext["diagnosis"]["failure"] != "NoFailure":
         assert ext["answer_policy"] == "annotate"
-        assert ext["answer"].endswith((NOT_SUPPORTED, NOT_ANSWERED))
+        assert ext["answer"].endswith(NOT_SUPPORTED)
     # usage is every generator call of the request, split by purpose in the extension.
     by = ext["usage"]["by_purpose"]
     assert by["answer"]["calls"] == 1
@@ -106,7 +110,8 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
 @pytest.mark.parametrize("verify_first", [False, True], ids=["live", "verify_first"])
 def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer, verify_first: bool) -> None:
     """Live: the generated text as it comes, then the answer policy's note if the answer is
-    unsupported (citations ride in the extension). verify_first: the unstreamed content exactly."""
+    unsupported, or its abstention as a marked correction (citations ride in the extension).
+    verify_first: the unstreamed content exactly."""
     client = client_for(no_repair_server)
     q = sample_questions()[0]["question"]
     whole = client.chat.completions.create(
@@ -129,6 +134,8 @@ def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer,
     unstreamed = whole.model_extra["ragmend"]
     if verify_first:
         assert content == whole.choices[0].message.content
+    elif unstreamed["answer_policy"] == "abstain":
+        assert content == unstreamed["generated"] + f"\n\n{CORRECTION}{unstreamed['answer']}"
     else:
         note = f" {unstreamed['answer_note']}" if unstreamed["answer_note"] else ""
         assert content == unstreamed["generated"] + note
@@ -399,8 +406,11 @@ def test_a_live_stream_starts_before_the_request_ends(live_server: LiveServer, v
         assert t["first_token_s"] is not None and 0 < t["first_token_s"] <= t["generate_s"]
     if verify_first:
         assert content == ext["answer"]
-    elif ext["repair"] and ext["repair"].get("kept") in ("repaired", "abstained"):
-        # A repaired answer, or the abstain action's statement, follows as a marked correction.
+    elif (ext["repair"] and ext["repair"].get("kept") in ("repaired", "abstained")) or ext[
+        "answer_policy"
+    ] == "abstain":
+        # A repaired answer, or an abstention (the action's or the answer policy's), follows as a
+        # marked correction.
         assert content.endswith(f"\n\n{CORRECTION}{ext['answer']}")
     else:
         assert content == ext["generated"] + (f" {ext['answer_note']}" if ext["answer_note"] else "")

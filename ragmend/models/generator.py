@@ -23,9 +23,11 @@ from typing import Any, cast
 from ragmend import cancel, clock
 from ragmend.errors import Cancelled, GeneratorError, GeneratorTimeout, ModelUnavailable
 from ragmend.models import bundled, cpu_variant
+from ragmend.models.gate import GateTimeout, ModelGate
 from ragmend.models.generation import Generation, Purpose, TokenCount
 from ragmend.models.generation_cache import GenerationCache, cache_key
 from ragmend.models.loop_guard import LoopGuard
+from ragmend.models.pace import Pace
 from ragmend.models.runtime import prepare_libraries
 from ragmend.settings import GeneratorSettings, Settings
 
@@ -33,8 +35,7 @@ PROVIDER = "ragmend"
 log = logging.getLogger("ragmend.models")
 # Prompt tokens evaluated anew in every call, whatever the KV cache holds (LocalGGUF._generating).
 REEVALUATED = 64
-# How often a call waiting for the in-process model's lock looks at its request's cancellation.
-LOCK_POLL_S = 0.05
+TEMPLATE_TOKENS = 5  # a chat template's markers around each message (ChatML: about 5)
 
 
 class Activity:
@@ -69,7 +70,8 @@ class Activity:
 
 
 class LocalGGUF:
-    """One llama.cpp model in this process. llama.cpp contexts are not thread-safe: one lock."""
+    """One llama.cpp model in this process. llama.cpp contexts are not thread-safe: one generation
+    at a time, in the gate's order (required work first, earliest deadline first)."""
 
     def __init__(self, name: str, path: Path, params: GeneratorSettings, activity: Activity | None = None):
         try:
@@ -97,7 +99,8 @@ class LocalGGUF:
             )
         except Exception as e:  # llama.cpp reports a bad file as a bare ValueError/RuntimeError
             raise ModelUnavailable(f"generator model {path} could not be loaded: {e}") from e
-        self._lock = threading.Lock()
+        self._gate = ModelGate()
+        self._pace = Pace()
         # Free the llama.cpp context before interpreter teardown: left to __del__, it runs after
         # llama_cpp's module globals are gone and prints a TypeError at every exit.
         weakref.finalize(self, self._llm.close)
@@ -106,8 +109,8 @@ class LocalGGUF:
         self, messages: list[dict[str, str]], params: dict[str, Any], timeout_s: float | None = None
     ) -> dict[str, Any]:
         """One chat completion. With `timeout_s`, raises LocalTimeout once it has passed, counted
-        from the call (the wait for the lock included); see `_deadline_processor` for how."""
-        with self._generating(params, timeout_s) as (kwargs, recorder, guard):
+        from the call (the wait for the model included); see `_deadline_processor` for how."""
+        with self._generating(messages, params, timeout_s) as (kwargs, recorder, guard):
             # llama-cpp types messages as its own TypedDicts; ours are the same role/content
             # dicts. Not streamed: it returns one completion dict (its stubs type the union).
             out = cast(
@@ -129,7 +132,7 @@ class LocalGGUF:
         provider shape) per piece of text, the last one finished with the usage and the tokens'
         log-probabilities. The model stays locked until the stream is drained or closed. A loop
         (LoopGuard) ends the stream after its copies were sent: sent text is not taken back."""
-        with self._generating(params, timeout_s) as (kwargs, recorder, _):
+        with self._generating(messages, params, timeout_s) as (kwargs, recorder, _):
             finish = "stop"
             pieces = self._llm.create_chat_completion(messages=cast(Any, messages), stream=True, **kwargs)
             for chunk in cast(Iterator[dict[str, Any]], pieces):
@@ -154,11 +157,12 @@ class LocalGGUF:
 
     @contextmanager
     def _generating(
-        self, params: dict[str, Any], timeout_s: float | None
+        self, messages: list[dict[str, str]], params: dict[str, Any], timeout_s: float | None
     ) -> Iterator[tuple[dict[str, Any], TokenLogprobs, LoopGuard]]:
-        """The model locked for one generation, with its sampling arguments, the log-probability
+        """The model held for one generation, with its sampling arguments, the log-probability
         recorder, the loop guard and, with `timeout_s`, the deadline (LocalTimeout once it
-        passed, counted from the call: the wait for the lock included)."""
+        passed, counted from the call: the wait for the model included). A generation its
+        request's deadline leaves no time for (Pace) is not started: the request is cancelled."""
         from llama_cpp import LogitsProcessorList
 
         kwargs: dict[str, Any] = {
@@ -170,14 +174,25 @@ class LocalGGUF:
         }
         deadline = math.inf if timeout_s is None else time.monotonic() + timeout_s
         request = cancel.current()
-        # Other requests' generations hold the lock: waiting for it is part of this call's time,
+        # Other requests' generations hold the model: waiting for it is part of this call's time,
         # and a request cancelled meanwhile leaves the line without generating.
-        while not self._lock.acquire(timeout=LOCK_POLL_S):
+        try:
+            self._gate.acquire(request, deadline)
+        except GateTimeout as e:
             if request.cancelled:
-                raise LocalTimeout("cancelled while waiting for the model")
-            if time.monotonic() >= deadline:
-                raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)")
+                raise LocalTimeout(str(e)) from None
+            raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)") from None
         locked = time.monotonic()
+        prompt_tokens = self._prompt_tokens(messages)
+        expected = self._pace.expected_s(prompt_tokens)
+        if expected is not None and request.remaining() < expected:
+            left = request.remaining()
+            self._gate.release()
+            request.cancel("deadline")  # a repair's own token: its request still sends the first answer
+            raise LocalTimeout(
+                f"not started: the request's deadline leaves {left:.1f} s, less than the {expected:.1f} s "
+                f"a generation of {prompt_tokens} prompt tokens takes"
+            )
         # llama-cpp-python evaluates only what follows the longest prefix the new prompt shares
         # with the previous one (the fixed instructions: a cold request's evidence and question
         # are all new). A prompt asked again would have only its last token evaluated, alone,
@@ -199,10 +214,18 @@ class LocalGGUF:
         try:
             yield kwargs, recorder, guard
         finally:
-            self._lock.release()
-            self._activity.held(time.monotonic() - locked)
+            ended = time.monotonic()
+            if recorder.first_at is not None and not expired and not request.cancelled:
+                self._pace.observe(prompt_tokens, recorder.first_at - locked, ended - recorder.first_at)
+            self._gate.release()
+            self._activity.held(ended - locked)
         if expired:
             raise LocalTimeout(f"generation ran past {timeout_s:g} s")
+
+    def _prompt_tokens(self, messages: list[dict[str, str]]) -> int:
+        """The messages' tokens, and a few per message for the chat template's markers."""
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False)) + TEMPLATE_TOKENS * len(messages)
 
     def _detokenize(self, tokens: list[int]) -> str:
         return self._llm.detokenize(tokens).decode("utf-8", errors="ignore")
@@ -245,6 +268,7 @@ class TokenLogprobs:
         self.values: list[float] = []
         self.steps = 0  # tokens sampled (the end of sequence included)
         self.prompt_tokens = 0  # the input at the first step
+        self.first_at: float | None = None  # when the prompt's evaluation ended (monotonic)
         self._previous: Any = None  # the last call's logits (a copy: the array is reused)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -252,6 +276,7 @@ class TokenLogprobs:
 
         if self.steps == 0:
             self.prompt_tokens = len(input_ids)
+            self.first_at = time.monotonic()
         self.steps += 1
         if self._previous is not None and len(input_ids):
             logits = self._previous
