@@ -23,7 +23,7 @@ class Outcome:
     # (the server's admission predicts it; server/admission.py).
     first_pass_s: float = 0.0
     # Of `seconds`, the time in generator calls (first pass, rewrites, repair pass), the wait for
-    # the in-process model's lock included: what is left is ragmend's own work.
+    # the wait for the in-process model included: what is left is ragmend's own work.
     generator_s: float = 0.0
     # Of `generator_s`, the generator's work for this request (the in-process model held, the
     # wait for its lock excluded; a remote call's whole time): what admission counts as spent.

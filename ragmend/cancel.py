@@ -3,8 +3,10 @@
 The server makes one per request: the deadline is server.request_timeout_s, or the client's own
 when it is shorter; the request is cancelled when that deadline passes or its client disconnects.
 Cancelling is cooperative: the work stops at its next safe point, where it calls `check()`:
-  - the in-process generator, at every token (the sequence is ended, the model left clean) and
-    while it waits for the model's lock; a remote generator's call is bounded by the time left;
+  - the in-process generator, at every token (the sequence is ended, the model left clean),
+    while it waits for its turn at the model (ragmend/models/gate.py), and before it starts a
+    generation the time left cannot cover (ragmend/models/pace.py); a remote generator's call is
+    bounded by the time left;
   - the engine, between the first pass, the diagnosis and the repair;
   - the repairer, which skips a repair that cannot finish before the deadline.
 A prompt's evaluation already under way is not interrupted (llama.cpp offers only a callback per

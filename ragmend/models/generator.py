@@ -401,7 +401,7 @@ class Generator:
     def tally(self) -> Iterator[GeneratorTally]:
         """Count the seconds of this thread's calls inside the block: the engine's per-request
         generator time (first pass, rewrites, repair pass). A call's seconds include the wait for
-        the in-process model's lock, and a cached call counts at its recorded duration (as the
+        the in-process model, and a cached call counts at its recorded duration (as the
         request clock, ragmend.clock, counts it)."""
         outer = getattr(self._local, "tally", None)
         self._local.tally = tally = GeneratorTally()
