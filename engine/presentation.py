@@ -4,9 +4,10 @@ and, when the final answer is still unsupported, what `answer_policy` says to do
 - `annotate`: the answer, its unsupported sentences marked, and one plain sentence
   saying the sources do not support it (or do not answer the question, for IE);
 - `abstain`: a short statement that the sources do not answer this, with what was found;
-- `abstain_unanswered` (the default): abstain where the diagnosis found that the sources do not answer the
-  question (failure IE), annotate where they do and the answer is not what they say (WR): a
-  question outside the corpus gets the statement, not a made-up answer with a note;
+- `abstain_unanswered` (the default): abstain where the diagnosis found that the sources do not
+  answer the question (failure IE, or a failed answer whose evidence the answerability model
+  gives P(answerable) below UNANSWERED_BELOW), annotate where they do and the answer is not what
+  they say: a question outside the corpus gets the statement, not a made-up answer with a note;
 - `off`: the generated text as it is (citations still marked where supported, unless citations
   are off).
 
@@ -41,6 +42,12 @@ NOT_CHECKED = "Note: this answer was not checked against the sources: the checks
 ABSTAINED = "The sources do not answer this question."
 CORRECTION = "[Correction] "  # leads what a live stream sends after an answer a repair replaced
 MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
+# abstain_unanswered's operating point: a failed answer counts as unanswered when its failure is
+# IE, or when the answerability model gives its evidence P(answerable) below this (the IE/WR
+# split of the failure type is tuned for choosing a repair; showing a wrong answer against hiding a
+# right one is another trade-off). Chosen on DEV (docs/repair.md, "Who speaks"): no failed right
+# answer scored below 0.77, while half the gold-removed questions typed WR scored below 0.6.
+UNANSWERED_BELOW = 0.6
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,8 @@ def present(
         return Presented(response, (), None)
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     failed = diagnosis.failed
-    unanswered = diagnosis.failure == "IE"  # the evidence does not answer the question
+    support = diagnosis.e_q.support
+    unanswered = diagnosis.failure == "IE" or (support is not None and support < UNANSWERED_BELOW)
     if failed and (policy == "abstain" or (policy == "abstain_unanswered" and unanswered)):
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
     annotate = failed and policy in ("annotate", "abstain_unanswered")
@@ -146,7 +154,7 @@ def present(
         return Presented(response, sentences, None)
     text = " ".join(_marked(s, citations, annotate) for s in sentences) if sentences else response
     if annotate:
-        note = NOT_ANSWERED if unanswered else NOT_SUPPORTED
+        note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
         return Presented(f"{text} {note}".strip(), sentences, "annotate", note)
     return Presented(text, sentences, None)
 

@@ -432,10 +432,11 @@ class ServerSettings(_Section):
     # What the user reads when the final answer is still unsupported (engine/presentation.py):
     # annotate (the answer, its unsupported sentences marked, and a note saying so), abstain (a
     # short statement that the sources do not answer this, with what was found), abstain_unanswered
-    # (abstain where the diagnosis found that the sources do not answer the question, its failure
-    # type IE; annotate where they answer it and the answer is not what they say, WR), off (as
-    # generated). abstain_unanswered by default: on DEV it replaced no right answer, while
-    # abstaining on every failure replaced 10% of them (docs/repair.md, "Who speaks").
+    # (abstain where the diagnosis found that the sources do not answer the question: failure IE,
+    # or P(answerable) of the evidence below 0.6; annotate where they answer it and the answer is
+    # not what they say), off (as generated). abstain_unanswered by default: on DEV it replaced no
+    # right answer, while abstaining on every failure replaced 10% of them (docs/repair.md, "Who
+    # speaks").
     answer_policy: Annotated[AnswerPolicy, LIVE] = "abstain_unanswered"
     # Each supported sentence ends with [n], the evidence passage that supports it.
     citations: Annotated[bool, LIVE] = True

@@ -37,8 +37,14 @@ from ragmend.train.warm_start import warm_start
 KINDS = ("answerable", "gold_removed", "out_of_corpus")
 
 
-def sample(items: list[EvalItem], split: Split, counts: list[int]) -> list[EvalItem]:
-    chosen = [first([i for i in items if i.kind == k], split, n) for k, n in zip(KINDS, counts, strict=True)]
+def sample(
+    items: list[EvalItem], split: Split, counts: list[int], skip: list[int] | None = None
+) -> list[EvalItem]:
+    skip = skip or [0] * len(KINDS)
+    chosen = [
+        first([i for i in items if i.kind == k], split, s + n)[s:]
+        for k, n, s in zip(KINDS, counts, skip, strict=True)
+    ]
     # Interleaved, so the online policy meets the kinds mixed as a server would.
     out: list[EvalItem] = []
     for row in range(max(len(c) for c in chosen)):
@@ -70,6 +76,12 @@ def main() -> int:
     )
     ap.add_argument("--test", default="100,60,40", help="TEST items per kind")
     ap.add_argument(
+        "--on-dev",
+        action="store_true",
+        help="answer DEV items after the warm start's (as many per kind as --test) instead of TEST:"
+        " for choosing a rule on DEV",
+    )
+    ap.add_argument(
         "--answer-policy",
         choices=get_args(AnswerPolicy),
         default=None,
@@ -88,10 +100,15 @@ def main() -> int:
     policy = args.answer_policy or settings.server.answer_policy
     engine = Engine(settings)
     engine.load()
-    dev = sample(items, "dev", [int(n) for n in args.dev.split(",")])
+    dev = sample(items, "dev", [int(n) for n in args.dev.split(",")])  # the warm start's
     warm = warm_start(engine, dev, epochs=1)
     rows: list[dict[str, Any]] = []
-    for n, item in enumerate(sample(items, "test", [int(n) for n in args.test.split(",")]), start=1):
+    counts = [int(n) for n in args.test.split(",")]
+    if args.on_dev:  # the DEV items after the warm start's
+        answered = sample(items, "dev", counts, skip=[int(n) for n in args.dev.split(",")])
+    else:
+        answered = sample(items, "test", counts)
+    for n, item in enumerate(answered, start=1):
         outcome = engine.respond(item.query)
         first_answer = outcome.first or outcome.answer
         trace = outcome.repair
@@ -101,6 +118,9 @@ def main() -> int:
                 "id": item.id,
                 "kind": item.kind,
                 "first_failure": (outcome.first_diagnosis or outcome.diagnosis).failure,  # type: ignore[union-attr]
+                "final_failure": outcome.diagnosis.failure if outcome.diagnosis else None,
+                # The answerability model's P(answerable) for the final answer's evidence.
+                "p_answerable": outcome.diagnosis.e_q.support if outcome.diagnosis else None,
                 "action": getattr(trace, "action", None),
                 "abstained": abstained(outcome, read),
                 "abstained_by": read.abstained_by,

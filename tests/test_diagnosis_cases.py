@@ -16,7 +16,14 @@ from ragmend.corpora.cases import Case
 from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine import Engine
-from ragmend.engine.presentation import ABSTAINED, NOT_ANSWERED, NOT_CHECKED, NOT_SUPPORTED, present
+from ragmend.engine.presentation import (
+    ABSTAINED,
+    NOT_ANSWERED,
+    NOT_CHECKED,
+    NOT_SUPPORTED,
+    UNANSWERED_BELOW,
+    present,
+)
 from ragmend.rag.types import Passage
 from ragmend.server.mapping import diagnosis as api_diagnosis
 from ragmend.settings import load_settings
@@ -429,11 +436,20 @@ def test_the_user_reads_citations_and_what_the_policy_says(bundled_engine: Engin
     assert abstained.text.startswith(ABSTAINED) and "Canberra" not in abstained.text
     assert f"[1] {passages[0].title}" in abstained.text
     assert present(wrong, d, evidence, "off").text == wrong
-    # abstain_unanswered: the statement where the sources do not answer the question (IE), the
-    # annotation where they answer it and the answer is not what they say (WR).
+    # abstain_unanswered: the statement where the sources do not answer the question (IE, or
+    # the evidence's P(answerable) low), the annotation where they answer it and the answer is
+    # not what they say.
     either = present(wrong, d, evidence, "abstain_unanswered")
-    assert either.text == (abstained.text if d.failure == "IE" else annotated.text)
-    assert either.abstained_by == ("answer_policy" if d.failure == "IE" else None)
+    support = d.e_q.support
+    unanswered = d.failure == "IE" or (support is not None and support < UNANSWERED_BELOW)
+    assert either.text == (abstained.text if unanswered else annotated.text)
+    assert either.abstained_by == ("answer_policy" if unanswered else None)
+    # The same failed answer, its evidence judged answerable: annotated; judged not: abstained.
+    for p_answerable, expected in ((0.95, annotated.text), (UNANSWERED_BELOW / 2, abstained.text)):
+        judged = replace(d, failure="WR", e_q=replace(d.e_q, support=p_answerable))
+        assert present(wrong, judged, evidence, "abstain_unanswered").text == expected.replace(
+            NOT_ANSWERED, NOT_SUPPORTED
+        )
 
 
 def test_retrieved_passages_are_read_with_the_vectors_the_index_holds(bundled_engine: Engine) -> None:
