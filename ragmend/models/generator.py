@@ -71,7 +71,7 @@ class Activity:
 
 class LocalGGUF:
     """One llama.cpp model in this process. llama.cpp contexts are not thread-safe: one generation
-    at a time, in the gate's order (required work first, earliest deadline first)."""
+    at a time, in the gate's order (the earliest request deadline first)."""
 
     def __init__(self, name: str, path: Path, params: GeneratorSettings, activity: Activity | None = None):
         try:
@@ -183,16 +183,10 @@ class LocalGGUF:
                 raise LocalTimeout(str(e)) from None
             raise LocalTimeout(f"waited {timeout_s:g} s for the model (other generations held it)") from None
         locked = time.monotonic()
-        prompt_tokens = self._prompt_tokens(messages)
-        expected = self._pace.expected_s(prompt_tokens)
-        if expected is not None and request.remaining() < expected:
-            left = request.remaining()
+        if (short := self._short_of_time(messages, request)) is not None:
             self._gate.release()
             request.cancel("deadline")  # a repair's own token: its request still sends the first answer
-            raise LocalTimeout(
-                f"not started: the request's deadline leaves {left:.1f} s, less than the {expected:.1f} s "
-                f"a generation of {prompt_tokens} prompt tokens takes"
-            )
+            raise LocalTimeout(short)
         # llama-cpp-python evaluates only what follows the longest prefix the new prompt shares
         # with the previous one (the fixed instructions: a cold request's evidence and question
         # are all new). A prompt asked again would have only its last token evaluated, alone,
@@ -216,11 +210,27 @@ class LocalGGUF:
         finally:
             ended = time.monotonic()
             if recorder.first_at is not None and not expired and not request.cancelled:
-                self._pace.observe(prompt_tokens, recorder.first_at - locked, ended - recorder.first_at)
+                prefill_s = recorder.first_at - locked
+                self._pace.observe(recorder.prompt_tokens, prefill_s, ended - recorder.first_at)
             self._gate.release()
             self._activity.held(ended - locked)
         if expired:
             raise LocalTimeout(f"generation ran past {timeout_s:g} s")
+
+    def _short_of_time(self, messages: list[dict[str, str]], request: cancel.Cancellation) -> str | None:
+        """Why a generation should not start: its request's time left is below what one of its
+        prompt takes here (Pace); None when it fits, or the request has no deadline."""
+        left = request.remaining()
+        if math.isinf(left):  # outside a request (CLI, evaluation): nothing to measure against
+            return None
+        prompt_tokens = self._prompt_tokens(messages)
+        expected = self._pace.expected_s(prompt_tokens)
+        if expected is None or left >= expected:
+            return None
+        return (
+            f"not started: the request's deadline leaves {left:.1f} s, less than the {expected:.1f} s "
+            f"a generation of {prompt_tokens} prompt tokens takes"
+        )
 
     def _prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """The messages' tokens, and a few per message for the chat template's markers."""
