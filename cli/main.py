@@ -132,6 +132,7 @@ def ask(
     }
 
     def work() -> None:
+        from ragmend.engine.presentation import Reading
         from ragmend.text import validate_query
 
         s = settings()
@@ -140,8 +141,8 @@ def ask(
         config = engine.config(overrides)
         engine.load()
         outcome = engine.respond(question, config.model_dump(exclude_none=True))
-        policy, citations = s.server.answer_policy, s.server.citations
-        show(outcome, as_json, lambda o: print_outcome(o, policy, citations), dump=outcome_json)
+        reading = Reading.of(s.server)
+        show(outcome, as_json, lambda o: print_outcome(o, reading), dump=outcome_json)
 
     run(work)
 
@@ -154,16 +155,16 @@ def outcome_json(outcome: Any) -> str:
     return TypeAdapter(Outcome).dump_json(outcome).decode()
 
 
-def print_outcome(outcome: Any, policy: Any = "annotate", citations: bool = True) -> None:
+def print_outcome(outcome: Any, reading: Any = None) -> None:
     """What the user reads (the answer with its citations, and the answer policy's note when it
     is unsupported: engine/presentation.py), its evidence, timings, diagnosis and repair."""
-    from ragmend.engine.presentation import present
+    from ragmend.engine.presentation import Reading, present
 
     answer, diagnosis = outcome.answer, outcome.diagnosis
     evidence = [(p.id, p.title) for p in answer.evidence]
     abstained = bool(getattr(outcome, "abstained", False))
     shown = present(
-        answer.response, diagnosis, evidence, policy, citations, query=answer.query, abstained=abstained
+        answer.response, diagnosis, evidence, reading or Reading(), query=answer.query, abstained=abstained
     )
     out.print(f"[bold]{escape(shown.text)}[/]\n")
     table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)

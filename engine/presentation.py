@@ -6,7 +6,7 @@ and, when the final answer is still unsupported, what `answer_policy` says to do
 - `abstain`: a short statement that the sources do not answer this, with what was found;
 - `abstain_unanswered` (the default): abstain where the diagnosis found that the sources do not
   answer the question (failure IE, or a failed answer whose evidence the answerability model
-  gives P(answerable) below UNANSWERED_BELOW), annotate where they do and the answer is not what
+  gives P(answerable) below `server.unanswered_below`), annotate where they do and the answer is not what
   they say: a question outside the corpus gets the statement, not a made-up answer with a note;
 - `off`: the generated text as it is (citations still marked where supported, unless citations
   are off).
@@ -32,7 +32,7 @@ from typing import Literal
 from ragmend.diagnosis.compound import decompose, unprefixed
 from ragmend.diagnosis.hypotheses import CITATION_MARK, is_abstention, split_claims
 from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis, HypothesisVerdict
-from ragmend.settings import AnswerPolicy
+from ragmend.settings import UNANSWERED_BELOW, AnswerPolicy, ServerSettings
 
 UNSUPPORTED_MARK = "[unsupported]"
 NOT_SUPPORTED = "Note: the sources found do not support this answer."
@@ -42,12 +42,20 @@ NOT_CHECKED = "Note: this answer was not checked against the sources: the checks
 ABSTAINED = "The sources do not answer this question."
 CORRECTION = "[Correction] "  # leads what a live stream sends after an answer a repair replaced
 MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
-# abstain_unanswered's operating point: a failed answer counts as unanswered when its failure is
-# IE, or when the answerability model gives its evidence P(answerable) below this (the IE/WR
-# split of the failure type is tuned for choosing a repair; showing a wrong answer against hiding a
-# right one is another trade-off). Chosen on DEV (docs/repair.md, "Who speaks"): no failed right
-# answer scored below 0.77, while half the gold-removed questions typed WR scored below 0.6.
-UNANSWERED_BELOW = 0.6
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a final answer is shown: server.answer_policy, server.citations and
+    server.unanswered_below (`of`), one value so every caller presents alike."""
+
+    policy: AnswerPolicy = "abstain_unanswered"
+    citations: bool = True
+    unanswered_below: float = UNANSWERED_BELOW
+
+    @classmethod
+    def of(cls, server: ServerSettings) -> Reading:
+        return cls(server.answer_policy, server.citations, server.unanswered_below)
 
 
 @dataclass(frozen=True)
@@ -117,15 +125,14 @@ def present(
     response: str,
     diagnosis: Diagnosis | None,
     evidence: Sequence[tuple[str, str]],
-    policy: AnswerPolicy = "abstain_unanswered",
-    citations: bool = True,
+    reading: Reading = Reading(),
     query: str = "",
     abstained: bool = False,
 ) -> Presented:
-    """The text the user reads for a final answer and its diagnosis (`evidence`: each passage's
-    id and title, in the reply's order; `query`: the question the answer was diagnosed against;
-    `abstained`: the repair chose to abstain, and the answer is its statement). An abstention
-    the repair chose is never annotated or abstained over again: one voice says it."""
+    """The text the user reads for a final answer and its diagnosis, as `reading` says (`evidence`:
+    each passage's id and title, in the reply's order; `query`: the question the answer was
+    diagnosed against; `abstained`: the repair chose to abstain, and the answer is its statement).
+    An abstention the repair chose is never annotated or abstained over again: one voice says it."""
     if diagnosis is None:
         return Presented(response, (), None)
     if abstained:
@@ -134,7 +141,7 @@ def present(
         return Presented(ABSTAINED + _found(evidence), (), "abstain", abstained_by="repair")
     if not diagnosis.judged:
         # Nothing was checked, so nothing is cited or marked, and the reader is told so.
-        if policy == "off":
+        if reading.policy == "off":
             return Presented(response, (), None)
         return Presented(f"{response} {NOT_CHECKED}".strip(), (), None, NOT_CHECKED)
     if diagnosis.mode == "claim":
@@ -146,7 +153,8 @@ def present(
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     failed = diagnosis.failed
     support = diagnosis.e_q.support
-    unanswered = diagnosis.failure == "IE" or (support is not None and support < UNANSWERED_BELOW)
+    unanswered = diagnosis.failure == "IE" or (support is not None and support < reading.unanswered_below)
+    policy, citations = reading.policy, reading.citations
     if failed and (policy == "abstain" or (policy == "abstain_unanswered" and unanswered)):
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
     annotate = failed and policy in ("annotate", "abstain_unanswered")

@@ -46,6 +46,14 @@ class Live:
 
 
 LIVE = Live()
+# server.unanswered_below's default, abstain_unanswered's operating point: a failed answer counts
+# as unanswered when its failure is IE, or when the answerability model gives its evidence
+# P(answerable) below this (the IE/WR split of the failure type is tuned for choosing a repair;
+# showing a wrong answer against hiding a right one is another trade-off). Chosen on DEV
+# (docs/repair.md, "Who speaks"): the most unanswerable questions abstained with no right answer
+# replaced, at the middle of the gap between the highest-scored failed unanswerable answer below
+# every failed right answer (0.755) and the lowest-scored failed right answer (0.770).
+UNANSWERED_BELOW = 0.76
 # server.answer_policy (engine/presentation.py)
 AnswerPolicy = Literal["annotate", "abstain", "abstain_unanswered", "off"]
 
@@ -433,11 +441,16 @@ class ServerSettings(_Section):
     # annotate (the answer, its unsupported sentences marked, and a note saying so), abstain (a
     # short statement that the sources do not answer this, with what was found), abstain_unanswered
     # (abstain where the diagnosis found that the sources do not answer the question: failure IE,
-    # or P(answerable) of the evidence below 0.6; annotate where they answer it and the answer is
-    # not what they say), off (as generated). abstain_unanswered by default: on DEV it replaced no
-    # right answer, while abstaining on every failure replaced 10% of them (docs/repair.md, "Who
-    # speaks").
+    # or P(answerable) of the evidence below unanswered_below; annotate where they answer it and
+    # the answer is not what they say), off (as generated). abstain_unanswered by default: on DEV
+    # it replaced no right answer, while abstaining on every failure replaced 10% of them
+    # (docs/repair.md, "Who speaks").
     answer_policy: Annotated[AnswerPolicy, LIVE] = "abstain_unanswered"
+    # abstain_unanswered's operating point: a failed answer whose evidence the answerability model
+    # gives P(answerable) below this reads as "the sources do not answer". Higher: more
+    # unanswerable questions abstain and more answerable ones too (a wrong answer hidden, or now
+    # and then a right one).
+    unanswered_below: Annotated[float, LIVE] = Field(UNANSWERED_BELOW, ge=0, le=1, allow_inf_nan=False)
     # Each supported sentence ends with [n], the evidence passage that supports it.
     citations: Annotated[bool, LIVE] = True
     # Streamed chat completions: false streams the first answer as it is generated (a marked

@@ -12,6 +12,13 @@ answers the user reads as an abstention (the abstain action or server.answer_pol
 sources do not answer, or the answer itself says it does not know), the share right, and for
 answerable questions the share whose right first answer an abstention replaced. Kg off (its
 build takes half an hour on 2 cores); the server's prompt.
+
+    python scripts/abstention_test.py --reread reports/repair-arms/abstention-dev.json \\
+        --unanswered-below 0.6,0.7,0.76,0.8
+
+reads a recorded run's answers again under abstain_unanswered at each operating point
+(server.unanswered_below), answering nothing: the answers and their diagnoses do not depend on
+it (it only decides what the user reads), so the figures are those a run with it gives.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from ragmend.corpora.unanswerable import correct_answer
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.presentation import Presented, present
+from ragmend.engine.presentation import Presented, Reading, present
 from ragmend.fileio import atomic_write_json
 from ragmend.settings import AnswerPolicy, load_settings
 from ragmend.train.warm_start import warm_start
@@ -52,12 +59,12 @@ def sample(
     return out
 
 
-def shown(outcome: Outcome, policy: AnswerPolicy) -> Presented:
+def shown(outcome: Outcome, reading: Reading) -> Presented:
     """What the user reads (as the server presents it)."""
     result = outcome.answer
     evidence = [(p.id, p.title) for p in result.evidence]
     return present(
-        result.response, outcome.diagnosis, evidence, policy, query=result.query, abstained=outcome.abstained
+        result.response, outcome.diagnosis, evidence, reading, query=result.query, abstained=outcome.abstained
     )
 
 
@@ -67,9 +74,56 @@ def abstained(outcome: Outcome, read: Presented) -> bool:
     return read.policy_applied == "abstain" or is_abstention(outcome.answer.response)
 
 
+def reread(row: dict[str, Any], below: float) -> bool:
+    """`abstained` for a recorded row under abstain_unanswered at operating point `below`: the
+    rule of engine/presentation.py on what the row kept of the final diagnosis."""
+    failure, support = row["final_failure"], row["p_answerable"]
+    failed = failure not in (None, "NoFailure") and row.get("judged", True)
+    unanswered = failure == "IE" or (support is not None and support < below)
+    return bool(row["abstained_by_repair"] or is_abstention(row["response"]) or (failed and unanswered))
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per kind: the shares abstained and right, and the right answers an abstention hid."""
+    summary: dict[str, Any] = {}
+    for kind in KINDS:
+        rs = [r for r in rows if r["kind"] == kind]
+        if not rs:
+            continue
+        summary[kind] = {
+            "n": len(rs),
+            "abstained": round(100 * sum(r["abstained"] for r in rs) / len(rs), 2),
+            "abstained_by_repair": round(100 * sum(r["abstained_by_repair"] for r in rs) / len(rs), 2),
+            "right_first": round(100 * sum(r["first_right"] for r in rs) / len(rs), 2),
+            "right": round(100 * sum(r["right"] for r in rs) / len(rs), 2),
+            "right_replaced_by_abstention": round(
+                100 * sum(r["first_right"] and r["abstained"] and not r["right"] for r in rs) / len(rs), 2
+            ),
+            # A right final answer (first or repaired) that the user reads as an abstention.
+            "right_read_as_abstention": round(
+                100 * sum(r["right"] and r["abstained"] for r in rs) / len(rs), 2
+            ),
+            "seconds_p50": statistics.median(r["seconds"] for r in rs),
+        }
+    unanswerable = [r for r in rows if r["kind"] != "answerable"]
+    summary["unanswerable"] = {
+        "n": len(unanswerable),
+        "abstained": round(100 * sum(r["abstained"] for r in unanswerable) / max(1, len(unanswerable)), 2),
+    }
+    return summary
+
+
+def reread_file(path: Path, points: list[float]) -> int:
+    rows = json.loads(path.read_text())["rows"]
+    for below in points:
+        summary = summarize([{**r, "abstained": reread(r, below)} for r in rows])
+        print(json.dumps({"unanswered_below": below, **summary}))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workdir", type=Path, required=True, help="the unanswerable task's workspace")
+    ap.add_argument("--workdir", type=Path, help="the unanswerable task's workspace")
     ap.add_argument("--data-root", type=Path, default=Path("../shared/data"))
     ap.add_argument(
         "--dev", default="40,30,30", help="DEV items per kind: answerable,gold_removed,out_of_corpus"
@@ -87,8 +141,19 @@ def main() -> int:
         default=None,
         help="server.answer_policy for what the user reads (default: the configuration's)",
     )
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument(
+        "--unanswered-below",
+        default=None,
+        help="server.unanswered_below (default: the configuration's); with --reread, a comma-separated list",
+    )
+    ap.add_argument("--reread", type=Path, help="a recorded run (its --out) to read again; answers nothing")
+    ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    if args.reread:
+        points = args.unanswered_below or str(load_settings().server.unanswered_below)
+        return reread_file(args.reread, [float(x) for x in points.split(",")])
+    if args.workdir is None or args.out is None:
+        ap.error("--workdir and --out are required unless --reread")
     ws = unanswerable_workspace(args.workdir, args.data_root)
     items = ws.prepare()
     state = args.workdir / "abstention-policy.sqlite"
@@ -97,7 +162,12 @@ def main() -> int:
     settings = ws.settings(
         load_settings(), policy={"state_path": str(state), "kind": "linucb"}, kg={"enabled": False}
     )
-    policy = args.answer_policy or settings.server.answer_policy
+    server = settings.server
+    reading = Reading(
+        args.answer_policy or server.answer_policy,
+        server.citations,
+        float(args.unanswered_below) if args.unanswered_below else server.unanswered_below,
+    )
     engine = Engine(settings)
     engine.load()
     dev = sample(items, "dev", [int(n) for n in args.dev.split(",")])  # the warm start's
@@ -112,13 +182,14 @@ def main() -> int:
         outcome = engine.respond(item.query)
         first_answer = outcome.first or outcome.answer
         trace = outcome.repair
-        read = shown(outcome, policy)
+        read = shown(outcome, reading)
         rows.append(
             {
                 "id": item.id,
                 "kind": item.kind,
                 "first_failure": (outcome.first_diagnosis or outcome.diagnosis).failure,  # type: ignore[union-attr]
                 "final_failure": outcome.diagnosis.failure if outcome.diagnosis else None,
+                "judged": bool(outcome.diagnosis and outcome.diagnosis.judged),
                 # The answerability model's P(answerable) for the final answer's evidence.
                 "p_answerable": outcome.diagnosis.e_q.support if outcome.diagnosis else None,
                 "action": getattr(trace, "action", None),
@@ -135,29 +206,10 @@ def main() -> int:
         if n % 20 == 0:
             print(f"test {n}", flush=True)
     engine.close()
-    summary: dict[str, Any] = {}
-    for kind in KINDS:
-        rs = [r for r in rows if r["kind"] == kind]
-        if not rs:
-            continue
-        summary[kind] = {
-            "n": len(rs),
-            "abstained": round(100 * sum(r["abstained"] for r in rs) / len(rs), 2),
-            "abstained_by_repair": round(100 * sum(r["abstained_by_repair"] for r in rs) / len(rs), 2),
-            "right_first": round(100 * sum(r["first_right"] for r in rs) / len(rs), 2),
-            "right": round(100 * sum(r["right"] for r in rs) / len(rs), 2),
-            "right_replaced_by_abstention": round(
-                100 * sum(r["first_right"] and r["abstained"] and not r["right"] for r in rs) / len(rs), 2
-            ),
-            "seconds_p50": statistics.median(r["seconds"] for r in rs),
-        }
-    unanswerable = [r for r in rows if r["kind"] != "answerable"]
-    summary["unanswerable"] = {
-        "n": len(unanswerable),
-        "abstained": round(100 * sum(r["abstained"] for r in unanswerable) / max(1, len(unanswerable)), 2),
-    }
+    summary = summarize(rows)
     out = {
-        "answer_policy": policy,
+        "answer_policy": reading.policy,
+        "unanswered_below": reading.unanswered_below,
         "command": "python scripts/abstention_test.py "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
         "warm_start": [r.as_json() for r in warm],

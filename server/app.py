@@ -27,6 +27,7 @@ from ragmend import __version__
 from ragmend.engine import Engine
 from ragmend.engine.collections import Collections
 from ragmend.engine.outcome import Outcome
+from ragmend.engine.presentation import Reading
 from ragmend.errors import RagmendError, describe_validation
 from ragmend.rag.types import Turn
 from ragmend.server.admin import admin_router
@@ -223,7 +224,7 @@ def create_app(
         run = admission.run(respond, *asked, token=token, kind=target.namespace)
         outcome = await until_disconnected(request, run)
         s = engine.settings.server  # the settings in force (a hot reload replaces them)
-        return answer_response(outcome, s.answer_policy, s.citations, response_id=response_id)
+        return answer_response(outcome, Reading.of(s), response_id=response_id)
 
     app.include_router(openai_router(models, metrics, feedback))  # /v1/chat/completions, /v1/models
     app.include_router(feedback_router(feedback))  # /v1/feedback

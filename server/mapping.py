@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Any
 from ragmend.actions import catalogue, meter
 from ragmend.diagnosis import types as diag
 from ragmend.engine import repair
-from ragmend.engine.presentation import present
+from ragmend.engine.presentation import Reading, present
 from ragmend.policy import reward as policy_reward
 from ragmend.policy import types as policy_types
 from ragmend.policy.core import action_budgets
 from ragmend.rag import types as rag
 from ragmend.server import schemas as api
-from ragmend.settings import AnswerPolicy
 
 if TYPE_CHECKING:
     from ragmend.engine import Engine
@@ -309,19 +308,18 @@ def token_usage(outcome: Outcome) -> api.TokenUsage:
 
 def answer_response(
     outcome: Outcome,
-    policy: AnswerPolicy = "abstain_unanswered",
-    citations: bool = True,
+    reading: Reading | None = None,
     response_id: str = "",
 ) -> api.AnswerResponse:
-    """The body for an engine outcome; its `answer` is what the user reads (engine/presentation.py)."""
+    """The body for an engine outcome; its `answer` is what the user reads, as `reading` says
+    (engine/presentation.py)."""
     result = outcome.answer
     evidence = [(p.id, p.title) for p in result.evidence]
     shown = present(
         result.response,
         outcome.diagnosis,
         evidence,
-        policy,
-        citations,
+        reading or Reading(),
         query=result.query,
         abstained=outcome.abstained,
     )

@@ -30,6 +30,7 @@ from fastapi.responses import StreamingResponse
 from ragmend.cancel import Cancellation
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
+from ragmend.engine.presentation import Reading
 from ragmend.errors import ClientDisconnected, InputError, RagmendError
 from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission, admission_of
@@ -55,7 +56,6 @@ from ragmend.server.openai_schemas import (
 from ragmend.server.schemas import ErrorResponse
 from ragmend.server.served_models import ServedModels
 from ragmend.server.streaming import TextPipe, tail
-from ragmend.settings import AnswerPolicy
 
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
 # Word-sized pieces, whitespace kept: the deltas concatenate back to the exact answer.
@@ -115,13 +115,11 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def completion(
-    outcome: Outcome, model: str, policy: AnswerPolicy, citations: bool, response_id: str
-) -> ChatCompletion:
+def completion(outcome: Outcome, model: str, reading: Reading, response_id: str) -> ChatCompletion:
     answer = outcome.answer
     reason = cast(FinishReason, answer.finish_reason if answer.finish_reason in FINISH_REASONS else "stop")
     tokens = outcome.total_usage()  # every generator call of the request, not only the answer's
-    extension = answer_response(outcome, policy, citations, response_id=response_id)
+    extension = answer_response(outcome, reading, response_id=response_id)
     return ChatCompletion(
         id=response_id,
         created=int(time.time()),
@@ -280,9 +278,7 @@ def openai_router(models: ServedModels, metrics: Metrics, feedback: Feedback) ->
             asked = (engine, query, overrides, history, response_id)
             run = admission.run(respond, *asked, token=token, kind=engine.namespace)
             outcome = await until_disconnected(request, run)
-            result = completion(
-                outcome, body.model or models.served, s.answer_policy, s.citations, response_id
-            )
+            result = completion(outcome, body.model or models.served, Reading.of(s), response_id)
             if not body.stream:
                 return result
             return event_stream(held(result, bool(options and options.include_usage)))
@@ -332,7 +328,7 @@ def openai_router(models: ServedModels, metrics: Metrics, feedback: Feedback) ->
                 yield error_event(e)
                 return
             s = engine.settings.server
-            done = completion(outcome, opening.model, s.answer_policy, s.citations, opening.id)
+            done = completion(outcome, opening.model, Reading.of(s), opening.id)
             done = done.model_copy(update={"created": opening.created})
             for c in closing(done, include_usage, tail(outcome, done.ragmend)):
                 yield sse(c, include_usage)

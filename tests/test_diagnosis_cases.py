@@ -22,6 +22,7 @@ from ragmend.engine.presentation import (
     NOT_CHECKED,
     NOT_SUPPORTED,
     UNANSWERED_BELOW,
+    Reading,
     present,
 )
 from ragmend.rag.types import Passage
@@ -422,24 +423,24 @@ def test_the_user_reads_citations_and_what_the_policy_says(bundled_engine: Engin
     cited = passages[sentence.passages[0] - 1]
     assert "Elko" in cited.title + cited.text
     assert shown.text == right + "".join(f"[{n}]" for n in sentence.passages) and shown.policy_applied is None
-    assert present(right, d, evidence, citations=False).text == right
+    assert present(right, d, evidence, Reading(citations=False)).text == right
 
     question, wrong = CASES[1]  # Canberra, which no passage names
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     evidence = [(p.id, p.title) for p in passages]
     d = bundled_engine.diagnoser.diagnose(question, passages, wrong)
     assert d.failed
-    annotated = present(wrong, d, evidence, "annotate")
+    annotated = present(wrong, d, evidence, Reading("annotate"))
     assert annotated.policy_applied == "annotate" and "[unsupported]" in annotated.text
     assert annotated.text.endswith(NOT_ANSWERED if d.failure == "IE" else NOT_SUPPORTED)
-    abstained = present(wrong, d, evidence, "abstain")
+    abstained = present(wrong, d, evidence, Reading("abstain"))
     assert abstained.text.startswith(ABSTAINED) and "Canberra" not in abstained.text
     assert f"[1] {passages[0].title}" in abstained.text
-    assert present(wrong, d, evidence, "off").text == wrong
+    assert present(wrong, d, evidence, Reading("off")).text == wrong
     # abstain_unanswered: the statement where the sources do not answer the question (IE, or
     # the evidence's P(answerable) low), the annotation where they answer it and the answer is
     # not what they say.
-    either = present(wrong, d, evidence, "abstain_unanswered")
+    either = present(wrong, d, evidence, Reading("abstain_unanswered"))
     support = d.e_q.support
     unanswered = d.failure == "IE" or (support is not None and support < UNANSWERED_BELOW)
     assert either.text == (abstained.text if unanswered else annotated.text)
@@ -447,9 +448,15 @@ def test_the_user_reads_citations_and_what_the_policy_says(bundled_engine: Engin
     # The same failed answer, its evidence judged answerable: annotated; judged not: abstained.
     for p_answerable, expected in ((0.95, annotated.text), (UNANSWERED_BELOW / 2, abstained.text)):
         judged = replace(d, failure="WR", e_q=replace(d.e_q, support=p_answerable))
-        assert present(wrong, judged, evidence, "abstain_unanswered").text == expected.replace(
+        assert present(wrong, judged, evidence, Reading("abstain_unanswered")).text == expected.replace(
             NOT_ANSWERED, NOT_SUPPORTED
         )
+    # The operator's operating point (server.unanswered_below) moves that line: the same evidence
+    # at P(answerable) 0.7 is abstained over at 0.8 and annotated at 0.6.
+    middling = replace(d, failure="WR", e_q=replace(d.e_q, support=0.7))
+    for below, expected in ((0.8, abstained.text), (0.6, annotated.text)):
+        read = present(wrong, middling, evidence, Reading("abstain_unanswered", unanswered_below=below))
+        assert read.text == expected.replace(NOT_ANSWERED, NOT_SUPPORTED)
 
 
 def test_retrieved_passages_are_read_with_the_vectors_the_index_holds(bundled_engine: Engine) -> None:

@@ -104,6 +104,7 @@ def test_live_settings_are_declared_on_the_fields() -> None:
         "protect_metrics",
         "reload_poll_s",
         "answer_policy",
+        "unanswered_below",
         "citations",
         "stream_verify_first",
     }
