@@ -211,7 +211,7 @@ def main() -> int:
         "answer_policy": reading.policy,
         "unanswered_below": reading.unanswered_below,
         "command": "python scripts/abstention_test.py "
-        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v not in (None, False)),
         "warm_start": [r.as_json() for r in warm],
         "summary": summary,
         "rows": rows,

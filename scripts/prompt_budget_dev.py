@@ -29,7 +29,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--task", default="hotpotqa")
     ap.add_argument("--limit", type=int, default=60)
-    ap.add_argument("--offset", type=int, default=0, help="skip the first N DEV items")
+    ap.add_argument("--offset", type=int, default=0, help="skip the first N items of the split")
+    ap.add_argument(
+        "--split",
+        choices=("dev", "test"),
+        default="dev",
+        help="dev to choose a budget; test only to report a chosen one beside whole passages",
+    )
     ap.add_argument("--budgets", default="0,64,128,192")
     ap.add_argument("--workdir", type=Path, default=Path("var/eval"))
     ap.add_argument("--data-root", type=Path, default=Path("../shared/data"))
@@ -37,7 +43,7 @@ def main() -> int:
     args = ap.parse_args()
     task = get_task(args.task)
     ws = Workspace(task, args.workdir / args.task, args.data_root)
-    items = first(ws.prepare(), "dev", args.offset + args.limit)[args.offset :]
+    items = first(ws.prepare(), args.split, args.offset + args.limit)[args.offset :]
     # Naive answers read no graph: kg off spares the half hour its build takes on 2 cores.
     settings = ws.settings(load_settings(), policy={"repair": False}, kg={"enabled": False})
     settings = settings_with(settings, models={"generator": {"cache": None}})
@@ -58,7 +64,7 @@ def main() -> int:
                 }
             )
         print(f"{n}/{len(items)}", flush=True)
-    out = {"task": args.task, "split": "dev", "offset": args.offset, "n": len(items), "budgets": {}}
+    out = {"task": args.task, "split": args.split, "offset": args.offset, "n": len(items), "budgets": {}}
     for b, rs in rows.items():
         keys = rs[0]["scores"].keys()
         out["budgets"][str(b)] = {
