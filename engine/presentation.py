@@ -57,6 +57,14 @@ class Reading:
     def of(cls, server: ServerSettings) -> Reading:
         return cls(server.answer_policy, server.citations, server.unanswered_below)
 
+    def abstains(self, failure: str, p_answerable: float | None) -> bool:
+        """Whether a judged final answer with this failure type, its evidence given P(answerable)
+        by the answerability model, reads as the abstention."""
+        if failure == "NoFailure":
+            return False
+        unanswered = failure == "IE" or (p_answerable is not None and p_answerable < self.unanswered_below)
+        return self.policy == "abstain" or (self.policy == "abstain_unanswered" and unanswered)
+
 
 @dataclass(frozen=True)
 class CitedSentence:
@@ -151,13 +159,10 @@ def present(
             return Presented(f"{label}: {NOT_VERIFIED}", (), "gated")
         return Presented(response, (), None)
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
-    failed = diagnosis.failed
-    support = diagnosis.e_q.support
-    unanswered = diagnosis.failure == "IE" or (support is not None and support < reading.unanswered_below)
-    policy, citations = reading.policy, reading.citations
-    if failed and (policy == "abstain" or (policy == "abstain_unanswered" and unanswered)):
+    if reading.abstains(diagnosis.failure, diagnosis.e_q.support):
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
-    annotate = failed and policy in ("annotate", "abstain_unanswered")
+    annotate = diagnosis.failed and reading.policy in ("annotate", "abstain_unanswered")
+    citations = reading.citations
     if not citations and not annotate:
         return Presented(response, sentences, None)
     text = " ".join(_marked(s, citations, annotate) for s in sentences) if sentences else response

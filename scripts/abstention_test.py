@@ -77,10 +77,10 @@ def abstained(outcome: Outcome, read: Presented) -> bool:
 def reread(row: dict[str, Any], below: float) -> bool:
     """`abstained` for a recorded row under abstain_unanswered at operating point `below`: the
     rule of engine/presentation.py on what the row kept of the final diagnosis."""
-    failure, support = row["final_failure"], row["p_answerable"]
-    failed = failure not in (None, "NoFailure") and row.get("judged", True)
-    unanswered = failure == "IE" or (support is not None and support < below)
-    return bool(row["abstained_by_repair"] or is_abstention(row["response"]) or (failed and unanswered))
+    judged = row["final_failure"] is not None and row.get("judged", True)
+    read = Reading("abstain_unanswered", unanswered_below=below)
+    by_policy = judged and read.abstains(row["final_failure"], row["p_answerable"])
+    return bool(row["abstained_by_repair"] or is_abstention(row["response"]) or by_policy)
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
