@@ -13,23 +13,15 @@ reuses the KV cache of the previous one's common prefix (`ragmend bench stream` 
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-from pathlib import Path
 
-from ragmend.bench.harness.workspace import Workspace
-from ragmend.corpora.tasks import first, get_task
-from ragmend.engine import Engine
+from ragmend.bench.harness.item_runs import item_arguments, open_item_run
 from ragmend.fileio import atomic_write_json
-from ragmend.settings import load_settings, settings_with
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--task", default="hotpotqa")
-    ap.add_argument("--limit", type=int, default=60)
-    ap.add_argument("--offset", type=int, default=0, help="skip the first N items of the split")
+    ap = item_arguments(__doc__, limit=60)
     ap.add_argument(
         "--split",
         choices=("dev", "test"),
@@ -37,18 +29,9 @@ def main() -> int:
         help="dev to choose a budget; test only to report a chosen one beside whole passages",
     )
     ap.add_argument("--budgets", default="0,64,128,192")
-    ap.add_argument("--workdir", type=Path, default=Path("var/eval"))
-    ap.add_argument("--data-root", type=Path, default=Path("../shared/data"))
-    ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    task = get_task(args.task)
-    ws = Workspace(task, args.workdir / args.task, args.data_root)
-    items = first(ws.prepare(), args.split, args.offset + args.limit)[args.offset :]
-    # Naive answers read no graph: kg off spares the half hour its build takes on 2 cores.
-    settings = ws.settings(load_settings(), policy={"repair": False}, kg={"enabled": False})
-    settings = settings_with(settings, models={"generator": {"cache": None}})
-    engine = Engine(settings)
-    engine.load()
+    run = open_item_run(args, split=args.split, generation_cache=False)
+    task, items, engine = run.task, run.items, run.engine
     budgets = [int(b) for b in args.budgets.split(",")]
     rows: dict[int, list[dict]] = {b: [] for b in budgets}
     for n, item in enumerate(items, start=1):

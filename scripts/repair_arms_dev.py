@@ -13,37 +13,22 @@ only: this is where arms are designed and the best fixed arm is chosen.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-from pathlib import Path
 from typing import Any
 
 from ragmend.actions.catalogue import BY_NAME
-from ragmend.bench.harness.workspace import Workspace
-from ragmend.corpora.tasks import first, get_task
-from ragmend.engine import Engine
+from ragmend.bench.harness.item_runs import item_arguments, open_item_run
 from ragmend.engine.services import EngineServices
 from ragmend.fileio import atomic_write_json
-from ragmend.settings import load_settings
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--task", default="hotpotqa")
-    ap.add_argument("--limit", type=int, default=100)
-    ap.add_argument("--offset", type=int, default=0, help="skip the first N DEV items")
+    ap = item_arguments(__doc__, limit=100)
     ap.add_argument("--arms", default="focus,decompose")
-    ap.add_argument("--workdir", type=Path, default=Path("var/eval"))
-    ap.add_argument("--data-root", type=Path, default=Path("../shared/data"))
-    ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    task = get_task(args.task)
-    ws = Workspace(task, args.workdir / args.task, args.data_root)
-    items = first(ws.prepare(), "dev", args.offset + args.limit)[args.offset :]
-    settings = ws.settings(load_settings(), policy={"repair": False}, kg={"enabled": False})
-    engine = Engine(settings)
-    engine.load()
+    run = open_item_run(args)
+    task, items, engine = run.task, run.items, run.engine
     services = EngineServices(engine)
     arms = [a for a in args.arms.split(",") if a]
     rows: list[dict[str, Any]] = []

@@ -13,31 +13,29 @@ candidate each rule picks and its score, the seconds the candidates' diagnoses t
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ragmend.bench.harness.workspace import Workspace
-from ragmend.corpora.tasks import first, get_task
+from ragmend.bench.harness.item_runs import item_arguments, open_item_run
 from ragmend.engine import Engine
 from ragmend.fileio import atomic_write_json
 from ragmend.models.spacy_model import load_spacy
-from ragmend.settings import load_settings
 
 YES_NO = ("is ", "are ", "was ", "were ", "do ", "does ", "did ", "can ", "could ", "has ", "have ")
 
 
 def candidates(question: str, evidence: Any, engine: Engine, nlp: Any, top: int) -> list[str]:
     pipeline = engine.pipeline
-    sentences = [(p, s) for p in evidence for s in pipeline._split(p.text) if s.strip()]
+    split, reranker = pipeline._split, pipeline.models.reranker  # the focus arm's splitter and scorer
+    assert split is not None and reranker is not None, "needs the sentence splitter and the reranker"
+    sentences = [(p, s) for p in evidence for s in split(p.text) if s.strip()]
     if not sentences:
         return []
-    scores = np.asarray(pipeline.models.reranker.score(question, [f"{p.title}: {s}" for p, s in sentences]))
+    scores = np.asarray(reranker.score(question, [f"{p.title}: {s}" for p, s in sentences]))
     best = [sentences[i] for i in np.argsort(-scores)[:top]]
     out: list[str] = []
     if question.lower().startswith(YES_NO):
@@ -60,22 +58,12 @@ def candidates(question: str, evidence: Any, engine: Engine, nlp: Any, top: int)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--task", default="hotpotqa")
-    ap.add_argument("--limit", type=int, default=60)
-    ap.add_argument("--offset", type=int, default=0)
+    ap = item_arguments(__doc__, limit=60)
     ap.add_argument("--top", type=int, default=3, help="best sentences whose phrases are candidates")
-    ap.add_argument("--workdir", type=Path, default=Path("var/eval"))
-    ap.add_argument("--data-root", type=Path, default=Path("../shared/data"))
-    ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    task = get_task(args.task)
-    ws = Workspace(task, args.workdir / args.task, args.data_root)
-    items = first(ws.prepare(), "dev", args.offset + args.limit)[args.offset :]
-    settings = ws.settings(load_settings(), policy={"repair": False}, kg={"enabled": False})
-    engine = Engine(settings)
-    engine.load()
-    nlp = load_spacy(settings.models)
+    run = open_item_run(args)
+    task, items, engine = run.task, run.items, run.engine
+    nlp = load_spacy(engine.settings.models)
     rows: list[dict[str, Any]] = []
     for n, item in enumerate(items, start=1):
         a = engine.answer(item.query)
@@ -89,7 +77,7 @@ def main() -> int:
         }
         if d.failed:
             t0 = time.monotonic()
-            judged = []
+            judged: list[dict[str, Any]] = []
             for c in candidates(item.query, a.evidence, engine, nlp, args.top):
                 dc = engine.diagnoser.diagnose(item.query, a.evidence, c)
                 p_unsupported = dc.verdict.p_unsupported if dc.verdict else None
