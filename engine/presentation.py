@@ -31,7 +31,7 @@ from typing import Literal
 
 from ragmend.diagnosis.compound import decompose, unprefixed
 from ragmend.diagnosis.hypotheses import CITATION_MARK, is_abstention, split_claims
-from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis, HypothesisVerdict
+from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis, FailureType, HypothesisVerdict
 from ragmend.settings import UNANSWERED_BELOW, AnswerPolicy, ServerSettings
 
 UNSUPPORTED_MARK = "[unsupported]"
@@ -57,7 +57,7 @@ class Reading:
     def of(cls, server: ServerSettings) -> Reading:
         return cls(server.answer_policy, server.citations, server.unanswered_below)
 
-    def abstains(self, failure: str, p_answerable: float | None) -> bool:
+    def abstains(self, failure: FailureType, p_answerable: float | None) -> bool:
         """Whether a judged final answer with this failure type, its evidence given P(answerable)
         by the answerability model, reads as the abstention."""
         if failure == "NoFailure":
