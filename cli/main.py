@@ -21,6 +21,7 @@ from ragmend.cli.nli import nli_app
 from ragmend.cli.policy import policy_app
 from ragmend.cli.train import train
 from ragmend.cli.verdict import verdict_app
+from ragmend.settings import profile_models
 
 app = typer.Typer(
     name="ragmend",
@@ -44,7 +45,11 @@ def main_options(
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Where the index and policy state live.")] = None,
     profile: Annotated[
-        str | None, typer.Option(help="Generator profile: default (Qwen2.5-0.5B) or tiny (SmolLM2-135M).")
+        str | None,
+        typer.Option(
+            help="Generator profile: default (Qwen2.5-0.5B, the 1.5B as the stronger generator), large "
+            "(Qwen2.5-1.5B alone) or tiny (SmolLM2-135M in both roles, for fast runs)."
+        ),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress to stderr.")] = False,
 ) -> None:
@@ -60,7 +65,7 @@ def main_options(
     if data_dir is not None:
         overrides["data_dir"] = data_dir
     if profile is not None:
-        overrides["models"] = {"generator": {"profile": profile}}
+        overrides["models"] = profile_models(profile)
     Invocation.overrides = overrides
 
 
@@ -243,14 +248,14 @@ def models(
         def print_table(_: object) -> None:
             table = Table("role", "status", "source", "size", "load", "smoke")
             for r in reports:
-                status = "[green]ok[/]" if r.status == "ok" else "[red]error[/]"
+                status = {"ok": "[green]ok[/]", "off": "[dim]off[/]"}.get(r.status, "[red]error[/]")
                 table.add_row(
                     r.role, status, r.source, f"{r.bytes / 1e6:.1f} MB", f"{r.load_s:.2f} s", r.smoke
                 )
             out.print(table)
 
         show({"roles": {r.role: r.as_dict() for r in reports}}, as_json, print_table)
-        if any(r.status != "ok" for r in reports):
+        if any(r.status == "error" for r in reports):
             raise typer.Exit(3)
 
     run(work)

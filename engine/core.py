@@ -192,6 +192,8 @@ class Engine:
     def roles(self) -> tuple[str, ...]:
         """The model roles serving a request needs."""
         roles = ["embeddings", "reranker", "generator"]
+        if self.models.has_escalation:
+            roles.append("escalation")
         if self.settings.diagnosis.enabled:
             roles.append("nli")
         if self.kg is not None and self.settings.kg.extractor == "spacy":

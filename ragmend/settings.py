@@ -31,7 +31,7 @@ from ragmend.errors import ConfigError, describe_validation
 RetrievalMode = Literal["dense", "bm25", "hybrid"]
 # The answer prompt's evidence budget in tokens (RAGSettings.context_tokens, RAGConfig's default).
 CONTEXT_TOKENS = 96
-GeneratorProfile = Literal["default", "tiny"]
+GeneratorProfile = Literal["default", "tiny", "large"]
 
 
 def _xdg(var: str, fallback: str) -> Path:
@@ -86,8 +86,11 @@ CpuVariant = Literal["auto", "portable"]  # models.generator.cpu_variant
 
 
 class GeneratorSettings(_Section):
-    # default: Qwen2.5-Coder-0.5B-Instruct Q4; tiny: SmolLM2-135M-Instruct (fast tests).
-    profile: GeneratorProfile = "default"
+    profile: GeneratorProfile = Field(
+        "default",
+        description="The bundled GGUF served in-process: default (Qwen2.5-Coder-0.5B-Instruct Q4), large "
+        "(Qwen2.5-Coder-1.5B-Instruct Q4_K_M) or tiny (SmolLM2-135M-Instruct, for fast tests).",
+    )
     # Any litellm model string ("openai/gpt-4o-mini", "ollama/llama3", "hosted_vllm/...").
     # Unset: the local GGUF of the profile, served in-process through litellm's "ragmend" provider.
     model: str | None = None
@@ -146,20 +149,15 @@ class ModelsSettings(_Section):
     embeddings: EmbeddingsSettings = EmbeddingsSettings()
     reranker: RerankerSettings = RerankerSettings()
     generator: GeneratorSettings = GeneratorSettings()
-    # A stronger generator the repair policy may escalate to (the `escalate` action): any litellm
-    # model (a larger model on vLLM, an API), with its api_base / api_key. Unset: the action is
-    # masked. Its calls are metered and budgeted like every repair pass.
-    escalation: GeneratorSettings | None = None
+    escalation: GeneratorSettings | None = Field(
+        GeneratorSettings(profile="large"),
+        description="The stronger generator: what the escalate repair and the router's large plans "
+        "answer with. A bundled profile or a GGUF of your own (in-process beside the generator, one "
+        "generation at a time between them), or any litellm model with its api_base and api_key; "
+        "null: none (those plans and the action are masked).",
+    )
     spacy: SpacySettings = SpacySettings()
     nli: NLISettings = NLISettings()
-
-    @model_validator(mode="after")
-    def _escalation_is_a_model(self) -> ModelsSettings:
-        if self.escalation is not None and not self.escalation.model:
-            raise ValueError(
-                "models.escalation.model: a litellm model string is required (e.g. openai/<name>)"
-            )
-        return self
 
 
 class RAGSettings(_Section):
@@ -536,6 +534,17 @@ class Settings(BaseSettings):
     @property
     def index_dir(self) -> Path:
         return self.data_dir / "index"
+
+
+def profile_models(profile: str) -> dict[str, Any]:
+    """The models section a generator profile stands for (`--profile`): default answers with the
+    0.5B model and escalates to the 1.5B; large serves the 1.5B alone; tiny puts SmolLM2-135M in
+    both roles (fast tests and runs). An unknown profile is left for validation to name."""
+    escalation = {"default": {"profile": "large"}, "large": None, "tiny": {"profile": "tiny"}}
+    section: dict[str, Any] = {"generator": {"profile": profile}}
+    if profile in escalation:
+        section["escalation"] = escalation[profile]
+    return section
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

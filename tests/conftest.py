@@ -50,7 +50,11 @@ def tiny_settings(data_dir: Path, **overrides: object) -> Settings:
     base = load_settings(
         data_dir=data_dir,
         cache_dir=data_dir / "cache",
-        models={"generator": {"profile": "tiny", "max_tokens": 48}},
+        # The stronger generator is the tiny one too: its plans and the escalate action run fast.
+        models={
+            "generator": {"profile": "tiny", "max_tokens": 48},
+            "escalation": {"profile": "tiny", "max_tokens": 48},
+        },
     )
     return settings_with(base, **overrides)
 

@@ -78,11 +78,25 @@ def test_split_gguf_assembles_once_and_verifies(tmp_path: Path) -> None:
     mtime = path.stat().st_mtime_ns
     assert q.path(tmp_path).stat().st_mtime_ns == mtime  # not re-assembled on the next start
 
-    wrong = bundled.SplitGGUF(q.name, "wrong.gguf", q.parts, hashlib.sha256(b"other").hexdigest(), q.license)
+    other = hashlib.sha256(b"other").hexdigest()
+    wrong = bundled.SplitGGUF(q.name, "wrong.gguf", q.parts, q.size, other, q.license)
     with pytest.raises(ModelUnavailable, match="force-reinstall"):
         wrong.path(tmp_path)
     assert not (tmp_path / "models" / "wrong.gguf").exists()
     assert not list((tmp_path / "models").glob(".assemble-*"))
+    # Parts of another size are refused before any byte is copied.
+    short = bundled.SplitGGUF(q.name, "short.gguf", q.parts, q.size + 1, q.sha256, q.license)
+    with pytest.raises(ModelUnavailable, match="bytes, expected"):
+        short.path(tmp_path)
+    assert not (tmp_path / "models" / "short.gguf").exists()
+
+
+def test_the_large_profile_is_the_verified_1_5b_from_its_wheels() -> None:
+    """Its 22 parts are installed (make install), in order, and add up to the published size."""
+    large = bundled.GENERATOR_PROFILES["large"]
+    assert isinstance(large, bundled.SplitGGUF) and len(large.parts) == 22
+    sources = [bundled.package_dir(mod, pkg) / rel for pkg, mod, rel in large.parts]
+    assert sum(p.stat().st_size for p in sources) == large.size == 1_117_320_768
 
 
 def test_token_logprobs_are_the_chosen_tokens_log_softmax() -> None:

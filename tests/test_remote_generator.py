@@ -33,7 +33,7 @@ ALIAS = "smollm2-remote"
 def llama_server(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """(base URL, log file) of a llama_cpp.server process serving the tiny GGUF."""
     pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is not installed")
-    _, gguf = generator_source(engine.settings)
+    _, gguf = generator_source(engine.settings.models.generator, engine.settings.cache_dir)
     port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     cmd = [
@@ -159,7 +159,8 @@ def test_the_escalate_action_answers_with_the_stronger_generator(
     finally:
         escalating.close()
     # Without models.escalation the action is masked, saying why.
-    plain = Engine(settings_with(engine.settings, policy=policy), models=engine.models)
+    unconfigured = settings_with(engine.settings, models={"escalation": None}, policy=policy)
+    plain = Engine(unconfigured, models=ModelRegistry.sharing(engine.models, unconfigured))
     plain.load()
     try:
         skipped = plain.respond(UNANSWERABLE).repair

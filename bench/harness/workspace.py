@@ -51,10 +51,11 @@ class Workspace:
     def settings(self, base: Settings, **sections: Any) -> Settings:
         """`base` pointed at this workspace: its corpus as the only source, the task's prompt and
         generation length, the generation cache; `sections` override further (e.g. policy=...)."""
-        ws: dict[str, Any] = {
-            "rag": {"prompt": self.task.prompt},
-            "models": {"generator": {"cache": str(self.cache_path), "max_tokens": self.task.max_tokens}},
-        }
+        generation = {"cache": str(self.cache_path), "max_tokens": self.task.max_tokens}
+        models: dict[str, Any] = {"generator": generation}
+        if base.models.escalation is not None:  # the stronger generator answers like the first
+            models["escalation"] = generation
+        ws: dict[str, Any] = {"rag": {"prompt": self.task.prompt}, "models": models}
         pointed = settings_with(base, data_dir=str(self.root), sources=[str(self.corpus_path)], **ws)
         return settings_with(pointed, **sections) if sections else pointed
 

@@ -67,7 +67,7 @@ def run_generator_bench(
         raise InputError(
             "bench generator measures the in-process GGUF; models.generator.model is a remote engine"
         )
-    _, path = generator_source(settings)
+    _, path = generator_source(settings.models.generator, settings.cache_dir)
     out: dict[str, Any] = {"model": path, "variants": {}}
     rows: list[dict[str, Any]] = []
     for variant in dict.fromkeys(variants):

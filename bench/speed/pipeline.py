@@ -171,7 +171,7 @@ def _bench_generate(
         gen = {"profile": profile, "n_threads": threads}
         gen_settings = settings_with(settings, models={"generator": gen})
         t0 = time.perf_counter()
-        generator = load_generator(gen_settings)
+        generator = load_generator(gen_settings.models.generator, gen_settings)
         load_s = time.perf_counter() - t0
         generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=4)  # warm-up
         latency, prefill, decode, ptoks, ntoks = [], [], [], [], []

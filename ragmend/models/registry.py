@@ -11,22 +11,24 @@ from typing import Any, cast
 
 import numpy as np
 
-from ragmend.errors import RagmendError
+from ragmend.errors import ModelUnavailable, RagmendError
 from ragmend.models.bundled import path_bytes
 from ragmend.models.embeddings import embeddings_runtime, embeddings_source, load_embeddings
-from ragmend.models.generator import Generator, generator_source, load_generator
+from ragmend.models.generator import Generator, InProcess, generator_source, load_generator
 from ragmend.models.nli import NLIModel, load_nli, nli_source
 from ragmend.models.reranker import Reranker, load_reranker, reranker_source
 from ragmend.models.spacy_model import load_spacy, spacy_source
 from ragmend.settings import Settings
 
-ROLES = ("embeddings", "reranker", "generator", "spacy", "nli")
+ROLES = ("embeddings", "reranker", "generator", "escalation", "spacy", "nli")
+# The roles a generator fills: the first pass's, and the stronger one (models.escalation).
+GENERATOR_ROLES = ("generator", "escalation")
 
 
 @dataclass(frozen=True)
 class RoleReport:
     role: str
-    status: str  # "ok" | "error"
+    status: str  # "ok" | "error" | "off" (a role the configuration leaves out)
     source: str
     path: str
     bytes: int
@@ -45,11 +47,14 @@ class ModelRegistry:
         self._loaded: dict[str, Any] = {}
         self._load_seconds: dict[str, float] = {}
         self._locks = {role: threading.Lock() for role in ROLES}
+        # The in-process generators take turns on this process's cores.
+        self._in_process = InProcess()
         m = settings.models
         self._loaders: dict[str, Callable[[], Any]] = {
             "embeddings": lambda: load_embeddings(m, settings.cache_dir),
             "reranker": lambda: load_reranker(m),
-            "generator": lambda: load_generator(settings),
+            "generator": lambda: load_generator(m.generator, settings, self._in_process),
+            "escalation": self._load_escalation,
             "spacy": lambda: load_spacy(m),
             "nli": lambda: load_nli(m),
         }
@@ -62,14 +67,16 @@ class ModelRegistry:
             new._loaded = other._loaded
             new._load_seconds = other._load_seconds
             new._locks = other._locks
+            new._in_process = other._in_process
             return new
+        new._in_process = other._in_process  # the same cores, whatever is shared
         # Otherwise role by role: an evaluation workspace changes only the generator's section
         # (its cache, its answer length); the encoders it shares are the expensive loads.
         if settings.models.allow_hub == other.settings.models.allow_hub:
             same_cache = settings.cache_dir == other.settings.cache_dir  # where bundled models unpack
             for role in ROLES:
                 same = getattr(settings.models, role) == getattr(other.settings.models, role)
-                if same and role in other._loaded and (role != "generator" or same_cache):
+                if same and role in other._loaded and (role not in GENERATOR_ROLES or same_cache):
                     new._loaded[role] = other._loaded[role]
                     new._load_seconds[role] = other._load_seconds.get(role, 0.0)
         return new
@@ -101,16 +108,20 @@ class ModelRegistry:
 
     @property
     def escalation(self) -> Generator | None:
-        """The stronger generator of models.escalation (None when none is configured): a remote
-        engine through litellm, so nothing is loaded here."""
-        cfg = self.settings.models.escalation
-        if cfg is None or cfg.model is None:
+        """The stronger generator of models.escalation; None when none is configured."""
+        if self.settings.models.escalation is None:
             return None
-        if "escalation" not in self._loaded:  # every request asks: no lock once it is made
-            with self._locks["generator"]:
-                if "escalation" not in self._loaded:
-                    self._loaded["escalation"] = Generator(cfg.model, cfg)
-        return cast(Generator, self._loaded["escalation"])
+        return cast(Generator, self.get("escalation"))
+
+    @property
+    def has_escalation(self) -> bool:
+        return self.settings.models.escalation is not None
+
+    def _load_escalation(self) -> Generator:
+        cfg = self.settings.models.escalation
+        if cfg is None:
+            raise ModelUnavailable("no stronger generator is configured (models.escalation is null)")
+        return load_generator(cfg, self.settings, self._in_process)
 
     @property
     def spacy(self) -> Any:
@@ -127,12 +138,21 @@ class ModelRegistry:
         return {
             "embeddings": lambda: embeddings_source(m),
             "reranker": lambda: reranker_source(m),
-            "generator": lambda: generator_source(self.settings),
+            "generator": lambda: generator_source(m.generator, self.settings.cache_dir),
+            "escalation": lambda: self._escalation_source(),
             "spacy": lambda: spacy_source(m),
             "nli": lambda: nli_source(m),
         }[role]()
 
+    def _escalation_source(self) -> tuple[str, str]:
+        cfg = self.settings.models.escalation
+        if cfg is None:
+            raise ModelUnavailable("not configured (models.escalation is null)")
+        return generator_source(cfg, self.settings.cache_dir)
+
     def report(self, role: str) -> RoleReport:
+        if role == "escalation" and not self.has_escalation:
+            return RoleReport(role, "off", "not configured", "", 0, 0.0, "models.escalation is null")
         source, path, size = "?", "", 0
         try:
             source, path = self.source(role)
@@ -192,6 +212,7 @@ _SMOKE: dict[str, Callable[[Any], str]] = {
     "embeddings": _smoke_embeddings,
     "reranker": _smoke_reranker,
     "generator": _smoke_generator,
+    "escalation": _smoke_generator,
     "spacy": _smoke_spacy,
     "nli": _smoke_nli,
 }
