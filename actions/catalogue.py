@@ -163,6 +163,16 @@ class CostModel:
             memory = statistics.median(memories) if memories else float(action.prior_memory_bytes)
         return base_pass_s + max(0.0, overhead), memory
 
+    def expected_named(self, name: str) -> tuple[float | None, float | None]:
+        """The medians of `name`'s measurements (None: none yet): a first-pass plan's whole pass."""
+        with self._lock:
+            overheads = self._latency.get(name)
+            memories = self._memory.get(name)
+            return (
+                statistics.median(overheads) if overheads else None,
+                statistics.median(memories) if memories else None,
+            )
+
     def observe(
         self, name: str, latency_s: float, memory_bytes: int | None, base_pass_s: float = 0.0
     ) -> None:

@@ -43,6 +43,16 @@ def evaluate(
         typer.Option(min=1, help="First N dev items to warm up on (poison: to fit its judge on; 150)."),
     ] = None,
     epochs: Annotated[int, typer.Option(min=1, max=20, help="Warm-start epochs (the paper: 2).")] = 2,
+    split: Annotated[
+        str,
+        typer.Option(
+            help="paper suite: test (the report) or dev (to choose on: the dev items after --offset, "
+            "summarised in <reports>/paper-dev.json, never in paper.md)."
+        ),
+    ] = "test",
+    offset: Annotated[
+        int, typer.Option(min=0, help="Items of the split skipped first (dev: at least --dev-limit).")
+    ] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the policies' decisions and the bootstrap.")] = 0,
     workdir: Annotated[
         Path | None, typer.Option(help="Workspaces and per-item records (default <data_dir>/eval).")
@@ -101,7 +111,21 @@ def evaluate(
             if unknown:
                 raise InputError(f"unknown method(s) {unknown}; methods: {', '.join(BY_NAME)}")
             chosen = [BY_NAME[n] for n in names]
-        plan = RunPlan(dev_items=dev_limit, test_items=test_limit, epochs=epochs, seed=seed)
+        if split not in ("test", "dev"):
+            raise InputError(f"--split must be test or dev, not {split!r}")
+        if split == "dev" and offset < (dev_limit or 0):
+            raise InputError(
+                f"--offset {offset} < --dev-limit {dev_limit}: the dev items answered would include the "
+                "warm start's"
+            )
+        plan = RunPlan(
+            dev_items=dev_limit,
+            test_items=test_limit,
+            epochs=epochs,
+            seed=seed,
+            split="dev" if split == "dev" else "test",
+            offset=offset,
+        )
         if report_only:
             # The report says itself whether any row is short of --test-limit (bench/suites/paper.py).
             write_report(base, data_root, root, reports, plan, log=lambda m: err.print(m))
@@ -128,7 +152,8 @@ def evaluate(
                 on_item=tick,
                 restart=restart,
             )
-        err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
+        written = ["paper-dev.json"] if plan.split == "dev" else ["paper.md", "paper.json"]
+        err.print("wrote " + " and ".join(str(reports / w) for w in written))
 
     def poison(base: Settings, root: Path, command: str) -> None:
         from ragmend.bench.suites.poison import run_poison_suite

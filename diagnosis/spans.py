@@ -537,6 +537,11 @@ def asks_question(query: str) -> bool:
     return bool(_QUESTION.search(query)) and not is_instruction(query)
 
 
+def asks_yes_no(question: str) -> bool:
+    """The question opens with an auxiliary verb ("Are both ...", "Did ..."): yes or no answers it."""
+    return bool(_YES_NO.match(question))
+
+
 def restates_question(question: str, response: str) -> bool:
     """The response only restates the question: a sentence whose every content word the question
     already holds and which names nothing the question does not ("... represented what public

@@ -128,8 +128,14 @@ class Collections:
 
     def _open(self, spec: CollectionSpec) -> Engine:
         settings = collection_settings(self.default.settings, spec)
-        shared = self.default.policy if spec.policy == "shared" else None
-        return Engine(settings, self.default.models, namespace=spec.name, policy=shared)
+        shared = spec.policy == "shared"
+        return Engine(
+            settings,
+            self.default.models,
+            namespace=spec.name,
+            policy=self.default.policy if shared else None,
+            router=self.default.router if shared else None,
+        )
 
     def load_declared(self) -> None:
         """Open (and build from their sources, where they have no index) the declared collections."""

@@ -27,6 +27,7 @@ from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import Repairer, RepairTrace
+from ragmend.engine.router import Route, Router, check_plans
 from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
 from ragmend.errors import Cancelled, ConfigError, Conflict, InputError, NotFound, NotReady
@@ -48,6 +49,10 @@ from ragmend.text import validate_query
 log = logging.getLogger("ragmend.engine")
 # The default corpus's namespace in shared stores; a collection's is its name.
 DEFAULT_NAMESPACE = "default"
+# The plan a pass of the rag section's defaults resembles most, and what such a pass takes before
+# any is measured: the prior of a plan the router has not measured yet.
+DEFAULT_PLAN = "default_hybrid"
+BASE_PASS_S = 2.0
 # Told of every applied change of the tunable settings: (the new settings, the live keys).
 TunablesListener = Callable[[Settings, Collection[str]], None]
 
@@ -89,9 +94,11 @@ class Engine:
         *,
         namespace: str = DEFAULT_NAMESPACE,
         policy: Policy | None = None,
+        router: Router | None = None,
     ):
         """One corpus's engine. A collection's (engine/collections.py) has its `namespace` in the
-        shared stores, shares the default engine's `models` and, unless it has its own, `policy`."""
+        shared stores, shares the default engine's `models` and, unless it has its own, `policy`
+        and `router`."""
         self.settings = settings
         self.models = models or ModelRegistry(settings)
         self.namespace = namespace
@@ -103,6 +110,9 @@ class Engine:
         self._repairer: Repairer | None = None
         self._policy: Policy | None = policy
         self._owns_policy = policy is None  # a shared one is closed by its owner
+        self._router: Router | None = router
+        self._owns_router = router is None
+        self._meter = CostMeter()  # the first pass's cost, which the router learns from
         self._tunables_listeners: list[TunablesListener] = []
         # Guards building the policy and replacing the settings (apply_tunables), so a change can
         # never land between a policy's construction from the old settings and its publication.
@@ -112,6 +122,7 @@ class Engine:
         self.kg = KnowledgeGraph(settings, self.models, namespace) if settings.kg.enabled else None
         self._repairer_lock = threading.Lock()
         check_enabled_actions(settings.policy.enabled_actions, ACTION_NAMES)
+        check_plans(settings.router.plans)
         self._ready = threading.Event()
         self._load_error: str | None = None
 
@@ -334,6 +345,20 @@ class Engine:
             return self._policy
 
     @property
+    def router(self) -> Router:
+        """The first-pass router over its stored state (built on first use)."""
+        with self._settings_lock:
+            if self._router is None:
+                self._router = Router(
+                    self.settings, self._embed, namespace=self.namespace, missing=self._missing_parts()
+                )
+            return self._router
+
+    def _missing_parts(self) -> frozenset[str]:
+        """The parts of the deployment an action or a plan may need that are not configured."""
+        return frozenset() if self.settings.models.escalation else frozenset({"escalation"})
+
+    @property
     def repairer(self) -> Repairer:
         with self._repairer_lock:
             if self._repairer is None:
@@ -345,7 +370,7 @@ class Engine:
                     self._embed,
                     CostMeter(),
                     refresh_cooldown_s=self.settings.policy.refresh_cooldown_s,
-                    missing=frozenset() if self.settings.models.escalation else frozenset({"escalation"}),
+                    missing=self._missing_parts(),
                 )
             return self._repairer
 
@@ -367,9 +392,10 @@ class Engine:
         escalation = self.models.escalation
         with self.models.generator.tally() as generated, _tally(escalation) as escalated:
             try:
-                if any(turn.role == "user" for turn in history) and refers_back(asked):
+                follow_up = any(turn.role == "user" for turn in history)
+                if follow_up and refers_back(asked):
                     query = EngineServices(self).condense_query(asked, history)
-                outcome = self._respond(query, overrides, on_text)
+                outcome = self._respond(query, overrides, on_text, follow_up)
             except Cancelled as e:
                 e.generator_s = generated.busy_s  # the generator's work for an answer nobody receives
                 raise
@@ -386,20 +412,31 @@ class Engine:
         )
 
     def _respond(
-        self, query: str, overrides: dict[str, Any] | None, on_text: Callable[[str], None] | None = None
+        self,
+        query: str,
+        overrides: dict[str, Any] | None,
+        on_text: Callable[[str], None] | None = None,
+        follow_up: bool = False,
     ) -> Outcome:
         started = clock.now()
         request = cancel.current()  # checked between the stages (ragmend/cancel.py)
         request.check("retrieval")
-        answer = self.answer(query, overrides, on_text)
+        route = self._route(query, overrides, follow_up)
+        with self._meter.measure() as metered:
+            answer = self.answer(query, route.overrides(overrides), on_text)
+        cost = metered.cost
+        assert cost is not None
         if not self.settings.diagnosis.enabled:
             seconds = clock.now() - started
-            return Outcome(answer, None, seconds=seconds, first_pass_s=seconds)
+            route = self.router.learn(route, None, cost) if route.routed else route
+            return Outcome(answer, None, seconds=seconds, first_pass_s=seconds, route=route)
         request.check("diagnosis")
         diagnosis = self.diagnose(answer)
         first_pass_s = clock.now() - started
+        if route.routed:
+            route = self.router.learn(route, diagnosis, cost)
         if not diagnosis.failed or not self.settings.policy.repair:
-            return Outcome(answer, diagnosis, seconds=first_pass_s, first_pass_s=first_pass_s)
+            return Outcome(answer, diagnosis, seconds=first_pass_s, first_pass_s=first_pass_s, route=route)
         request.check("repair")
         final, final_diagnosis, trace = self.repairer.repair(answer, diagnosis, started)
         second = None
@@ -425,24 +462,47 @@ class Engine:
             clock.now() - started,
             first_pass_s=first_pass_s,
             second_repair=second,
+            route=route,
         )
 
+    def _route(self, query: str, overrides: dict[str, Any] | None, follow_up: bool) -> Route:
+        """The first pass's plan (engine/router.py), within what the request's deadline and
+        budget leave."""
+        router = self.router
+        time_left = min(cancel.current().remaining(), self.settings.policy.request_latency_budget_s)
+        base = router.costs.expected_named(DEFAULT_PLAN)[0] or BASE_PASS_S
+        return router.choose(query, overrides, follow_up, time_left, base)
+
     def served(self, response_id: str, outcome: Outcome) -> Served:
-        """What a user's vote on this answer would credit (policy/feedback.py): the decision that
-        settled the reply (the second repair's when one ran), its context and cost factors."""
+        """What a user's vote on this answer would credit (policy/feedback.py): the repair
+        decision that settled the reply (the second repair's when one ran), and the router's plan
+        when the reply is its first pass's own answer (no repair replaced it)."""
+        route = outcome.route
+        plan: str | None = None
+        plan_context: tuple[float, ...] | None = None
+        plan_factor = 1.0
+        if route is not None and route.routed and outcome.answer is (outcome.first or outcome.answer):
+            plan, plan_context = route.plan, route.context
+            if route.reward is not None:
+                plan_factor = max(0.0, route.reward.latency_factor * route.reward.memory_factor)
         last = outcome.second_repair or outcome.repair
-        if not isinstance(last, RepairTrace):
-            return Served(response_id, self.namespace, None, None, 1.0, time.time())
-        factor = max(0.0, last.reward.latency_factor * last.reward.memory_factor)
-        return Served(response_id, self.namespace, last.action, last.context, factor, time.time())
+        arm, context, factor = None, None, 1.0
+        if isinstance(last, RepairTrace):
+            arm, context = last.action, last.context
+            factor = max(0.0, last.reward.latency_factor * last.reward.memory_factor)
+        return Served(
+            response_id, self.namespace, arm, context, factor, time.time(), plan, plan_context, plan_factor
+        )
 
     def credit(self, vote: Vote) -> bool:
-        """Learn a user's vote as one more observation of the arm that decided the answer;
-        False when there is none, or learning is off."""
-        reward, served = vote.reward, vote.served
-        if reward is None or served.arm is None or not served.context:
-            return False
-        return self.policy.update(served.arm, np.asarray(served.context), reward)
+        """Learn a user's vote as one more observation of the arm that decided the answer and of
+        the plan whose pass gave it; False when neither is there, or learning is off."""
+        served, learned = vote.served, False
+        if (reward := vote.reward) is not None and served.arm is not None and served.context:
+            learned = self.policy.update(served.arm, np.asarray(served.context), reward)
+        if (plan_reward := vote.plan_reward) is not None and served.plan is not None and served.plan_context:
+            learned = self.router.credit(served.plan, served.plan_context, plan_reward) or learned
+        return learned
 
     def refresh_index(self) -> IngestReport:
         """Re-ingest the configured sources (incremental; built aside, swapped atomically): what
@@ -480,7 +540,12 @@ class Engine:
                 return []
             merged = with_keys(old, new, applied)
             check_enabled_actions(merged.policy.enabled_actions, ACTION_NAMES)
-            policy_keys = [k.removeprefix("policy.") for k in applied if k in ENGINE_LIVE_KEYS]
+            check_plans(merged.router.plans)
+            policy_keys = [
+                k.removeprefix("policy.")
+                for k in applied
+                if k in ENGINE_LIVE_KEYS and k.startswith("policy.")
+            ]
             if self._policy is not None and policy_keys:
                 try:
                     self._policy.configure(**{k: getattr(merged.policy, k) for k in policy_keys})
@@ -488,6 +553,8 @@ class Engine:
                     raise ConfigError(str(e)) from None
             if self._repairer is not None:
                 self._repairer.cooldown.seconds = merged.policy.refresh_cooldown_s
+            if self._router is not None and self._owns_router:
+                self._router.configure(merged)
             self.settings = merged  # one reference swap: readers see the old object or the new
             for listener in self._tunables_listeners:
                 listener(merged, live)
@@ -512,6 +579,8 @@ class Engine:
         default engine's, which a collection shares), the graph's, the index's."""
         if self._policy is not None and self._owns_policy:
             self._policy.close()
+        if self._router is not None and self._owns_router:
+            self._router.close()
         if self.kg is not None:
             self.kg.close()
         self.store.close()

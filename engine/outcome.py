@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.engine.router import Route
 from ragmend.models.generation import Purpose, TokenCount
 from ragmend.rag.types import Answer
 
@@ -38,6 +39,8 @@ class Outcome:
     collection: str = "default"
     # The one more repair policy.extra_repairs allows, when the first one's answer still failed.
     second_repair: RepairTrace | RepairSkip | None = None
+    # The first pass's plan and who chose it (engine/router.py); None: built without a first pass.
+    route: Route | None = None
 
     @property
     def abstained(self) -> bool:

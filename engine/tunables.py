@@ -2,10 +2,11 @@
 
 Live: the settings marked LIVE in ragmend/settings.py (`live_keys`). The engine applies the policy
 section's (kind, alpha, learn, enabled actions, the budgets, repair on/off, the refresh
-cool-down); the server applies its own (keys, /metrics protection, the reload poll). Everything
-else (models, index, RAG defaults, diagnosis, data paths, ...) is read once when the engine builds
-the object that uses it, so a change there needs a restart; `Engine.apply_tunables` names those
-keys in a warning and keeps their running values.
+cool-down) and the router's (on/off, plans, kind, alpha, learn); the server applies its own
+(keys, /metrics protection, the reload poll). Everything else (models, index, RAG defaults,
+diagnosis, data paths, ...) is read once when the engine builds the object that uses it, so a
+change there needs a restart; `Engine.apply_tunables` names those keys in a warning and keeps
+their running values.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ragmend.settings import PolicySettings, Settings, live_keys, settings_with
+from ragmend.settings import PolicySettings, RouterSettings, Settings, live_keys, settings_with
 
-ENGINE_LIVE_KEYS: tuple[str, ...] = live_keys(PolicySettings, "policy.")
+ENGINE_LIVE_KEYS: tuple[str, ...] = live_keys(PolicySettings, "policy.") + live_keys(
+    RouterSettings, "router."
+)
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

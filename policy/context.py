@@ -23,16 +23,12 @@ import numpy as np
 from ragmend.budgets import MB
 from ragmend.diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES, Diagnosis
 from ragmend.errors import InputError
+from ragmend.settings import PolicySettings
 
 
 class ContextBuilder:
-    """Builds x from a query embedding, a Diagnosis and the budgets left.
-
-    The projection matrix is a pure function of (projection_seed, context_dim, embedding size):
-    the same seed gives the same x in every process, which is what makes a persisted policy
-    state meaningful after a restart. It is drawn lazily because the embedding size is only
-    known when the first embedding arrives (384 for the bundled all-MiniLM-L6-v2).
-    """
+    """Builds x from a query embedding, a Diagnosis and the budgets left (the embedding's part:
+    `Projection`)."""
 
     def __init__(
         self,
@@ -49,8 +45,7 @@ class ContextBuilder:
         self.projection_seed = projection_seed
         self.latency_budget_s = float(latency_budget_s)
         self.memory_budget_bytes = float(memory_budget_bytes)
-        self._projections: dict[int, np.ndarray] = {}
-        self._lock = threading.Lock()
+        self._projection = Projection(context_dim, projection_seed)
         self._names = self._feature_names()
 
     @property
@@ -59,6 +54,15 @@ class ContextBuilder:
 
     def feature_names(self) -> tuple[str, ...]:
         return self._names
+
+    def with_budgets(self, cfg: PolicySettings) -> ContextBuilder:
+        """The same layout (projection), its budgets normalised by `cfg`'s."""
+        return ContextBuilder(
+            context_dim=self.context_dim,
+            projection_seed=self.projection_seed,
+            latency_budget_s=cfg.request_latency_budget_s,
+            memory_budget_bytes=cfg.memory_budget_bytes * cfg.budget_scale,
+        )
 
     def _feature_names(self) -> tuple[str, ...]:
         names = [f"emb_{i}" for i in range(self.context_dim)]
@@ -70,20 +74,7 @@ class ContextBuilder:
         return tuple(names)
 
     def projection(self, embedding_size: int) -> np.ndarray:
-        """The (context_dim, embedding_size) matrix, entries N(0, 1/context_dim).
-
-        The 1/context_dim variance keeps the projected vector's norm close to the input's
-        (Johnson-Lindenstrauss), so a unit embedding gives entries of about 1/sqrt(k), on the
-        scale of the one-hot features.
-        """
-        with self._lock:
-            p = self._projections.get(embedding_size)
-            if p is None:
-                rng = np.random.default_rng([self.projection_seed, embedding_size])
-                p = rng.standard_normal((self.context_dim, embedding_size)) / math.sqrt(self.context_dim)
-                p.setflags(write=False)
-                self._projections[embedding_size] = p
-            return p
+        return self._projection.matrix(embedding_size)
 
     def build(
         self,
@@ -141,10 +132,47 @@ class ContextBuilder:
         return np.concatenate(parts)
 
     def _semantic(self, embedding: np.ndarray | None) -> np.ndarray:
-        if self.context_dim == 0:
+        return self._projection.project(embedding)
+
+
+class Projection:
+    """The query embedding, L2-normalised, times a FIXED Gaussian random matrix of `dim` rows.
+
+    The matrix is a pure function of (seed, dim, embedding size): the same seed gives the same x
+    in every process, which is what makes a persisted policy state meaningful after a restart.
+    It is drawn lazily because the embedding size is only known when the first embedding arrives
+    (384 for the bundled all-MiniLM-L6-v2).
+    """
+
+    def __init__(self, dim: int, seed: int = 0):
+        if dim < 0:
+            raise ValueError("context_dim must be >= 0")
+        self.dim = dim
+        self.seed = seed
+        self._matrices: dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def matrix(self, embedding_size: int) -> np.ndarray:
+        """The (dim, embedding_size) matrix, entries N(0, 1/dim).
+
+        The 1/dim variance keeps the projected vector's norm close to the input's
+        (Johnson-Lindenstrauss), so a unit embedding gives entries of about 1/sqrt(dim), on the
+        scale of the one-hot features.
+        """
+        with self._lock:
+            p = self._matrices.get(embedding_size)
+            if p is None:
+                rng = np.random.default_rng([self.seed, embedding_size])
+                p = rng.standard_normal((self.dim, embedding_size)) / math.sqrt(self.dim)
+                p.setflags(write=False)
+                self._matrices[embedding_size] = p
+            return p
+
+    def project(self, embedding: np.ndarray | None) -> np.ndarray:
+        if self.dim == 0:
             return np.zeros(0)
         if embedding is None:
-            raise InputError(f"a query embedding is required (policy.context_dim = {self.context_dim})")
+            raise InputError(f"a query embedding is required (context_dim = {self.dim})")
         e = np.asarray(embedding, dtype=np.float64).ravel()
         if e.size == 0 or not np.all(np.isfinite(e)):
             raise InputError("the query embedding must be a non-empty vector of finite numbers")
@@ -152,7 +180,7 @@ class ContextBuilder:
         # Unit length first: embedding models differ in scale, the projection should not care.
         if norm > 0:
             e = e / norm
-        return self.projection(e.size) @ e
+        return self.matrix(e.size) @ e
 
 
 def _one_hot(value: str, values: tuple[str, ...], what: str) -> np.ndarray:

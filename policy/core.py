@@ -26,10 +26,11 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, cast
 
 import numpy as np
 from pydantic import ValidationError
+from typing_extensions import TypeVar
 
 from ragmend.budgets import Budgets
 from ragmend.diagnosis.types import Diagnosis
@@ -56,13 +57,18 @@ _CONTEXT_BUDGET_KEYS = ("request_latency_budget_s", "memory_budget_bytes", "budg
 
 
 def check_enabled_actions(
-    enabled: Sequence[str], arms: Sequence[str], error: type[RagmendError] = ConfigError
+    enabled: Sequence[str],
+    arms: Sequence[str],
+    error: type[RagmendError] = ConfigError,
+    key: str = "policy.enabled_actions",
+    what: str = "action",
 ) -> None:
-    """Refuse enabled action names that are not arms, with one message wherever they come from
-    (the configuration at start, a hot reload, the admin API)."""
+    """Refuse enabled arm names that are not arms, with one message wherever they come from (the
+    configuration at start, a hot reload, the admin API); `key` and `what` name the setting and
+    its arms (the router's plans)."""
     unknown = [a for a in enabled if a not in arms]
     if unknown:
-        raise error(f"policy.enabled_actions: unknown action(s) {unknown}; actions: {', '.join(arms)}")
+        raise error(f"{key}: unknown {what}(s) {unknown}; {what}s: {', '.join(arms)}")
 
 
 class ArmsDisabled(InputError):
@@ -77,14 +83,22 @@ def action_budgets(cfg: PolicySettings, memory_source: str = "nvml") -> Budgets:
     return Budgets(cfg.latency_budget_s, memory).scaled(cfg.budget_scale)
 
 
-def context_builder(cfg: PolicySettings, like: ContextBuilder | None = None) -> ContextBuilder:
-    """The context builder of `cfg`'s budgets, with `like`'s layout (projection) when given."""
-    return ContextBuilder(
-        context_dim=like.context_dim if like is not None else cfg.context_dim,
-        projection_seed=like.projection_seed if like is not None else cfg.projection_seed,
-        latency_budget_s=cfg.request_latency_budget_s,
-        memory_budget_bytes=cfg.memory_budget_bytes * cfg.budget_scale,
-    )
+def context_builder(cfg: PolicySettings) -> ContextBuilder:
+    """The repair's context builder of `cfg`'s layout and budgets."""
+    return ContextBuilder(context_dim=cfg.context_dim, projection_seed=cfg.projection_seed).with_budgets(cfg)
+
+
+class ContextLayout(Protocol):
+    """What the policy needs of a context builder (the repair's ContextBuilder, the router's
+    PlanContextBuilder): the layout its stored sums are kept in, and the same layout under other
+    budgets (a runtime change of them)."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def feature_names(self) -> tuple[str, ...]: ...
+
+    def with_budgets(self, cfg: PolicySettings) -> ContextLayout: ...
 
 
 def state_path(settings: Settings) -> Path:
@@ -141,13 +155,17 @@ def make_bandit(cfg: PolicySettings, arms: Sequence[str], dim: int, seed: int | 
     return BetaTS(arms, dim, threshold=cfg.beta_threshold, seed=seed)
 
 
-class Policy:
+# The context layout of a policy: the repair's unless it is built with another (the router's).
+Layout = TypeVar("Layout", bound=ContextLayout, default=ContextBuilder)
+
+
+class Policy(Generic[Layout]):
     def __init__(
         self,
         config: PolicySettings,
         store: PolicyStore,
         arms: Sequence[str],
-        builder: ContextBuilder | None = None,
+        builder: Layout | None = None,
         max_staleness_s: float = 1.0,
     ):
         """`arms`: the names of the actions to choose among (the engine passes its catalogue).
@@ -156,7 +174,7 @@ class Policy:
         self.arms: tuple[str, ...] = tuple(arms)
         check_enabled_actions(config.enabled_actions, self.arms)
         self.config = config
-        self.builder = builder or context_builder(config)
+        self.builder: Layout = builder if builder is not None else cast(Layout, context_builder(config))
         self.store = store
         self._lock = threading.RLock()
         self._kind_changes = 0  # a new bandit's seeds differ from the one it replaces
@@ -176,11 +194,11 @@ class Policy:
         PostgreSQL shared by replicas), or over `store` (e.g. a MemoryStore)."""
         if store is None:
             store = make_store(settings)
-        return cls(settings.policy, store, arms, max_staleness_s=settings.store.max_staleness_s)
+        return Policy(settings.policy, store, arms, max_staleness_s=settings.store.max_staleness_s)
 
     @classmethod
     def in_memory(cls, arms: Sequence[str], config: PolicySettings | None = None) -> Policy:
-        return cls(config or PolicySettings(), MemoryStore(), arms)
+        return Policy(config or PolicySettings(), MemoryStore(), arms)
 
     # --- per request ----------------------------------------------------------------------------
 
@@ -199,7 +217,9 @@ class Policy:
         latency_left_s: float,
         memory_left_bytes: float | None,
     ) -> np.ndarray:
-        """x (Appendix B). See ContextBuilder.build for what the budgets mean."""
+        """x (Appendix B) of the repair's layout. See ContextBuilder.build for what the budgets mean."""
+        if not isinstance(self.builder, ContextBuilder):
+            raise TypeError(f"this policy's context is a {type(self.builder).__name__}, not the repair's")
         return self.builder.build(embedding, diagnosis, latency_left_s, memory_left_bytes)
 
     def select(self, x: np.ndarray, feasible: Sequence[str], seed: int | None = None) -> Decision:
@@ -337,7 +357,7 @@ class Policy:
             if any(k in changed for k in _CONTEXT_BUDGET_KEYS):
                 # The context's latency_left / memory_left are fractions of these budgets; a restart
                 # with the new values would normalise the same way. Same layout: the state still fits.
-                self.builder = context_builder(new, like=self.builder)
+                self.builder = cast(Layout, self.builder.with_budgets(new))
             self.bandit, self.config = bandit, new
             return changed
 

@@ -43,6 +43,11 @@ class Served:
     context: tuple[float, ...] | None
     cost_factor: float  # the repair's latency_factor * memory_factor (1.0 without a repair)
     created: float  # unix seconds
+    # The router's plan when the reply is its first pass's own answer (no repair replaced it),
+    # its context and the pass's cost factors; None: no routed answer to credit.
+    plan: str | None = None
+    plan_context: tuple[float, ...] | None = None
+    plan_cost_factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,11 @@ class Vote:
     def reward(self) -> float | None:
         """The delayed reward for the arm; None when no arm decided the answer."""
         return None if self.served.arm is None else self.score * self.served.cost_factor
+
+    @property
+    def plan_reward(self) -> float | None:
+        """The delayed reward for the router's plan; None when the reply is not its pass's answer."""
+        return None if self.served.plan is None else self.score * self.served.plan_cost_factor
 
 
 class FeedbackLedger(Protocol):
@@ -80,18 +90,40 @@ def _checked(row: dict[str, Any] | None, response_id: str, score: float, ttl_s: 
         response_id,
         row["namespace"],
         row["arm"],
-        None if row["context"] is None else tuple(json.loads(row["context"])),
+        _vector(row["context"]),
         row["cost_factor"],
         row["created"],
+        row.get("plan"),
+        _vector(row.get("plan_context")),
+        1.0 if row.get("plan_cost_factor") is None else float(row["plan_cost_factor"]),
     )
     if row["score"] is not None and row["score"] != score:
         raise Conflict(f"answer {response_id!r} already has a vote ({row['score']:g}); one vote per answer")
     return served
 
 
+def _vector(text: str | None) -> tuple[float, ...] | None:
+    return None if text is None else tuple(json.loads(text))
+
+
 def _row(served: Served) -> tuple[Any, ...]:
-    context = None if served.context is None else json.dumps(list(served.context))
-    return (served.response_id, served.namespace, served.arm, context, served.cost_factor, served.created)
+    def text(v: tuple[float, ...] | None) -> str | None:
+        return None if v is None else json.dumps(list(v))
+
+    return (
+        served.response_id,
+        served.namespace,
+        served.arm,
+        text(served.context),
+        served.cost_factor,
+        served.created,
+        served.plan,
+        text(served.plan_context),
+        served.plan_cost_factor,
+    )
+
+
+_COLUMNS = "response_id, namespace, arm, context, cost_factor, created, plan, plan_context, plan_cost_factor"
 
 
 class SQLiteLedger:
@@ -99,7 +131,10 @@ class SQLiteLedger:
 
     _SCHEMA = """CREATE TABLE IF NOT EXISTS served (
         response_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, arm TEXT, context TEXT,
-        cost_factor REAL NOT NULL, created REAL NOT NULL, score REAL, comment TEXT, voted REAL)"""
+        cost_factor REAL NOT NULL, created REAL NOT NULL, score REAL, comment TEXT, voted REAL,
+        plan TEXT, plan_context TEXT, plan_cost_factor REAL)"""
+    # Columns a ledger written before them lacks, added on open.
+    _ADDED = (("plan", "TEXT"), ("plan_context", "TEXT"), ("plan_cost_factor", "REAL"))
     _PRUNE_EVERY = 256  # remembered answers between two deletions of the expired ones
 
     def __init__(self, path: Path | str, ttl_s: float):
@@ -116,14 +151,17 @@ class SQLiteLedger:
         # are then refused as unknown). A vote is made durable before it is learned (`vote`).
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(self._SCHEMA)
+        have = {row["name"] for row in self._db.execute("PRAGMA table_info(served)")}
+        for name, kind in self._ADDED:
+            if name not in have:
+                self._db.execute(f"ALTER TABLE served ADD COLUMN {name} {kind}")
         self._lock = threading.Lock()
         self._since_prune = 0
 
     def remember(self, served: Served) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR IGNORE INTO served (response_id, namespace, arm, context, cost_factor, created) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT OR IGNORE INTO served ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 _row(served),
             )
             self._since_prune += 1
@@ -172,19 +210,29 @@ class PostgresLedger:
     def remember(self, served: Served) -> None:
         with self._db.use() as conn:
             conn.execute(
-                "INSERT INTO ragmend_feedback (response_id, namespace, arm, context, cost_factor, created) "
-                "VALUES (%s, %s, %s, %s, %s, to_timestamp(%s)) ON CONFLICT DO NOTHING",
+                f"INSERT INTO ragmend_feedback ({_COLUMNS}) "
+                "VALUES (%s, %s, %s, %s, %s, to_timestamp(%s), %s, %s, %s) ON CONFLICT DO NOTHING",
                 _row(served),
             )
 
     def vote(self, response_id: str, score: float, comment: str | None, ttl_s: float) -> Vote:
         with self._db.use() as conn, conn.transaction():
             found = conn.execute(
-                "SELECT namespace, arm, context, cost_factor, extract(epoch FROM created), score "
-                "FROM ragmend_feedback WHERE response_id = %s FOR UPDATE",
+                "SELECT namespace, arm, context, cost_factor, extract(epoch FROM created), score, plan, "
+                "plan_context, plan_cost_factor FROM ragmend_feedback WHERE response_id = %s FOR UPDATE",
                 (response_id,),
             ).fetchone()
-            keys = ("namespace", "arm", "context", "cost_factor", "created", "score")
+            keys = (
+                "namespace",
+                "arm",
+                "context",
+                "cost_factor",
+                "created",
+                "score",
+                "plan",
+                "plan_context",
+                "plan_cost_factor",
+            )
             row = None if found is None else dict(zip(keys, found, strict=True))
             if row is not None:
                 row["created"] = float(row["created"])

@@ -51,6 +51,11 @@ class Reward:
     budgets: Budgets
 
 
+def eq2_quality(failure: str, kappa: str, e_r: str) -> float:
+    """Eq. 2's quality part: 1/4 (1[NoFailure] + 1[kappa consistent] + 2 * 1[e_r entail])."""
+    return (int(failure == "NoFailure") + int(kappa == "consistent") + 2 * int(e_r == "entail")) / 4
+
+
 def resource_factor(cost: float, budget: float, variant: RewardVariant) -> float:
     """One factor of Eq. 2's product for one resource under a variant."""
     gate = 1.0 if cost <= budget else 0.0
@@ -114,7 +119,7 @@ def reward_from_signals(
         raise InputError(f"unknown reward variant {variant!r}; expected one of {', '.join(REWARD_VARIANTS)}")
     nf, kg, nli = failure == "NoFailure", kappa == "consistent", e_r == "entail"
     if quality is None:
-        quality = (int(nf) + int(kg) + 2 * int(nli)) / 4
+        quality = eq2_quality(failure, kappa, e_r)
     violated = []
     latency_factor = resource_factor(latency_s, budgets.latency_s, variant)
     if latency_s > budgets.latency_s:

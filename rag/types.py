@@ -10,6 +10,8 @@ from ragmend.errors import InputError, describe_validation
 from ragmend.settings import CONTEXT_TOKENS, RAGSettings, RetrievalMode
 
 EvidenceMode = Literal["closest", "focus"]
+# Which generator answers a pass: the configured one, or the stronger one (models.escalation).
+GeneratorChoice = Literal["default", "escalation"]
 
 
 class RAGConfig(BaseModel):
@@ -32,8 +34,9 @@ class RAGConfig(BaseModel):
     # Retrieval hops: 2 retrieves again from the first hop's best sentence (the bridge a
     # multi-hop question's second passage is named in) and adds what that finds (a repair).
     hops: int = Field(1, ge=1, le=2, description="retrieval hops")
-    # Which generator answers: the configured one, or models.escalation's stronger one (a repair).
-    generator: Literal["default", "escalation"] = "default"
+    # Which generator answers: the configured one, or models.escalation's stronger one (a large
+    # plan of the router, or the escalate repair).
+    generator: GeneratorChoice = "default"
     # The text used for retrieval when it differs from the user's question (a rewrite action).
     query: str | None = None
     # Per-request sampling (the OpenAI API's temperature/max_tokens); None: the generator settings'.

@@ -124,6 +124,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX ragmend_feedback_by_created ON ragmend_feedback (created)",
         ),
     ),
+    # The first-pass plan behind an answer (engine/router.py), which a vote credits too when the
+    # reply is that pass's own answer. The router's statistics live in the policy tables under
+    # the namespace `<namespace>/router`.
+    Migration(
+        6,
+        "feedback credits the router",
+        (
+            "ALTER TABLE ragmend_feedback ADD COLUMN plan TEXT, ADD COLUMN plan_context TEXT, "
+            "ADD COLUMN plan_cost_factor DOUBLE PRECISION",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -361,6 +361,53 @@ class PolicySettings(_Section):
         return self
 
 
+# The plans the router chooses among by default (actions/plans.py): both generators over hybrid
+# retrieval, with and without reranking (dense alone retrieved the gold less often on DEV).
+ROUTER_PLANS = ("default_hybrid", "default_hybrid_rerank", "large_hybrid", "large_hybrid_rerank")
+
+
+class RouterSettings(_Section):
+    """The router: before the first pass, a contextual bandit picks the question's plan (which
+    generator reads, over which retrieval) from what is known before an answer exists, and
+    learns from the diagnosis of the answer (Eq. 2 with the first pass's cost) and from users'
+    votes (engine/router.py; docs/policy.md, "The router")."""
+
+    enabled: Annotated[bool, LIVE] = Field(
+        True,
+        description="Choose each question's first-pass plan; false: every first pass follows the rag "
+        "section (mode, k, rerank) with the default generator.",
+    )
+    plans: Annotated[tuple[str, ...], LIVE] = Field(
+        ROUTER_PLANS, description="The plans the router chooses among (names of actions/plans.py)."
+    )
+    kind: Annotated[Literal["linucb", "lints", "beta_ts"], LIVE] = Field(
+        "linucb", description="The router's bandit: linucb, lints (linear Thompson sampling) or beta_ts."
+    )
+    alpha: Annotated[float, LIVE] = Field(
+        1.0, ge=0, allow_inf_nan=False, description="The router's LinUCB exploration weight."
+    )
+    learn: Annotated[bool, LIVE] = Field(True, description="false: the router chooses but never updates.")
+    context_dim: int = Field(
+        16,
+        ge=0,
+        le=1024,
+        description="Size of the fixed random projection of the question's embedding in the router's "
+        "context; changing it invalidates a learned state.",
+    )
+    state_path: Path | None = Field(
+        None, description="SQLite file of the router's learned state; unset: <data_dir>/router.sqlite."
+    )
+
+    @field_validator("plans")
+    @classmethod
+    def _unique_plans(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError("at least one plan must be enabled")
+        if len(set(v)) != len(v):
+            raise ValueError("plans must not repeat a name")
+        return v
+
+
 class KGThresholdSettings(_Section):
     # Cosine similarity (sentence embeddings of the normalised strings) at or above which a
     # response triple's part matches a knowledge-graph triple's; the paper's reference code uses
@@ -509,6 +556,7 @@ class Settings(BaseSettings):
     rag: RAGSettings = RAGSettings()
     diagnosis: DiagnosisSettings = DiagnosisSettings()
     policy: PolicySettings = PolicySettings()
+    router: RouterSettings = RouterSettings()
     server: ServerSettings = ServerSettings()
     kg: KGSettings = KGSettings()
     store: StoreSettings = StoreSettings()

@@ -44,7 +44,9 @@ from ragmend import clock
 from ragmend.actions.meter import CostMeter
 from ragmend.bench.harness.methods import BY_NAME, Method
 from ragmend.bench.harness.workspace import Workspace
+from ragmend.corpora.readers import Split
 from ragmend.corpora.tasks import EvalItem, first
+from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
@@ -54,6 +56,7 @@ from ragmend.fileio import archive_dir, atomic_write_json
 from ragmend.kg.phrases import embed_with
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
+from ragmend.policy.reward import eq2_quality
 from ragmend.settings import Settings
 from ragmend.train.warm_start import warm_start
 
@@ -63,9 +66,13 @@ Log = Callable[[str], None]
 @dataclass(frozen=True)
 class RunPlan:
     dev_items: int | None = None  # first N dev items for the warm start (None: all)
-    test_items: int | None = None  # first N test items (None: all)
+    test_items: int | None = None  # N items answered (None: all of the split after `offset`)
     epochs: int = 2
     seed: int = 0
+    # The items answered: TEST to report; DEV to choose on, after the first `offset` (which the
+    # warm start reads when offset >= dev_items), recorded apart (<method>.dev.jsonl).
+    split: Split = "test"
+    offset: int = 0
 
 
 class Evaluation:
@@ -87,7 +94,8 @@ class Evaluation:
         self.on_item = on_item
         items = ws.prepare()
         self.dev = first(items, "dev", plan.dev_items)
-        self.test = first(items, "test", plan.test_items)
+        answered = first(items, plan.split)[plan.offset :]
+        self.test = answered[: plan.test_items] if plan.test_items is not None else answered
         self.registry = registry or ModelRegistry(ws.settings(base))
         self.nli = nli_identity(ws.settings(base).models)
         self.meter = CostMeter()
@@ -98,11 +106,14 @@ class Evaluation:
     def state_path(self, method: Method) -> Path:
         return self.ws.root / "policies" / f"{method.name}.sqlite"
 
+    def router_state_path(self, method: Method) -> Path:
+        return self.ws.root / "policies" / f"{method.name}.router.sqlite"
+
     def warm_path(self, method: Method) -> Path:
         return self.ws.root / "policies" / f"{method.name}.warm.json"
 
     def records_path(self, method: Method) -> Path:
-        return self.out_dir / f"{method.name}.test.jsonl"
+        return self.out_dir / f"{method.name}.{self.plan.split}.jsonl"
 
     @property
     def runs_path(self) -> Path:
@@ -150,7 +161,13 @@ class Evaluation:
             "seed": self.plan.seed,
             "state_path": str(self.state_path(method)),
         }
-        s = self.ws.settings(self.base, policy=policy)
+        router: dict[str, Any] = {
+            **(method.router or {}),
+            "enabled": method.router is not None,
+            "learn": learn,
+            "state_path": str(self.router_state_path(method)),
+        }
+        s = self.ws.settings(self.base, policy=policy, router=router)
         engine = Engine(s, models=ModelRegistry.sharing(self.registry, s))
         engine.load()
         return engine
@@ -205,8 +222,10 @@ class Evaluation:
             engine.close()
 
     def _state_files(self, method: Method) -> list[Path]:
-        state = self.state_path(method)
-        return sorted(state.parent.glob(state.name + "*"))  # the SQLite file and its WAL
+        files = []
+        for state in (self.state_path(method), self.router_state_path(method)):
+            files += sorted(state.parent.glob(state.name + "*"))  # the SQLite file and its WAL
+        return files
 
     def _clear_state(self, method: Method) -> None:
         self.state_path(method).parent.mkdir(parents=True, exist_ok=True)
@@ -282,6 +301,13 @@ class Evaluation:
             "answer_in_evidence": self.ws.task.answer_in(item, passages),
             "faithful": None if d is None else d.e_r.state == "entail",
             "first_pass_s": round(outcome.first_pass_s, 4),
+            "model": outcome.answer.model,
+            "plan": outcome.route.plan if outcome.route is not None else None,
+            "question_kind": outcome.route.kind if outcome.route is not None else None,
+            "plan_reward": _plan_reward(outcome),
+            "prompt_tokens": outcome.answer.prompt_tokens,
+            **_signals("", d),
+            **_signals("first_", outcome.first_diagnosis or d),
             # The first answer's scores where a repair replaced it: what the repair turned right or
             # wrong (the same gate as the final answer's).
             "first_scores": self._first_scores(item, outcome, method),
@@ -323,6 +349,24 @@ class Evaluation:
         if repair and len(records) != len(path.read_text(encoding="utf-8").splitlines()):
             path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         return records
+
+
+def _plan_reward(outcome: Outcome) -> float | None:
+    route = outcome.route
+    return round(route.reward.total, 4) + 0.0 if route is not None and route.reward is not None else None
+
+
+def _signals(prefix: str, d: Diagnosis | None) -> dict[str, Any]:
+    """What the diagnosis said of an answer: its P(unsupported), kappa and Eq. 2's quality part
+    (the reward's, before the cost factors)."""
+    if d is None:
+        return {f"{prefix}p_unsupported": None, f"{prefix}kappa": None, f"{prefix}quality": None}
+    quality = eq2_quality(d.failure, d.kappa, d.e_r.state)
+    return {
+        f"{prefix}p_unsupported": round(d.verdict.p_unsupported, 4) if d.verdict is not None else None,
+        f"{prefix}kappa": d.kappa,
+        f"{prefix}quality": quality,
+    }
 
 
 def _repair_fields(outcome: Outcome) -> dict[str, Any]:

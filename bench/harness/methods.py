@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Table = Literal["main", "reward", "budget"]
+from ragmend.actions.plans import BY_NAME as PLAN_BY_NAME
+from ragmend.actions.plans import PLANS
+
+Table = Literal["main", "reward", "budget", "plans"]
+# The paper's first pass (Naive RAG): the default generator over the five closest passages by
+# dense retrieval. Every row of the paper's tables starts from it, whatever ragmend's defaults are.
+PAPER_PASS: Mapping[str, Any] = PLAN_BY_NAME["default_dense"].overrides
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,8 @@ class Method:
     title: str
     tables: tuple[Table, ...]
     rag: Mapping[str, Any] = field(default_factory=dict)  # RAGConfig overrides for every request
+    # RouterSettings overrides; None: the router is off (the first pass is `rag`'s).
+    router: Mapping[str, Any] | None = None
     rewrite: str | None = None  # rewrite the query before retrieval ("paraphrase", "simplify")
     policy: Mapping[str, Any] | None = None  # PolicySettings overrides; None: answer once, no repair
     # Claim mode: return the diagnosis' evidence-gated label (IE / LEM abstain as NOT ENOUGH INFO,
@@ -60,6 +68,7 @@ METHODS: tuple[Method, ...] = (
         "naive",
         "Naive RAG",
         ("main",),
+        rag=PAPER_PASS,
         paper=_paper((1.16, 0.20, 50.16, 91.67, 56.3), (1.52, 0.36, 28.39, 68.58, 36.2)),
     ),
     Method(
@@ -68,19 +77,21 @@ METHODS: tuple[Method, ...] = (
         ("main",),
         # Ours: the prompt before the compact evidence (rag.context_tokens), so one run shows
         # what reading the closest sentences instead of five whole passages does to the answers.
-        rag={"context_tokens": 0},
+        rag={**PAPER_PASS, "context_tokens": 0},
     ),
     Method(
         "naive_gated",
         "Naive RAG + evidence gate",
         ("main",),
         # Ours: the diagnosis without repair, to separate what the gate adds from what repair adds.
+        rag=PAPER_PASS,
         gate=True,
     ),
     Method(
         "paraphrase",
         "Query Paraphrase",
         ("main",),
+        rag=PAPER_PASS,
         rewrite="paraphrase",
         paper=_paper((1.32, 0.20, 50.09, 92.69, 56.7), (1.60, 0.36, 27.90, 74.65, 39.8)),
     ),
@@ -88,13 +99,14 @@ METHODS: tuple[Method, ...] = (
         "expansion",
         "Context Expansion (k'=20)",
         ("main",),
-        rag={"k": 20},
+        rag={**PAPER_PASS, "k": 20},
         paper=_paper((1.35, 0.20, 50.24, 92.82, 61.8), (1.52, 0.36, 32.14, 70.70, 40.6)),
     ),
     Method(
         "d2r_linucb",
         "D2R-RAG (LinUCB)",
         ("main", "reward", "budget"),
+        rag=PAPER_PASS,
         policy={"kind": "linucb"},
         gate=True,
         paper=_paper((1.47, 0.36, 50.80, 92.34, 60.8), (3.41, 1.04, 31.66, 69.89, 39.8)),
@@ -104,6 +116,7 @@ METHODS: tuple[Method, ...] = (
         "D2R-RAG (T. Sampling)",
         ("main",),
         # The paper's Thompson sampling: context-free Beta-Bernoulli, reward binarised at 0.4.
+        rag=PAPER_PASS,
         policy={"kind": "beta_ts"},
         gate=True,
         paper=_paper((1.14, 0.17, 50.00, 92.37, 61.5), (2.37, 1.23, 30.69, 71.52, 40.4)),
@@ -112,6 +125,7 @@ METHODS: tuple[Method, ...] = (
         "d2r_lints",
         "D2R-RAG (linear TS)",
         ("main",),
+        rag=PAPER_PASS,
         policy={"kind": "lints"},  # ours: contextual Thompson sampling (not in the paper)
         gate=True,
     ),
@@ -122,6 +136,7 @@ METHODS: tuple[Method, ...] = (
         # Ours: the diagnose-and-repair loop with one arm, the one that turned the most wrong DEV
         # answers right (reports/repair-arms/), so the learned policies face the best choice that
         # does not learn.
+        rag=PAPER_PASS,
         policy={"kind": "linucb", "enabled_actions": ("focus",)},
         gate=True,
     ),
@@ -129,6 +144,7 @@ METHODS: tuple[Method, ...] = (
         "d2r_linucb_frozen",
         "D2R-RAG (LinUCB, frozen)",
         ("main",),
+        rag=PAPER_PASS,
         policy={"kind": "linucb", "learn": False},
         gate=True,
         learn_on_test=False,
@@ -138,6 +154,7 @@ METHODS: tuple[Method, ...] = (
         "unweighted",
         "Unweighted",
         ("reward",),
+        rag=PAPER_PASS,
         policy={"kind": "linucb", "reward_variant": "unweighted"},
         gate=True,
         paper=_paper((1.46, 0.19, 50.64, 92.62, 61.4), (2.79, 0.68, 32.20, 70.59, 39.4)),
@@ -146,6 +163,7 @@ METHODS: tuple[Method, ...] = (
         "unconstrained",
         "Unconstrained",
         ("reward",),
+        rag=PAPER_PASS,
         policy={"kind": "linucb", "reward_variant": "unconstrained"},
         gate=True,
         paper=_paper((1.40, 0.27, 50.91, 92.61, 61.3), (2.03, 0.84, 30.36, 69.46, 39.0)),
@@ -154,6 +172,7 @@ METHODS: tuple[Method, ...] = (
         "stringent",
         "Stringent (0.7x budgets)",
         ("budget",),
+        rag=PAPER_PASS,
         policy={"kind": "linucb", "budget_scale": 0.7},
         gate=True,
         paper=_paper((2.22, 0.24, 51.01, 92.80, 60.6), (2.23, 0.66, 29.99, 71.46, 39.2)),
@@ -162,9 +181,46 @@ METHODS: tuple[Method, ...] = (
         "relaxed",
         "Relaxed (1.5x budgets)",
         ("budget",),
+        rag=PAPER_PASS,
         policy={"kind": "linucb", "budget_scale": 1.5},
         gate=True,
         paper=_paper((1.42, 0.32, 50.63, 92.76, 60.6), (2.31, 0.72, 30.81, 71.57, 39.4)),
+    ),
+    # Ours: each first-pass plan fixed for every question, answered once (no diagnosis-driven
+    # repair): what each generator x retrieval gives on its own, and at what cost.
+    *(
+        Method(f"plan_{p.name}", f"Fixed plan: {p.name.replace('_', ' ')}", ("plans",), rag=p.overrides)
+        for p in PLANS
+        if p.name != "default_dense"  # the Naive RAG row
+    ),
+    Method(
+        "cascade",
+        "Cascade (default first, escalate every flagged answer)",
+        ("plans",),
+        # The default first pass with the router off, and one arm: the stronger generator.
+        rag=PLAN_BY_NAME["default_hybrid"].overrides,
+        policy={"kind": "linucb", "enabled_actions": ("escalate",)},
+        gate=True,
+    ),
+    # ragmend as it ships: the router picks each first pass, the repair policy acts on what it
+    # left; both warm-started on DEV and learning online during the test run. At the paper's
+    # budget scales too (Table 3 as a frontier of accuracy against latency).
+    Method("ragmend", "ragmend (router + repair)", ("plans", "budget"), router={}, policy={}, gate=True),
+    Method(
+        "ragmend_stringent",
+        "ragmend, Stringent (0.7x budgets)",
+        ("budget",),
+        router={},
+        policy={"budget_scale": 0.7},
+        gate=True,
+    ),
+    Method(
+        "ragmend_relaxed",
+        "ragmend, Relaxed (1.5x budgets)",
+        ("budget",),
+        router={},
+        policy={"budget_scale": 1.5},
+        gate=True,
     ),
 )
 

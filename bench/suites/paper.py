@@ -58,7 +58,41 @@ def run_paper_suite(
             log(f"{task.name}: {method.title} done in {seconds:.0f} s")
             # Per method, as each ends: an interrupted invocation still leaves what it finished.
             evaluation.log_run(method, command, seconds)
+    if plan.split == "dev":
+        return write_dev_summary(tasks, methods, base, data_root, workdir, reports, plan, registry, log)
     return write_report(base, data_root, workdir, reports, plan, registry, log, tasks)
+
+
+def write_dev_summary(
+    tasks: Sequence[Task],
+    methods: Sequence[Method],
+    base: Settings,
+    data_root: Path,
+    workdir: Path,
+    reports: Path,
+    plan: RunPlan,
+    registry: ModelRegistry | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """<reports>/paper-dev.json: each method's summary over the DEV items answered (what a choice
+    is made on; the paper's report reads TEST records only)."""
+    data: dict[str, Any] = {"_meta": {"split": "dev", "offset": plan.offset, "seed": plan.seed}}
+    for task in tasks:
+        evaluation = _evaluation(task, base, data_root, workdir, plan, registry, log, None)
+        records = {m.name: recs for m in methods if (recs := evaluation.records(m))}
+        summary = {m: summarize(task, recs) for m, recs in records.items()}
+        naive = records.get("naive")
+        for m, recs in records.items():
+            if naive and m != "naive" and (lift := paired_lift(task, naive, recs, plan.seed)) is not None:
+                summary[m]["lift_vs_naive"] = lift
+        data[task.name] = summary
+        for m, res in summary.items():
+            log(
+                f"{task.name} DEV {m}: n {res['n']}, {task.primary} {res.get(task.primary)}, "
+                f"latency {res['latency_s']} s (p50 {res['latency_p50_s']})"
+            )
+    atomic_write_json(reports / "paper-dev.json", data)
+    return data
 
 
 def write_report(

@@ -1,0 +1,44 @@
+"""What a question is before any answer exists: its kind and its size, for the router.
+
+The router chooses a first pass from what the question itself says (engine/router.py); the kind
+is also the label its metrics count plans by. Kinds, first match wins:
+  claim    a statement given to check (the claim prompt: FEVER-style verification)
+  choice   a question offering its answers ("Who is older, A or B?")
+  yes_no   a question opened by an auxiliary verb ("Were both ... ?")
+  who, what, when, where, which, how   the question word it opens with (whom / whose: who)
+  other    anything else (a request, a question word later in the sentence)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ragmend.diagnosis.spans import asks_yes_no, key_spans, offered_choice
+
+QUESTION_KINDS = ("claim", "choice", "yes_no", "who", "what", "when", "where", "which", "how", "other")
+_OPENING = re.compile(r"^\s*(who|whom|whose|what|when|where|which|how)\b", re.I)
+
+
+@dataclass(frozen=True)
+class QuestionForm:
+    kind: str  # one of QUESTION_KINDS
+    words: int
+    names: int  # names and numbers it asserts (key_spans): a multi-hop question names more
+
+
+def question_form(query: str, claim: bool = False) -> QuestionForm:
+    """The form of `query`; `claim`: it is a statement to verify (the claim prompt)."""
+    words = len(query.split())
+    names = len(key_spans(query))
+    if claim:
+        return QuestionForm("claim", words, names)
+    if offered_choice(query) is not None:
+        return QuestionForm("choice", words, names)
+    if asks_yes_no(query):
+        return QuestionForm("yes_no", words, names)
+    m = _OPENING.match(query)
+    if m is None:
+        return QuestionForm("other", words, names)
+    word = m.group(1).lower()
+    return QuestionForm("who" if word in ("whom", "whose") else word, words, names)

@@ -1,0 +1,211 @@
+"""The router: each request's first-pass plan, chosen before any answer exists, learned from what
+the diagnosis then says of the answer, at what it cost (and from users' votes).
+
+    form = question_form(query)                  # its kind, length, names (or a claim to check)
+    x = context(embedding, form, follow-up, time left)
+    the enabled plans that fit the time left (actions/plans.py); the bandit picks ONE
+    ... the first pass runs on that plan, measured; it is diagnosed ...
+    reward = Eq. 2 of that diagnosis, the pass's latency and memory against the per-action budgets
+    update (persisted; replicas share it like the repair policy's)
+
+The repair then acts on what the first pass left (engine/repair.py). A request whose `config`
+pins a plan key (mode, k, rerank, rerank_top_n, generator), a router turned off, or a request
+whose time left fits no plan gets the pass the rag section configures (`Route.chosen_by` says
+which): the router neither chooses nor learns for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ragmend.actions.catalogue import CostModel, Masked
+from ragmend.actions.meter import Cost
+from ragmend.actions.plans import BY_NAME, PLAN_NAMES, Plan, expected_s, feasible_plans, pinned
+from ragmend.diagnosis.question_form import question_form
+from ragmend.diagnosis.types import Diagnosis
+from ragmend.policy import Policy, PolicyStore
+from ragmend.policy.core import LIVE_POLICY_KEYS, check_enabled_actions
+from ragmend.policy.plan_context import PlanContextBuilder
+from ragmend.policy.reward import Reward
+from ragmend.policy.store import SQLiteStore
+from ragmend.policy.types import Decision
+from ragmend.settings import PolicySettings, Settings
+
+# Why the first pass ran on what it ran on.
+ChosenBy = Literal["router", "request", "off", "nothing_fits"]
+
+
+@dataclass(frozen=True)
+class Route:
+    """The first pass's plan and who chose it; after the pass, what it cost and what was learned."""
+
+    plan: str | None  # None: the pass the rag section configures (the router did not choose)
+    chosen_by: ChosenBy
+    kind: str  # the question's kind (diagnosis/question_form.py): the metrics' label
+    decision: Decision | None = None  # the bandit's choice, with every offered plan's score
+    masked: tuple[Masked, ...] = ()  # plans left out of the choice, and why
+    context: tuple[float, ...] = ()  # x of the decision: what a vote on the answer credits
+    expected_s: float | None = None  # what the chosen plan's pass was expected to take
+    cost: Cost | None = None  # the pass as measured
+    reward: Reward | None = None
+    learned: bool = False
+
+    @property
+    def routed(self) -> bool:
+        return self.chosen_by == "router"
+
+    def overrides(self, request: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The request's overrides with the chosen plan's fields (the request's own otherwise)."""
+        if self.plan is None:
+            return dict(request) if request else None
+        return {**(request or {}), **BY_NAME[self.plan].overrides}
+
+
+def router_policy_settings(settings: Settings) -> PolicySettings:
+    """The router's bandit as a policy over plan names: its own kind, alpha, learning and arms,
+    with the repair's budgets (its reward's cost factors) and their scale."""
+    r = settings.router
+    return PolicySettings.model_validate(
+        {
+            **settings.policy.model_dump(),
+            "kind": r.kind,
+            "alpha": r.alpha,
+            "learn": r.learn,
+            "enabled_actions": r.plans,
+            "context_dim": r.context_dim,
+            "state_path": router_state_path(settings),
+        }
+    )
+
+
+def router_state_path(settings: Settings) -> Path:
+    """router.state_path, or <data_dir>/router.sqlite."""
+    p = settings.router.state_path
+    return p.expanduser() if p is not None else settings.data_dir / "router.sqlite"
+
+
+def router_store(settings: Settings, namespace: str) -> PolicyStore:
+    """The router's state where `store.kind` keeps the repair's: its own SQLite file, or the
+    shared database under the namespace `<namespace>/router` (no collection is named so)."""
+    if settings.store.kind == "postgres":
+        from ragmend.policy.pgstore import PostgresStore
+
+        assert settings.store.dsn is not None  # StoreSettings requires it for postgres
+        dsn = settings.store.dsn.get_secret_value()
+        return PostgresStore(dsn, f"{namespace}/router", timeout_s=settings.store.connect_timeout_s)
+    return SQLiteStore(router_state_path(settings))
+
+
+def check_plans(plans: Collection[str]) -> None:
+    check_enabled_actions(list(plans), PLAN_NAMES, key="router.plans", what="plan")
+
+
+class Router:
+    def __init__(
+        self,
+        settings: Settings,
+        embed: Callable[[list[str]], np.ndarray],
+        namespace: str = "default",
+        missing: frozenset[str] = frozenset(),
+        store: PolicyStore | None = None,
+    ):
+        """`embed`: unit-length embeddings of questions; `missing`: parts of the deployment not
+        configured ("escalation": the large plans are masked)."""
+        check_plans(settings.router.plans)
+        cfg = router_policy_settings(settings)
+        builder = PlanContextBuilder(cfg.context_dim, cfg.projection_seed).with_budgets(cfg)
+        self.policy = Policy(
+            cfg,
+            store or router_store(settings, namespace),
+            PLAN_NAMES,
+            builder=builder,
+            max_staleness_s=settings.store.max_staleness_s,
+        )
+        self._builder = builder
+        self._embed = embed
+        self.missing = missing
+        self.costs = CostModel()  # each plan's measured first passes
+        self._enabled = settings.router.enabled
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def choose(
+        self,
+        query: str,
+        overrides: Mapping[str, Any] | None,
+        follow_up: bool,
+        time_left_s: float,
+        base_pass_s: float,
+    ) -> Route:
+        """The first pass of `query`. `time_left_s`: what the request's deadline and budget leave
+        for the pass and its diagnosis; `base_pass_s`: what a pass of the configured kind is
+        expected to take (the prior of a plan not measured yet)."""
+        form = question_form(query, claim=bool(overrides and overrides.get("prompt") == "claim"))
+        if pinned(overrides):
+            return Route(None, "request", form.kind)
+        if not self._enabled:
+            return Route(None, "off", form.kind)
+        cfg = self.policy.config
+        ok, masked = feasible_plans(cfg.enabled_actions, self.costs, time_left_s, base_pass_s, self.missing)
+        if not ok:
+            return Route(None, "nothing_fits", form.kind, masked=tuple(masked))
+        builder = self.policy.builder
+        assert isinstance(builder, PlanContextBuilder)
+        x = builder.build(self._embed([query])[0], form, follow_up, time_left_s)
+        decision = self.policy.select(x, [p.name for p in ok])
+        plan = BY_NAME[decision.arm]
+        return Route(
+            plan.name,
+            "router",
+            form.kind,
+            decision=decision,
+            masked=tuple(masked),
+            context=tuple(float(v) for v in x),
+            expected_s=expected_s(plan, self.costs, base_pass_s),
+        )
+
+    def learn(self, route: Route, diagnosis: Diagnosis | None, cost: Cost) -> Route:
+        """The routed pass's measured cost and, with a diagnosis, its reward learned (persisted):
+        Eq. 2 of the first answer at the pass's latency and memory."""
+        if not route.routed or route.plan is None:
+            return dataclasses.replace(route, cost=cost)
+        self.costs.observe(route.plan, cost.latency_s, cost.memory_bytes)
+        if diagnosis is None or not diagnosis.judged:
+            return dataclasses.replace(route, cost=cost)  # nothing was judged: nothing to learn
+        reward = self.policy.reward(diagnosis, cost.latency_s, cost.memory_bytes, cost.memory_source)
+        learned = self.policy.update(route.plan, np.asarray(route.context), reward)
+        return dataclasses.replace(route, cost=cost, reward=reward, learned=learned)
+
+    def credit(self, plan: str, context: tuple[float, ...], reward: float) -> bool:
+        """A user's vote on an answer the plan's pass gave, as one more observation."""
+        return self.policy.update(plan, np.asarray(context), reward)
+
+    def configure(self, settings: Settings) -> list[str]:
+        """Apply the live part of `settings` (router.* and the budgets the reward reads); returns
+        the router keys that changed. ConfigError for an unknown plan, nothing changed."""
+        check_plans(settings.router.plans)
+        new = router_policy_settings(settings)
+        old = self.policy.config
+        changes = {k: getattr(new, k) for k in LIVE_POLICY_KEYS if getattr(new, k) != getattr(old, k)}
+        if changes:
+            self.policy.configure(**changes)
+        with self._lock:
+            toggled = self._enabled != settings.router.enabled
+            self._enabled = settings.router.enabled
+        return [*changes, *(["enabled"] if toggled else [])]
+
+    def plan(self, name: str) -> Plan:
+        return BY_NAME[name]
+
+    def close(self) -> None:
+        self.policy.close()
