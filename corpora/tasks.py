@@ -74,12 +74,21 @@ def _undecidable(item: EvalItem, passages: list[str]) -> bool | None:
     return None
 
 
+def no_overrides(item: EvalItem) -> dict[str, Any]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Task:
     """A data set as the engine sees it: a prompt variant, a corpus, items and a scorer.
 
     `score(item, response, final_label)` returns the task's metrics for one answer (1/0 or a
-    fraction); `final_label` is the diagnosis' gated label in claim mode (None otherwise).
+    fraction); `final_label` is the diagnosis' gated label in claim mode (None otherwise). With
+    `reads`, `response` is what the user reads: the empty string where they read an abstention
+    (the abstain action's, or the answer policy's), the generated answer otherwise.
+    `overrides(item)`: the request config an item is asked with beyond the task's own (a claim
+    among questions is checked with the claim prompt); `sample(items, split)`: the order items
+    are answered in (`first` unless the task interleaves its kinds).
     """
 
     name: str
@@ -91,6 +100,9 @@ class Task:
     build: Callable[[Path], tuple[list[EvalItem], Corpus]]
     score: Score
     answer_in: EvidenceCheck = _undecidable
+    reads: bool = False
+    overrides: Callable[[EvalItem], dict[str, Any]] = no_overrides
+    sample: Callable[[list[EvalItem], Split], list[EvalItem]] = lambda items, split: first(items, split)
 
     def load(self, data_root: Path) -> tuple[list[EvalItem], Corpus]:
         try:
@@ -100,7 +112,8 @@ class Task:
             raise InputError(f"{self.name}: {e.filename} not found ({where})") from None
 
     def items(self, data_root: Path, split: Split, limit: int | None = None) -> list[EvalItem]:
-        return first(self.load(data_root)[0], split, limit)
+        chosen = self.sample(self.load(data_root)[0], split)
+        return chosen[:limit] if limit is not None else chosen
 
 
 def first(items: list[EvalItem], split: Split, limit: int | None = None) -> list[EvalItem]:
@@ -147,6 +160,13 @@ def _answer_in_passages(item: EvalItem, passages: list[str]) -> bool | None:
 
 
 def _fever(root: Path) -> tuple[list[EvalItem], Corpus]:
+    distractors = hotpotqa_paragraphs(load_hotpotqa(root / HOTPOTQA_FILE))[:FEVER_DISTRACTORS]
+    return fever_with(root, distractors)
+
+
+def fever_with(root: Path, distractors: list[Paragraph]) -> tuple[list[EvalItem], Corpus]:
+    """FEVER's claims over its evidence documents and `distractors` (a NOT ENOUGH INFO claim
+    whose removed fact any of them states keeps its original evidence and label)."""
     claims = list(read_jsonl(root / FEVER_FILE))
     reduced: dict[str, dict[str, Any]] = {}
     for row in read_jsonl(root / SUFFICIENT_FACTS_FILE):
@@ -168,7 +188,6 @@ def _fever(root: Path) -> tuple[list[EvalItem], Corpus]:
                     sents.append(sentence)
         return docs
 
-    distractors = hotpotqa_paragraphs(load_hotpotqa(root / HOTPOTQA_FILE))[:FEVER_DISTRACTORS]
     distractor_text = " ".join(p.text for p in distractors).lower()
     # A removed fact that the corpus still states (another claim's evidence, a distractor) would
     # make the item decidable: such claims keep their original evidence and label (checked until
@@ -234,8 +253,16 @@ TASKS: dict[str, Task] = {
 }
 
 
+def all_tasks() -> dict[str, Task]:
+    """Every evaluation task: the paper's data sets and the mixed stream built on them."""
+    from ragmend.corpora.mixed import MIXED  # it builds on this module: imported when asked
+
+    return {**TASKS, MIXED.name: MIXED}
+
+
 def get_task(name: str) -> Task:
+    tasks = all_tasks()
     try:
-        return TASKS[name]
+        return tasks[name]
     except KeyError:
-        raise InputError(f"unknown dataset {name!r}; datasets: {', '.join(TASKS)}") from None
+        raise InputError(f"unknown dataset {name!r}; datasets: {', '.join(tasks)}") from None

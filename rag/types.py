@@ -19,7 +19,7 @@ class RAGConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mode: RetrievalMode = "dense"
+    mode: RetrievalMode = "hybrid"
     k: int = Field(5, ge=1, le=100, description="passages retrieved")
     rerank: bool = False
     rerank_top_n: int = Field(5, ge=1, le=100, description="passages kept after reranking")

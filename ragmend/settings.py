@@ -163,7 +163,12 @@ class ModelsSettings(_Section):
 class RAGSettings(_Section):
     chunk_size: int = Field(128, ge=16, le=2048, description="tokens of the embedding model's tokenizer")
     chunk_overlap: int = Field(16, ge=0)
-    mode: RetrievalMode = "dense"
+    mode: RetrievalMode = Field(
+        "hybrid",
+        description="Retrieval of the configured first pass (the router off, or a request it does not "
+        "choose for): dense, bm25 or hybrid (both, fused); hybrid found the gold answer in more first "
+        "passes than dense on DEV for milliseconds more.",
+    )
     k: int = Field(5, ge=1, le=100)
     rerank: bool = False
     rerank_top_n: int = Field(5, ge=1, le=100)

@@ -52,6 +52,7 @@ class Feedback:
             score=vote.score,
             recorded=vote.new,
             credited=vote.served.arm,
+            credited_plan=vote.served.plan,
             reward=vote.reward,
             learned=learned,
         )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragmend.actions import catalogue, meter
 from ragmend.diagnosis import types as diag
-from ragmend.engine import repair
+from ragmend.engine import repair, router
 from ragmend.engine.presentation import Reading, present
 from ragmend.policy import reward as policy_reward
 from ragmend.policy import types as policy_types
@@ -289,6 +289,20 @@ def repair_result(
     return repair_trace(r)
 
 
+def route(r: router.Route) -> api.Route:
+    return api.Route(
+        plan=r.plan,
+        chosen_by=r.chosen_by,
+        kind=r.kind,
+        decision=decision(r.decision) if r.decision is not None else None,
+        masked=[masked(m) for m in r.masked],
+        expected_s=r.expected_s,
+        cost=cost(r.cost) if r.cost is not None else None,
+        reward=reward(r.reward) if r.reward is not None else None,
+        learned=r.learned,
+    )
+
+
 # --- /v1/answer (and the `ragmend` extension of a chat completion) ---------------------------
 
 
@@ -344,6 +358,7 @@ def answer_response(
         condensed_from=outcome.condensed_from,
         diagnosis=optional_diagnosis(outcome.diagnosis),
         first_diagnosis=optional_diagnosis(outcome.first_diagnosis),
+        route=route(outcome.route) if outcome.route is not None else None,
         repair=repair_result(outcome.repair),
         second_repair=repair_result(outcome.second_repair),
         seconds=outcome.seconds,

@@ -30,10 +30,13 @@ from prometheus_client.registry import Collector
 
 from ragmend import __version__
 from ragmend.actions.catalogue import BY_NAME as ACTIONS_BY_NAME
+from ragmend.actions.plans import PLAN_NAMES
 from ragmend.budgets import MB
+from ragmend.diagnosis.question_form import QUESTION_KINDS
 from ragmend.diagnosis.types import FAILURE_TYPES, OFF_QUESTION, STAGES, Diagnosis
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import SKIP_CODES, RepairSkip, RepairTrace
+from ragmend.engine.router import Route
 from ragmend.errors import METRIC_KINDS, RagmendError
 from ragmend.models.generation import PURPOSES
 from ragmend.models.registry import ROLES
@@ -42,6 +45,7 @@ from ragmend.settings import Settings
 
 if TYPE_CHECKING:
     from ragmend.engine import Engine
+    from ragmend.engine.router import Router
     from ragmend.policy import Policy
 
 log = logging.getLogger("ragmend.metrics")
@@ -87,6 +91,11 @@ CHANGE_RESULTS = ("ok", "error")
 ERROR_KINDS = (*METRIC_KINDS, "http", "validation", "auth", "internal", OTHER)
 CODE_CLASSES = ("4xx", "5xx")
 MODEL_ROLES = (*ROLES, "rebel", "unknown")
+# The router (engine/router.py): a first pass the router did not choose ran on the configured one.
+CONFIGURED = "configured"
+PLAN_LABELS = (*PLAN_NAMES, CONFIGURED, OTHER)
+KIND_LABELS = (*QUESTION_KINDS, OTHER)
+CHOSEN_BY = ("router", "request", "off", "nothing_fits")
 
 # --- buckets --------------------------------------------------------------------------------------
 
@@ -136,6 +145,7 @@ class Metrics:
         settings: Settings,
         *,
         policy: Callable[[], Policy | None] | None = None,
+        router: Callable[[], Router | None] | None = None,
         current_settings: Callable[[], Settings] | None = None,
         ready: Callable[[], bool] | None = None,
         index_generation: Callable[[], str | None] | None = None,
@@ -146,6 +156,7 @@ class Metrics:
         self._current_settings = current_settings or (lambda: settings)
         self.registry = CollectorRegistry()
         self._policy = policy or (lambda: None)
+        self._router = router or (lambda: None)
         self._ready = ready
         self._index_generation = index_generation
         self._nvml_status = nvml_status
@@ -325,6 +336,36 @@ class Metrics:
             ("source",),
         )
 
+        # The router
+        self.plans = counter(
+            "ragmend_router_plans_total",
+            "First passes by the plan they ran on (configured: the rag section's, when the router "
+            "did not choose), the kind of question (claim, choice, yes_no, who, what, ...) and who "
+            "chose (router, request: its config set a plan key, off, nothing_fits: no plan fitted "
+            "the time left).",
+            ("plan", "kind", "chosen_by"),
+        )
+        self.plan_seconds = Histogram(
+            "ragmend_router_first_pass_seconds",
+            "Measured seconds of each first pass (retrieval and generation) by its plan.",
+            ["plan"],
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
+        self.plan_reward = Histogram(
+            "ragmend_router_reward",
+            "The router's reward of each routed first pass (Eq. 2 of its diagnosis at its cost).",
+            ["plan"],
+            buckets=REWARD_BUCKETS,
+            registry=r,
+        )
+        self.plan_score = gauge(
+            "ragmend_router_plan_score",
+            "The score of each feasible plan in the router's latest decision that weighed it "
+            "(part=score is exploit + explore).",
+            ("plan", "part"),
+        )
+
         # Errors and operations
         self.errors = counter(
             "ragmend_errors_total",
@@ -366,9 +407,13 @@ class Metrics:
             gen = engine.status()["index"]
             return str(gen) if gen else None
 
+        def router() -> Router | None:
+            return engine.router if engine.ready else None
+
         return cls(
             engine.settings,
             policy=policy,
+            router=router,
             current_settings=lambda: engine.settings,
             ready=lambda: engine.ready,
             index_generation=index_generation,
@@ -399,6 +444,12 @@ class Metrics:
             self.repair_success.labels(action)
             for kept in KEPT:
                 self.repair_kept.labels(action, kept)
+        for plan in (*self.settings.router.plans, CONFIGURED):
+            for kind in QUESTION_KINDS:
+                self.plans.labels(bounded(plan, PLAN_LABELS), kind, "router" if plan != CONFIGURED else "off")
+            self.plan_seconds.labels(bounded(plan, PLAN_LABELS))
+            if plan != CONFIGURED:
+                self.plan_reward.labels(bounded(plan, PLAN_LABELS))
         for b in BUDGETS:
             self.budget_violations.labels(b)
         for reason in SKIP_REASONS:
@@ -461,6 +512,8 @@ class Metrics:
             self.generator_tokens.labels(label, TOKEN_KINDS[0]).inc(tokens.prompt_tokens)
             self.generator_tokens.labels(label, TOKEN_KINDS[1]).inc(tokens.completion_tokens)
 
+        if outcome.route is not None:
+            self._observe_route(outcome.route)
         first_diagnosis = outcome.first_diagnosis or outcome.diagnosis
         self._count_answer("first", first_diagnosis)
         self._count_answer("final", outcome.diagnosis)
@@ -500,6 +553,22 @@ class Metrics:
                 self.answer_unsupported.labels(pass_).observe(diagnosis.verdict.p_unsupported)
             for check in checks_against(diagnosis):
                 self.diagnosis_checks.labels(pass_, check).inc()
+
+    def _observe_route(self, route: Route) -> None:
+        plan = bounded(route.plan, PLAN_LABELS) if route.plan is not None else CONFIGURED
+        kind = bounded(route.kind, KIND_LABELS)
+        self.plans.labels(plan, kind, bounded(route.chosen_by, CHOSEN_BY)).inc()
+        if route.cost is not None:
+            self.plan_seconds.labels(plan).observe(route.cost.latency_s)
+        if route.reward is not None:
+            self.plan_reward.labels(plan).observe(route.reward.total)
+        d = route.decision
+        if d is not None:
+            for name, score in d.scores.items():
+                label = bounded(name, PLAN_LABELS)
+                self.plan_score.labels(label, "score").set(score)
+                self.plan_score.labels(label, "exploit").set(d.exploit.get(name, 0.0))
+                self.plan_score.labels(label, "explore").set(d.explore.get(name, 0.0))
 
     def _observe_repair(self, trace: RepairTrace) -> None:
         action = bounded(trace.action, self.actions)
@@ -572,6 +641,13 @@ class Metrics:
     def _request_budget_s(self) -> float:
         p = self.policy()
         return (p.config if p is not None else self.current_settings().policy).request_latency_budget_s
+
+    def router(self) -> Router | None:
+        try:
+            return self._router()
+        except Exception:  # a scrape must not fail because the router's store cannot be read
+            log.warning("metrics: the router could not be read", exc_info=True)
+            return None
 
     def nvml_status(self) -> str:
         if self._nvml_status is not None:
@@ -663,6 +739,15 @@ class _StateCollector(Collector):
                 if s.mean_reward is not None:
                     fams["ragmend_policy_arm_mean_reward"].add_metric(label, s.mean_reward)
 
+        router = m.router()
+        if router is not None:
+            fams["ragmend_router_enabled"].add_metric([], 1.0 if router.enabled else 0.0)
+            for plan, st in router.policy.stats().items():
+                label = [bounded(plan, PLAN_LABELS)]
+                fams["ragmend_router_plan_pulls"].add_metric(label, st.pulls)
+                if st.mean_reward is not None:
+                    fams["ragmend_router_plan_mean_reward"].add_metric(label, st.mean_reward)
+
         state = "available" if m.nvml_status() == "available" else "unavailable"
         for status in NVML_STATES:
             fams["ragmend_nvml_status"].add_metric([status], 1.0 if status == state else 0.0)
@@ -703,6 +788,17 @@ class _StateCollector(Collector):
             "ragmend_policy_arm_mean_reward",
             "Mean reward per arm over its learned updates (absent before the first).",
             labels=["action"],
+        )
+        yield GaugeMetricFamily("ragmend_router_enabled", "1 when the router chooses first passes.")
+        yield GaugeMetricFamily(
+            "ragmend_router_plan_pulls",
+            "Updates the router learned per plan, from its state store (all replicas sharing it).",
+            labels=["plan"],
+        )
+        yield GaugeMetricFamily(
+            "ragmend_router_plan_mean_reward",
+            "Mean reward per plan over the router's learned updates (absent before the first).",
+            labels=["plan"],
         )
         yield GaugeMetricFamily(
             "ragmend_nvml_status",

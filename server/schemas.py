@@ -445,6 +445,29 @@ class RepairSkip(BaseModel):
     action: str | None = Field(description="with timed_out: the action that was chosen")
 
 
+class Route(BaseModel):
+    """The first pass's plan (docs/policy.md, "The router"): what the router chose before any
+    answer existed, with every offered plan's score, and what it then learned; or who fixed it."""
+
+    plan: str | None = Field(
+        description="The plan the first pass ran on (generator x retrieval); null: the rag section's "
+        "configured pass (the router did not choose)."
+    )
+    chosen_by: Literal["router", "request", "off", "nothing_fits"] = Field(
+        description="router: the router chose; request: the request's config set a plan key; off: "
+        "router.enabled is false; nothing_fits: no enabled plan fits the request's time left."
+    )
+    kind: str = Field(description="The question's kind (claim, choice, yes_no, who, what, ...).")
+    decision: Decision | None = Field(description="The router's selection; null when it did not choose.")
+    masked: list[Masked] = Field(description="Plans left out of the choice, and why.")
+    expected_s: float | None = Field(description="What the chosen plan's pass was expected to take.")
+    cost: Cost | None = Field(description="The first pass as measured (retrieval and generation).")
+    reward: Reward | None = Field(
+        description="Eq. 2 of the first answer's diagnosis at the pass's cost: what the router learned."
+    )
+    learned: bool = Field(description="The router was updated (learn mode).")
+
+
 # --- /v1/answer: the response ------------------------------------------------------------------
 
 
@@ -499,6 +522,9 @@ class AnswerResponse(BaseModel):
     )
     first_diagnosis: Diagnosis | None = Field(
         description="When a repair ran: the diagnosis of the first answer."
+    )
+    route: Route | None = Field(
+        None, description="The first pass's plan: who chose it, the router's scores, its cost and reward."
     )
     repair: RepairTrace | RepairSkip | None = Field(
         description="When the first answer failed: the action the policy chose (with every arm's "
@@ -707,6 +733,11 @@ class FeedbackResponse(BaseModel):
     credited: str | None = Field(
         description="The repair action the vote was learned for (the one that decided the answer); "
         "null: the answer had no repair decision."
+    )
+    credited_plan: str | None = Field(
+        None,
+        description="The router's plan the vote was learned for (the reply was its first pass's own "
+        "answer); null: no routed answer to credit.",
     )
     reward: float | None = Field(description="The delayed reward learned: score x the repair's cost factors.")
     learned: bool = Field(

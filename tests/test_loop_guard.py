@@ -4,6 +4,7 @@ generation whose tokens repeat one unit, and trims the copies; it changes nothin
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ragmend.models.loop_guard import LOOP_REPEATS, LoopGuard, trim_repeats
 from ragmend.models.registry import ModelRegistry
@@ -67,6 +68,7 @@ def test_trim_keeps_one_copy_whichever_token_the_cycle_was_caught_at() -> None:
     assert trim_repeats("", "x") == ""
 
 
+@pytest.mark.generator
 def test_the_real_generator_caught_in_a_loop_stops_and_answers_one_copy(registry: ModelRegistry) -> None:
     # The tiny generator continues a repeated list greedily: without the guard it answers "New
     # Jersey, New Jersey, New Jersey, New Jersey," (12 tokens; the 0.5B default's loop on "In which

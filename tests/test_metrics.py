@@ -38,10 +38,12 @@ from ragmend.diagnosis.types import (
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.engine.router import Route, Router
 from ragmend.errors import GeneratorError, ModelUnavailable, NotReady, PayloadTooLarge
 from ragmend.models.generation import TokenCount
 from ragmend.policy import Policy
 from ragmend.policy.reward import compute_reward
+from ragmend.policy.store import MemoryStore
 from ragmend.policy.types import Decision
 from ragmend.rag.types import Answer, RAGConfig, StageTimings
 from ragmend.server import metrics as m
@@ -93,6 +95,15 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_requests_cancelled", "stopped_at"): m.STOPPED_AT,
     ("ragmend_generator_request_seconds", "outcome"): ("answered", "wasted"),
     ("ragmend_admission_predicted_seconds", "estimate"): ESTIMATES,
+    ("ragmend_router_plans", "plan"): m.PLAN_LABELS,
+    ("ragmend_router_plans", "kind"): m.KIND_LABELS,
+    ("ragmend_router_plans", "chosen_by"): m.CHOSEN_BY,
+    ("ragmend_router_first_pass_seconds", "plan"): m.PLAN_LABELS,
+    ("ragmend_router_reward", "plan"): m.PLAN_LABELS,
+    ("ragmend_router_plan_score", "plan"): m.PLAN_LABELS,
+    ("ragmend_router_plan_score", "part"): m.SCORE_PARTS,
+    ("ragmend_router_plan_pulls", "plan"): m.PLAN_LABELS,
+    ("ragmend_router_plan_mean_reward", "plan"): m.PLAN_LABELS,
 }
 ACTION_LABELLED = {
     "ragmend_repair_actions",
@@ -191,12 +202,27 @@ def trace(
     )
 
 
+def routed(plan: str = "large_hybrid", kind: str = "who") -> Route:
+    """A first pass the router chose, measured and rewarded."""
+    cost = Cost(2.5, MB, "rss", "unavailable: test")
+    decision = Decision(
+        arm=plan,
+        kind="linucb",
+        scores={plan: 0.8, "default_hybrid": 0.6},
+        exploit={plan: 0.5, "default_hybrid": 0.5},
+        explore={plan: 0.3, "default_hybrid": 0.1},
+        seed=1,
+    )
+    reward = compute_reward(diagnosis("IE", "retrieval", 0.6), 2.5, MB, Budgets(12.0, 6 * MB))
+    return Route(plan, "router", kind, decision, context=(1.0,), expected_s=2.0, cost=cost, reward=reward)
+
+
 def repaired_outcome(seconds: float = 9.0, **trace_args: Any) -> Outcome:
     t = trace(**trace_args)
     first = answer()
     failed = diagnosis(t.failure, "retrieval", 0.6)
     final, final_diagnosis = (t.answer, t.diagnosis) if t.kept == "repaired" else (first, failed)
-    return Outcome(final, final_diagnosis, first, failed, t, seconds)
+    return Outcome(final, final_diagnosis, first, failed, t, seconds, route=routed())
 
 
 # --- reading an exposition ---------------------------------------------------------------------------
@@ -628,9 +654,13 @@ def full_exposition() -> str:
     readiness and an index generation, an error of each kind."""
     policy = Policy.in_memory(ACTION_NAMES)
     policy.update("depth", np.zeros(policy.dim), 0.5)
+    settings = Settings()
+    router = Router(settings, lambda texts: np.ones((len(texts), 384)), store=MemoryStore())
+    router.policy.update("large_hybrid", np.zeros(router.policy.dim), 0.4)
     metrics = Metrics(
-        Settings(),
+        settings,
         policy=lambda: policy,
+        router=lambda: router,
         ready=lambda: True,
         index_generation=lambda: "gen-000001",
         nvml_status=lambda: "unavailable: test",

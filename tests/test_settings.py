@@ -70,7 +70,7 @@ def test_the_example_config_loads_and_shows_the_defaults() -> None:
     example = Path(__file__).resolve().parent.parent / "deploy" / "ragmend.example.yaml"
     loaded = load_settings(example)
     defaults = load_settings()
-    for section in ("models", "rag", "diagnosis", "kg", "policy", "server", "store", "collections"):
+    for section in ("models", "rag", "diagnosis", "kg", "policy", "router", "server", "store", "collections"):
         assert getattr(loaded, section) == getattr(defaults, section), section
 
 
@@ -108,10 +108,13 @@ def test_live_settings_are_declared_on_the_fields() -> None:
         "citations",
         "stream_verify_first",
     }
-    assert set(live_keys()) == {f"policy.{k}" for k in policy} | {f"server.{k}" for k in server}
+    router = {"enabled", "plans", "kind", "alpha", "learn"}
+    assert set(live_keys()) == (
+        {f"policy.{k}" for k in policy} | {f"server.{k}" for k in server} | {f"router.{k}" for k in router}
+    )
     assert set(live_keys(PolicySettings)) == policy == set(LIVE_POLICY_KEYS) == set(PATCHABLE)
     assert set(PolicyPatch.model_fields) == policy
-    assert set(ENGINE_LIVE_KEYS) == {f"policy.{k}" for k in policy}
+    assert set(ENGINE_LIVE_KEYS) == {f"policy.{k}" for k in policy} | {f"router.{k}" for k in router}
     assert set(SERVER_LIVE_KEYS) == {f"server.{k}" for k in server}
     assert "policy.context_dim" not in live_keys() and "rag.k" not in live_keys()
 

@@ -45,10 +45,11 @@ from ragmend.actions.meter import CostMeter
 from ragmend.bench.harness.methods import BY_NAME, Method
 from ragmend.bench.harness.workspace import Workspace
 from ragmend.corpora.readers import Split
-from ragmend.corpora.tasks import EvalItem, first
+from ragmend.corpora.tasks import EvalItem
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
+from ragmend.engine.presentation import Reading, present
 from ragmend.engine.repair import RepairSkip, RepairTrace
 from ragmend.engine.services import EngineServices
 from ragmend.errors import GeneratorError, InputError
@@ -93,10 +94,11 @@ class Evaluation:
         self.log = log
         self.on_item = on_item
         items = ws.prepare()
-        self.dev = first(items, "dev", plan.dev_items)
-        answered = first(items, plan.split)[plan.offset :]
+        self.dev = ws.task.sample(items, "dev")[: plan.dev_items]
+        answered = ws.task.sample(items, plan.split)[plan.offset :]
         self.test = answered[: plan.test_items] if plan.test_items is not None else answered
         self.registry = registry or ModelRegistry(ws.settings(base))
+        self.reading = Reading.of(ws.settings(base).server)  # how the server shows an answer
         self.nli = nli_identity(ws.settings(base).models)
         self.meter = CostMeter()
         self._embed: Callable[[list[str]], np.ndarray] | None = None
@@ -217,7 +219,10 @@ class Evaluation:
             self._warm_start(source)
         engine = self.engine(method, learn=True)
         try:
-            engine.policy.import_state(json.loads(warm.read_text())["state"])
+            saved = json.loads(warm.read_text())
+            engine.policy.import_state(saved["state"])
+            if method.router is not None and "router_state" in saved:
+                engine.router.policy.import_state(saved["router_state"])
         finally:
             engine.close()
 
@@ -245,8 +250,10 @@ class Evaluation:
                 if self.on_item is not None:
                     self.on_item(f"{method.name} (warm)", done, len(self.dev) * self.plan.epochs)
 
-            reports = warm_start(engine, self.dev, self.plan.epochs, on_item=tick)
+            judge = self._judge(method) if method.warm_judged else None
+            reports = warm_start(engine, self.dev, self.plan.epochs, on_item=tick, judge=judge)
             exported = engine.policy.export_state()
+            routed = engine.router.policy.export_state() if method.router is not None else None
         finally:
             engine.close()
         atomic_write_json(
@@ -255,9 +262,23 @@ class Evaluation:
                 "epochs": [r.as_json() for r in reports],
                 "dev_items": len(self.dev),
                 "nli": self.nli,
+                "judged": method.warm_judged,
                 "state": exported,
+                **({"router_state": routed} if routed is not None else {}),
             },
         )
+
+    def _judge(self, method: Method) -> Callable[[EvalItem, Outcome], float]:
+        """The task's headline metric of the answer a user reads (the gated label where the
+        method gates): the gold answers as the users' votes of a warm start on labelled rows."""
+        task = self.ws.task
+
+        def judge(item: EvalItem, outcome: Outcome) -> float:
+            d = outcome.diagnosis
+            label = d.final_label if d is not None and method.gate else None
+            return float(task.score(item, self.scored_text(outcome), label)[task.primary])
+
+        return judge
 
     # -- one item --------------------------------------------------------------------------------
 
@@ -273,7 +294,7 @@ class Evaluation:
     def answer(self, engine: Engine, method: Method, item: EvalItem) -> dict[str, Any]:
         t0 = clock.now()
         with self.meter.measure() as m:
-            overrides = dict(method.rag)
+            overrides = {**method.rag, **self.ws.task.overrides(item)}
             if method.rewrite is not None:
                 overrides["query"] = EngineServices(engine).rewrite_query(item.query, method.rewrite)
             outcome = engine.respond(item.query, overrides or None)
@@ -283,6 +304,7 @@ class Evaluation:
         d = outcome.diagnosis
         final_label = d.final_label if d is not None and method.gate else None
         response = outcome.answer.response
+        read_abstention = self.reads_abstention(outcome)
         passages = [p.text for p in outcome.answer.evidence]
         return {
             "id": item.id,
@@ -291,7 +313,8 @@ class Evaluation:
             "gold": item.gold,
             "response": response,
             "final_label": final_label,
-            "scores": self.ws.task.score(item, response, final_label),
+            "scores": self.ws.task.score(item, self.scored_text(outcome), final_label),
+            "abstained_read": read_abstention,
             "latency_s": round(latency, 4),
             "generator_s": round(outcome.generator_s, 4),
             "memory_bytes": cost.memory_bytes,
@@ -319,7 +342,32 @@ class Evaluation:
             return None
         d = outcome.first_diagnosis
         label = d.final_label if d is not None and method.gate else None
-        return self.ws.task.score(item, outcome.first.response, label)
+        return self.ws.task.score(item, self.scored_text(outcome, first=True), label)
+
+    def reads_abstention(self, outcome: Outcome, first: bool = False) -> bool:
+        """The user reads that the sources do not answer: the abstain action's statement, or the
+        answer policy's on a final answer still unsupported (as the server presents it); `first`:
+        of the first answer, had it been sent."""
+        result = (outcome.first or outcome.answer) if first else outcome.answer
+        diagnosis = (outcome.first_diagnosis or outcome.diagnosis) if first else outcome.diagnosis
+        abstained = outcome.abstained and not first
+        shown = present(
+            result.response,
+            diagnosis,
+            [(p.id, p.title) for p in result.evidence],
+            self.reading,
+            query=result.query,
+            abstained=abstained,
+        )
+        return abstained or shown.policy_applied == "abstain"
+
+    def scored_text(self, outcome: Outcome, first: bool = False) -> str:
+        """What the task scores: the generated answer, or for a task scored on what the user
+        reads (Task.reads) the empty string where they read an abstention."""
+        result = (outcome.first or outcome.answer) if first else outcome.answer
+        if self.ws.task.reads and self.reads_abstention(outcome, first):
+            return ""
+        return result.response
 
     def relevance(self, query: str, texts: list[str]) -> float:
         """Mean cosine of the query and each text (unit-length embeddings role vectors)."""

@@ -38,6 +38,10 @@ class Method:
     # part of D2R) instead of the generator's. Off for the baselines, as in the paper.
     gate: bool = False
     learn_on_test: bool = True  # online learning during the test run, as the live server does
+    # The warm start also learns each DEV answer's gold judgement (its task metric), as a vote on
+    # the decisions behind it: `ragmend train --data` on labelled rows. Off: Algorithm 2's
+    # diagnosis reward alone, as in the paper.
+    warm_judged: bool = False
     # Evaluate the state another method warm-started (the frozen variant reuses LinUCB's).
     warm_from: str | None = None
     paper: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # dataset -> metric -> value
@@ -205,7 +209,15 @@ METHODS: tuple[Method, ...] = (
     # ragmend as it ships: the router picks each first pass, the repair policy acts on what it
     # left; both warm-started on DEV and learning online during the test run. At the paper's
     # budget scales too (Table 3 as a frontier of accuracy against latency).
-    Method("ragmend", "ragmend (router + repair)", ("plans", "budget"), router={}, policy={}, gate=True),
+    Method(
+        "ragmend",
+        "ragmend (router + repair)",
+        ("plans", "budget"),
+        router={},
+        policy={},
+        gate=True,
+        warm_judged=True,
+    ),
     Method(
         "ragmend_stringent",
         "ragmend, Stringent (0.7x budgets)",
@@ -213,6 +225,7 @@ METHODS: tuple[Method, ...] = (
         router={},
         policy={"budget_scale": 0.7},
         gate=True,
+        warm_judged=True,
     ),
     Method(
         "ragmend_relaxed",
@@ -221,6 +234,7 @@ METHODS: tuple[Method, ...] = (
         router={},
         policy={"budget_scale": 1.5},
         gate=True,
+        warm_judged=True,
     ),
 )
 

@@ -28,6 +28,7 @@ import numpy as np
 from ragmend.bench.harness.methods import BY_NAME, Method
 from ragmend.bench.markdown import markdown_table
 from ragmend.corpora.tasks import Task
+from ragmend.settings import PolicySettings
 
 BOOTSTRAP = 2000
 
@@ -75,6 +76,32 @@ def summarize(task: Task, records: Sequence[Mapping[str, Any]]) -> dict[str, Any
         actions[r["first_failure"]][r["action"] or "(none)"] += 1
     out["actions"] = {f: dict(c.most_common()) for f, c in sorted(actions.items())}
     out["failures"] = dict(Counter(r["first_failure"] for r in records).most_common())
+    out |= rewards(records, task.primary)
+    plans: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in records:
+        if r.get("question_kind"):
+            plans[r["question_kind"]][r.get("plan") or "configured"] += 1
+    if plans:
+        out["plans"] = {k: dict(c.most_common()) for k, c in sorted(plans.items())}
+    return out
+
+
+def rewards(records: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any]:
+    """What each answer was worth against what it cost, the same way for every row, over the
+    whole request (first pass, diagnosis, any repair) against the default request budget:
+    mean_reward, Eq. 2 of the final answer's diagnosis (what the policies learn from; records
+    without its quality are left out); mean_utility, the gold judgement (the task metric) in
+    place of the diagnosis's quality."""
+    budget = PolicySettings().request_latency_budget_s
+    out: dict[str, Any] = {}
+
+    def factor(r: Mapping[str, Any]) -> float:
+        return max(0.0, 1.0 - float(r["latency_s"]) / budget)
+
+    judged = [r for r in records if r.get("quality") is not None]
+    if judged:
+        out["mean_reward"] = round(float(np.mean([r["quality"] * factor(r) for r in judged])), 4)
+    out["mean_utility"] = round(float(np.mean([float(r["scores"][metric]) * factor(r) for r in records])), 4)
     return out
 
 
@@ -243,6 +270,83 @@ def plot_budget(results: Mapping[str, Mapping[str, Any]], task: Task, path: Path
     ax.legend(loc="lower left", fontsize=7)
     ax2.legend(loc="lower right", fontsize=7)
     ax.set_title(f"{task.title}: quality against budget (LinUCB, test split)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+PLAN_EFFECTS = (
+    ("latency_p50_s", "p50 s"),
+    ("mean_reward", "mean reward"),
+    ("mean_utility", "mean utility"),
+    ("repaired", "repaired %"),
+    ("turned_right", "wrong->right %"),
+    ("turned_wrong", "right->wrong %"),
+    ("abstained", "abstained %"),
+)
+
+
+def plans_table(
+    task: Task, results: Mapping[str, Mapping[str, Any]], methods: Sequence[Method], lifts: Mapping[str, Any]
+) -> list[str]:
+    """The first-pass plans, the cascade and ragmend: accuracy against what it costs."""
+    metrics = [*task.columns, ("latency_s", "Latency s"), *PLAN_EFFECTS]
+    head = ["Method", "n", *[t for _, t in metrics], "lift vs naive (95% CI)"]
+    rows = []
+    for m in methods:
+        res = results.get(m.name)
+        if not res or not res.get("n"):
+            continue
+        lift = lifts.get(m.name)
+        ci = f"{lift['lift']:+.2f} [{lift['ci95_low']:+.2f}, {lift['ci95_high']:+.2f}]" if lift else "-"
+        rows.append([m.title, str(res["n"]), *[_fmt(res.get(k)) for k, _ in metrics], ci])
+    return markdown_table(head, rows)
+
+
+def plan_mix(results: Mapping[str, Mapping[str, Any]], methods: Sequence[Method]) -> list[str]:
+    """The router's plan mix per kind of question, for each routed row."""
+    out = []
+    for m in methods:
+        mix = results.get(m.name, {}).get("plans")
+        if m.router is None or not mix:
+            continue
+        per_kind = "; ".join(
+            f"{kind}: " + ", ".join(f"{plan} {n}" for plan, n in plans.items()) for kind, plans in mix.items()
+        )
+        out.append(f"- {m.title}: {per_kind}")
+    return out
+
+
+def plot_frontier(results: Mapping[str, Mapping[str, Any]], task: Task, path: Path) -> Path | None:
+    """Accuracy against mean latency of every row; ragmend at its budget scales joined as a line
+    (the paper's Table 3 as a frontier)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [(m, r) for m, r in results.items() if r.get("n") and m in BY_NAME]
+    if len(shown) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for name, res in shown:
+        method = BY_NAME[name]
+        marker = "*" if method.router is not None else ("s" if name.startswith("plan_") else "o")
+        ax.scatter(res["latency_s"], res[task.primary], marker=marker, s=70 if marker == "*" else 30)
+        ax.annotate(
+            name, (res["latency_s"], res[task.primary]), fontsize=6, xytext=(3, 3), textcoords="offset points"
+        )
+    learned = sorted(
+        (r["latency_s"], r[task.primary])
+        for m, r in shown
+        if BY_NAME[m].router is not None and BY_NAME[m].name.startswith("ragmend")
+    )
+    if len(learned) > 1:
+        ax.plot([x for x, _ in learned], [y for _, y in learned], "-", color="tab:purple", lw=1)
+    ax.set_xlabel("mean latency per answer, s (2 CPU cores)")
+    ax.set_ylabel(f"{task.primary} %")
+    ax.set_title(f"{task.title}: accuracy against latency (test split)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

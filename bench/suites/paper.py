@@ -11,10 +11,19 @@ from typing import Any
 
 from ragmend.bench.harness.evaluate import Evaluation, RunPlan
 from ragmend.bench.harness.methods import BY_NAME, METHODS, Method
-from ragmend.bench.harness.report import paired_lift, plot_actions, plot_budget, summarize, table
+from ragmend.bench.harness.report import (
+    paired_lift,
+    plan_mix,
+    plans_table,
+    plot_actions,
+    plot_budget,
+    plot_frontier,
+    summarize,
+    table,
+)
 from ragmend.bench.harness.targets import check_targets, targets_markdown
 from ragmend.bench.harness.workspace import Workspace
-from ragmend.corpora.tasks import TASKS, Task
+from ragmend.corpora.tasks import Task, all_tasks
 from ragmend.fileio import atomic_write_json, atomic_write_text
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
@@ -23,7 +32,7 @@ from ragmend.settings import Settings
 TABLES = (
     ("main", "Table 1: D2R-RAG against the baselines"),
     ("reward", "Table 2: reward variants (LinUCB)"),
-    ("budget", "Table 3: budget variants (LinUCB)"),
+    ("budget", "Table 3: budget variants (LinUCB, and ragmend)"),
 )
 
 
@@ -107,12 +116,12 @@ def write_report(
     note: str | None = None,
 ) -> dict[str, Any]:
     """reports/paper.md, paper.json and the plots from the records under `workdir` of every known
-    task (corpora.tasks.TASKS, and `extra_tasks`) that has been run there."""
+    task (corpora.tasks.all_tasks, and `extra_tasks`) that has been run there."""
     reports.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {}
     meta: dict[str, Any] = {}
     sections: list[str] = []
-    for task in {**TASKS, **{t.name: t for t in extra_tasks}}.values():
+    for task in {**all_tasks(), **{t.name: t for t in extra_tasks}}.values():
         results = workdir / "results" / task.name
         if not any(results.glob("*.test.jsonl")):
             continue
@@ -233,8 +242,22 @@ def _task_section(
         if not rows:
             continue
         out += [f"### {title}", "", *table(task, summary, rows, lifts), ""]
+    planned = [m for m in methods if "plans" in m.tables and summary.get(m.name, {}).get("n")]
+    if planned:
+        naive = [m for m in methods if m.name == "naive" and summary.get(m.name, {}).get("n")]
+        out += [
+            "### The first pass: fixed plans, the cascade and ragmend (router + repair)",
+            "",
+            "Reward and utility: per answer, Eq. 2's quality of the final diagnosis (reward) or the "
+            "gold judgement (utility), times 1 - latency / the 30 s request budget, averaged.",
+            "",
+            *plans_table(task, summary, [*naive, *planned], lifts),
+            "",
+            *plan_mix(summary, methods),
+            "",
+        ]
     out += targets_markdown(task, meta["targets"])
-    for name, fn in (("actions", plot_actions), ("budget", plot_budget)):
+    for name, fn in (("actions", plot_actions), ("budget", plot_budget), ("frontier", plot_frontier)):
         path = fn(summary, task, reports / f"{task.name}-{name}.png")
         if path is not None:
             out += [f"![{task.title} {name}]({path.name})", ""]

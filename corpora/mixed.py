@@ -1,0 +1,105 @@
+"""One stream as one server sees it: HotpotQA questions, FEVER claims and questions the corpus
+does not answer, interleaved, over one corpus.
+
+The corpus is the unanswerable task's (corpora/unanswerable.py: the pooled HotpotQA paragraphs
+without the gold titles of its held-out questions) plus FEVER's evidence documents (corpora/tasks.py;
+a NOT ENOUGH INFO claim whose removed fact any HotpotQA paragraph of the pool states keeps its
+original evidence and label). Streams, answered in turn (hotpotqa, fever, unanswerable), each in
+the fixed pseudo-random order of `tasks.first` (the unanswerable one takes its two kinds in turn):
+
+- `hotpotqa`: an answerable HotpotQA question, asked as a chat client asks it (the server's own
+  prompt); right when the answer the user reads holds the gold answer (a choice question: when
+  it picks the gold alternative);
+- `fever`: a FEVER claim, checked with the claim prompt; right when the label the user reads (the
+  evidence-gated one where the method gates) is the gold label;
+- `unanswerable`: a held-out HotpotQA question whose gold paragraphs are gone, or a TruthfulQA
+  question (kinds `gold_removed`, `out_of_corpus` in the item's `kind`); right when the user reads
+  that the sources do not answer (the abstain action's or the answer policy's statement, or the
+  answer saying it does not know).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ragmend.corpora.readers import Split
+from ragmend.corpora.tasks import TASKS, Corpus, EvalItem, Task, fever_with, first
+from ragmend.corpora.unanswerable import build_unanswerable, correct_answer
+from ragmend.diagnosis.hypotheses import is_abstention
+
+STREAMS = ("hotpotqa", "fever", "unanswerable")
+CLAIM_TOKENS = TASKS["fever"].max_tokens
+
+
+def stream_of(item: EvalItem) -> str:
+    return item.id.split(":", 1)[0]
+
+
+def build_mixed(root: Path) -> tuple[list[EvalItem], Corpus]:
+    unanswerable_items, pool = build_unanswerable(root)
+    claims, fever_corpus = fever_with(root, list(pool.paragraphs))
+    evidence = [p for p in fever_corpus.paragraphs if p.id.startswith("fever:")]
+    items = [
+        EvalItem(f"{'hotpotqa' if i.kind == 'answerable' else 'unanswerable'}:{i.id}", *_fields(i))
+        for i in unanswerable_items
+    ]
+    items += [EvalItem(f"fever:{c.id}", c.query, c.gold, c.split, "claim") for c in claims]
+    description = (
+        f"{len(pool.paragraphs)} HotpotQA paragraphs (the unanswerable task's: {pool.description}) and "
+        f"{len(evidence)} FEVER evidence documents"
+    )
+    return items, Corpus(tuple(pool.paragraphs) + tuple(evidence), description)
+
+
+def _fields(i: EvalItem) -> tuple[str, str, Split, str]:
+    return i.query, i.gold, i.split, i.kind
+
+
+def interleaved(items: list[EvalItem], split: Split) -> list[EvalItem]:
+    """hotpotqa, fever, unanswerable in turn, each stream in `first`'s order; the unanswerable
+    stream takes gold_removed and out_of_corpus questions in turn."""
+    unanswerable = _alternate(
+        [first([i for i in items if i.kind == kind], split) for kind in ("gold_removed", "out_of_corpus")]
+    )
+    streams = [first([i for i in items if stream_of(i) == s], split) for s in STREAMS[:2]]
+    return _alternate([*streams, unanswerable])
+
+
+def _alternate(streams: list[list[EvalItem]]) -> list[EvalItem]:
+    out: list[EvalItem] = []
+    for row in range(max(len(s) for s in streams)):
+        out += [s[row] for s in streams if row < len(s)]
+    return out
+
+
+def _overrides(item: EvalItem) -> dict[str, Any]:
+    return {"prompt": "claim", "max_tokens": CLAIM_TOKENS} if stream_of(item) == "fever" else {}
+
+
+def _score(item: EvalItem, read: str, final_label: str | None) -> dict[str, float]:
+    """`read`: what the user reads ("" for an abstention, Task.reads)."""
+    stream = stream_of(item)
+    abstained = not read.strip() or is_abstention(read)
+    if stream == "fever":
+        right = TASKS["fever"].score(item, read, final_label)["accuracy"] >= 1
+    elif stream == "unanswerable":
+        right = abstained
+    else:
+        right = not abstained and correct_answer("answerable", read, item.gold, item.query)
+    return {"correct": float(right)}
+
+
+MIXED = Task(
+    "mixed",
+    "Mixed stream: HotpotQA, FEVER and unanswerable questions",
+    "default",
+    96,
+    "correct",
+    (("correct", "correct %"),),
+    build_mixed,
+    _score,
+    reads=True,
+    overrides=_overrides,
+    sample=interleaved,
+)

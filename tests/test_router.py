@@ -1,0 +1,201 @@
+"""The router: each request's first-pass plan, chosen before any answer exists (question form,
+embedding, time left), learned from the first answer's diagnosis and from users' votes, persisted,
+switched off or pinned by configuration and requests; with the real models (tiny generator in
+both roles), real HTTP, and the router's state in SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from ragmend.actions.catalogue import CostModel
+from ragmend.actions.plans import BY_NAME, PLAN_KEYS, PLANS, feasible_plans, pinned
+from ragmend.diagnosis.question_form import QUESTION_KINDS, question_form
+from ragmend.engine import Engine
+from ragmend.engine.router import Router, router_state_path
+from ragmend.errors import ConfigError
+from ragmend.models.registry import ModelRegistry
+from ragmend.policy.plan_context import PlanContextBuilder
+from ragmend.settings import Settings, settings_with
+from tests.conftest import LiveServer, sample_questions
+from tests.test_repair import UNANSWERABLE
+
+
+def test_every_plan_sets_every_plan_key_and_a_request_that_sets_one_pins_its_pass() -> None:
+    for plan in PLANS:
+        assert set(plan.overrides) == set(PLAN_KEYS)
+        assert (plan.requires == "escalation") == (plan.generator == "escalation")
+    assert BY_NAME["default_hybrid_rerank"].overrides["k"] == 20  # candidates, cut back to 5
+    assert pinned({"k": 10, "temperature": 0.2}) == ("k",)
+    assert pinned({"temperature": 0.2, "prompt": "claim"}) == () and pinned(None) == ()
+
+
+def test_plans_are_masked_without_the_stronger_generator_or_the_time_to_run() -> None:
+    costs = CostModel()
+    names = [p.name for p in PLANS]
+    ok, masked = feasible_plans(names, costs, time_left_s=60.0, base_pass_s=2.0, missing={"escalation"})
+    assert {p.generator for p in ok} == {"default"}
+    assert all("models.escalation" in m.reason for m in masked)
+    # Measured passes price a plan: a slow one is masked when the time left is short.
+    for _ in range(3):
+        costs.observe("large_hybrid", 9.0, None)
+    ok, masked = feasible_plans(["default_hybrid", "large_hybrid"], costs, time_left_s=5.0, base_pass_s=2.0)
+    assert [p.name for p in ok] == ["default_hybrid"]
+    assert masked[0].name == "large_hybrid" and "9.00 s > 5.00 s left" in masked[0].reason
+
+
+def test_the_question_form_names_its_kind_before_any_answer() -> None:
+    kinds = {
+        "Who is older, Steven Tyler or Elizabeth Fraser?": "choice",
+        "Were Scott Derrickson and Ed Wood of the same nationality?": "yes_no",
+        "Whose album was released first?": "who",
+        "When did the Eiffel Tower open?": "when",
+        "Tell me about the Eiffel Tower.": "other",
+    }
+    for q, kind in kinds.items():
+        assert question_form(q).kind == kind, q
+    assert question_form("Nikolaj Coster-Waldau worked with Fox.", claim=True).kind == "claim"
+    long = question_form("What government position was held by the woman who portrayed Corliss Archer?")
+    assert long.words == 12 and long.names == 1
+
+
+def test_the_router_context_is_the_same_in_every_process_and_differs_by_question() -> None:
+    emb = np.random.default_rng(0).standard_normal(384)
+    a = PlanContextBuilder(8, projection_seed=3)
+    b = PlanContextBuilder(8, projection_seed=3)
+    form = question_form("Who is older, Steven Tyler or Elizabeth Fraser?")
+    x = a.build(emb, form, follow_up=False, time_left_s=15.0)
+    assert np.array_equal(x, b.build(emb, form, follow_up=False, time_left_s=15.0))
+    names = a.feature_names()
+    assert len(x) == a.dim == 8 + len(QUESTION_KINDS) + 5
+    assert x[names.index("kind=choice")] == 1.0 and x[names.index("time_left")] == pytest.approx(0.5)
+    claim = a.build(emb, question_form("Paris is in France.", claim=True), follow_up=True, time_left_s=60)
+    assert claim[names.index("kind=claim")] == 1.0 and claim[names.index("follow_up")] == 1.0
+    assert claim[names.index("time_left")] == 1.0  # clipped
+
+
+def router_engine(tmp: Path, base: Engine, **router: object) -> Engine:
+    """The session engine's index and models with their own router and repair states."""
+    settings = settings_with(
+        base.settings,
+        policy={"state_path": str(tmp / "policy.sqlite"), "repair": False},
+        router={"state_path": str(tmp / "router.sqlite"), **router},
+    )
+    eng = Engine(settings, models=ModelRegistry.sharing(base.models, settings))
+    eng.load(build_index=False)
+    return eng
+
+
+def test_a_request_is_answered_on_the_plan_the_router_chose_and_the_router_learns(
+    tmp_path: Path, engine: Engine
+) -> None:
+    eng = router_engine(tmp_path, engine)
+    question = sample_questions(1)[0]["question"]
+    try:
+        outcome = eng.respond(question)
+        route = outcome.route
+        assert route is not None and route.chosen_by == "router" and route.plan in eng.settings.router.plans
+        assert route.decision is not None and set(route.decision.scores) == set(eng.settings.router.plans)
+        plan = BY_NAME[route.plan]
+        # The first pass ran on that plan: its retrieval, and its generator's config.
+        config = outcome.answer.config
+        assert (config.mode, config.rerank, config.generator) == (plan.mode, plan.rerank, plan.generator)
+        # Eq. 2 of the first answer's diagnosis at the pass's measured cost, learned and stored.
+        assert route.cost is not None and route.cost.latency_s > 0
+        assert outcome.diagnosis is not None and route.reward is not None
+        again = eng.router.policy.reward(
+            outcome.diagnosis, route.cost.latency_s, route.cost.memory_bytes, route.cost.memory_source
+        )
+        assert route.reward.total == pytest.approx(again.total) and route.learned
+        assert eng.router.policy.stats()[route.plan].pulls == 1
+    finally:
+        eng.close()
+    # The state survives a restart: a new engine over the same file reads the update.
+    again_engine = router_engine(tmp_path, engine)
+    try:
+        assert sum(s.pulls for s in again_engine.router.policy.stats().values()) == 1
+        assert router_state_path(again_engine.settings) == tmp_path / "router.sqlite"
+    finally:
+        again_engine.close()
+
+
+def test_a_pinned_request_or_a_router_turned_off_gets_the_configured_pass(
+    tmp_path: Path, engine: Engine
+) -> None:
+    eng = router_engine(tmp_path, engine)
+    question = sample_questions(2)[1]["question"]
+    try:
+        pinned_outcome = eng.respond(question, {"mode": "bm25"})
+        assert pinned_outcome.route is not None and pinned_outcome.route.chosen_by == "request"
+        assert pinned_outcome.route.plan is None and pinned_outcome.answer.config.mode == "bm25"
+        # Turned off at run time (the hot reload's path): the rag section's pass, nothing learned.
+        off = settings_with(eng.settings, router={"enabled": False})
+        assert "router.enabled" in eng.apply_tunables(off)
+        outcome = eng.respond(question)
+        assert outcome.route is not None and outcome.route.chosen_by == "off" and not outcome.route.learned
+        assert outcome.answer.config.mode == eng.settings.rag.mode
+        assert outcome.answer.config.generator == "default"
+        assert sum(s.pulls for s in eng.router.policy.stats().values()) == 0
+        # An unknown plan is refused, naming the key, and nothing changes.
+        with pytest.raises(ConfigError, match=r"router\.plans: unknown plan"):
+            eng.apply_tunables(settings_with(eng.settings, router={"plans": ["no_such_plan"]}))
+        assert eng.settings.router.plans == off.router.plans
+    finally:
+        eng.close()
+
+
+def test_without_the_stronger_generator_only_the_default_plans_are_offered(
+    tmp_path: Path, engine: Engine
+) -> None:
+    settings = settings_with(
+        engine.settings,
+        models={"escalation": None},
+        policy={"state_path": str(tmp_path / "policy.sqlite"), "repair": False},
+        router={"state_path": str(tmp_path / "router.sqlite")},
+    )
+    eng = Engine(settings, models=ModelRegistry.sharing(engine.models, settings))
+    eng.load(build_index=False)
+    try:
+        route = eng.respond(sample_questions(1)[0]["question"]).route
+        assert route is not None and route.plan is not None and route.plan.startswith("default_")
+        assert {m.name for m in route.masked} == {"large_hybrid", "large_hybrid_rerank"}
+    finally:
+        eng.close()
+
+
+def test_the_router_state_layout_is_its_own(tmp_path: Path, engine: Engine) -> None:
+    """A router state stored with another context layout is refused with a message naming it."""
+    s: Settings = settings_with(engine.settings, router={"state_path": str(tmp_path / "router.sqlite")})
+    first = Router(s, lambda texts: np.ones((len(texts), 384)))
+    first.close()
+    other = settings_with(s, router={"context_dim": 4})
+    with pytest.raises(ConfigError):
+        Router(other, lambda texts: np.ones((len(texts), 384)))
+
+
+def test_a_vote_on_a_routed_answer_over_http_credits_its_plan(tmp_path: Path, engine: Engine) -> None:
+    from ragmend.server.app import create_app
+
+    eng = router_engine(tmp_path, engine)
+    with LiveServer(create_app(eng.settings, engine=eng)) as server:
+        r = httpx.post(server.url + "/v1/answer", json={"query": UNANSWERABLE}, timeout=600)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        route = body["route"]
+        assert route["chosen_by"] == "router" and route["plan"] in eng.settings.router.plans
+        assert set(route["decision"]["scores"]) == set(eng.settings.router.plans) and route["learned"]
+        plan = route["plan"]
+        pulls = eng.router.policy.stats()[plan].pulls
+        vote = httpx.post(
+            server.url + "/v1/feedback", json={"response_id": body["id"], "rating": "up"}, timeout=60
+        ).json()
+        # Repair is off: no arm decided the answer; the plan's pass gave it.
+        assert vote["credited"] is None and vote["credited_plan"] == plan and vote["learned"]
+        assert eng.router.policy.stats()[plan].pulls == pulls + 1
+        metrics = httpx.get(server.url + "/metrics", timeout=30).text
+        assert f'ragmend_router_plans_total{{chosen_by="router",kind="what",plan="{plan}"}} 1.0' in metrics
+        assert f'ragmend_router_plan_pulls{{plan="{plan}"}} {pulls + 1}.0' in metrics
+    eng.close()
