@@ -43,10 +43,18 @@ def train(
         typer.Option(help="Workspace: corpus, index, graph, cache (default <data_dir>/eval/<name>)."),
     ] = None,
     data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    explore_plans: Annotated[
+        bool,
+        typer.Option(
+            help="With the router on: every first-pass plan answers each item once and the router "
+            "learns each one (full information), before the item's own request."
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-epoch report as JSON.")] = False,
 ) -> None:
-    """Warm-start the repair policy: the live repair loop (answer, diagnose, one repair, reward,
-    update) over the DEV split of a data set, for a number of epochs, writing the policy state.
+    """Warm-start the repair policy and the router: the live loop (route, answer, diagnose, one
+    repair, reward, update) over the DEV split of a data set, for a number of epochs, writing the
+    policy's and the router's states.
 
     The first run builds the data set's corpus, index and graph in the workspace; generations are
     cached there, so a rerun or a resumed run is cheap (cached calls count at their recorded
@@ -59,14 +67,19 @@ def train(
     Example: ragmend train --data my-questions.jsonl --epochs 1
     """
     from ragmend.bench.harness.workspace import Workspace
-    from ragmend.corpora.tasks import first, get_task
+    from ragmend.corpora.tasks import get_task
     from ragmend.engine import Engine
+    from ragmend.engine.router import router_state_path
     from ragmend.policy import state_path
 
     if (dataset is None) == (data is None):
         run(_refuse_sources)
     if data is not None:
-        run(lambda: _train_on_user_data(data, collection, epochs, limit, policy_kind, state, as_json))
+        run(
+            lambda: _train_on_user_data(
+                data, collection, epochs, limit, policy_kind, state, explore_plans, as_json
+            )
+        )
         return
     assert dataset is not None
 
@@ -74,14 +87,17 @@ def train(
         base = settings()
         task = get_task(dataset)
         ws = Workspace(task, workdir or base.data_dir / "eval" / task.name, data_root)
-        items = first(ws.prepare(), "dev", limit)
+        items = task.sample(ws.prepare(), "dev")[:limit]
         policy = {"learn": True, "repair": True, "state_path": str(state or state_path(base))}
         if policy_kind is not None:
             policy["kind"] = policy_kind
-        s = ws.settings(base, policy=policy)
+        # The router's state is the served one too, not the workspace's.
+        s = ws.settings(base, policy=policy, router={"state_path": str(router_state_path(base))})
         err.print(f"{task.title}: {len(items)} dev items x {epochs} epochs; workspace {ws.root}")
         err.print(f"corpus: {ws.corpus.description if ws.corpus else ''}")
-        reports, arms = _warm_start(Engine(s), items, epochs)
+        reports, arms = _warm_start(
+            Engine(s), items, epochs, explore_plans=explore_plans and s.router.enabled
+        )
         result = {
             "dataset": task.name,
             "split": "dev",
@@ -112,11 +128,17 @@ def _warm_start(engine: Any, items: Any, epochs: int, **options: Any) -> tuple[l
 
             reports = warm_start(engine, items, epochs, on_item=tick, **options)
         stats = engine.policy.stats()
+        plans = engine.router.policy.stats() if engine.settings.router.enabled else {}
     finally:
         engine.close()
     arms = {
         a: {"pulls": v.pulls, "mean_reward": v.mean_reward and round(v.mean_reward, 4)}
         for a, v in stats.items()
+    }
+    arms |= {
+        f"plan:{p}": {"pulls": v.pulls, "mean_reward": v.mean_reward and round(v.mean_reward, 4)}
+        for p, v in plans.items()
+        if v.pulls
     }
     return reports, arms
 
@@ -152,6 +174,7 @@ def _train_on_user_data(
     limit: int | None,
     policy_kind: str | None,
     state: Path | None,
+    explore_plans: bool,
     as_json: bool,
 ) -> None:
     from ragmend.cli.common import make_engine
@@ -167,7 +190,14 @@ def _train_on_user_data(
     s = settings_with(base, policy=policy)
     engine = make_engine(s, collection)
     err.print(f"{data}: {len(rows.items)} {rows.kind} rows x {epochs} epochs over {engine.namespace}")
-    reports, arms = _warm_start(engine, rows.items, epochs, overrides=rows.overrides, judge=rows.judge)
+    reports, arms = _warm_start(
+        engine,
+        rows.items,
+        epochs,
+        overrides=rows.overrides,
+        judge=rows.judge,
+        explore_plans=explore_plans and s.router.enabled,
+    )
     result = {
         "data": str(data),
         "kind": rows.kind,

@@ -465,6 +465,26 @@ class Engine:
             route=route,
         )
 
+    def explore_plans(self, query: str, overrides: dict[str, Any] | None = None) -> list[Outcome]:
+        """Every enabled plan's first pass of `query`, each diagnosed and learned by the router
+        as if it had chosen it (the warm start's full information: train/warm_start.py); no
+        repair. Plans that need a part the deployment lacks are left out."""
+        if not self.ready:
+            raise NotReady("ragmend is still loading its models and index")
+        router = self.router
+        outcomes = []
+        for plan in router.policy.config.enabled_actions:
+            if router.plan(plan).requires in router.missing:
+                continue
+            route = router.forced(query, overrides, plan, self.settings.policy.request_latency_budget_s)
+            with self._meter.measure() as metered:
+                answer = self.answer(query, route.overrides(overrides))
+            assert metered.cost is not None
+            diagnosis = self.diagnose(answer) if self.settings.diagnosis.enabled else None
+            route = router.learn(route, diagnosis, metered.cost)
+            outcomes.append(Outcome(answer, diagnosis, seconds=metered.cost.latency_s, route=route))
+        return outcomes
+
     def _route(self, query: str, overrides: dict[str, Any] | None, follow_up: bool) -> Route:
         """The first pass's plan (engine/router.py), within what the request's deadline and
         budget leave."""

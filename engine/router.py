@@ -174,6 +174,15 @@ class Router:
             expected_s=expected_s(plan, self.costs, base_pass_s),
         )
 
+    def forced(self, query: str, overrides: Mapping[str, Any] | None, plan: str, time_left_s: float) -> Route:
+        """`plan` as if the router had chosen it, with its context (a warm start that tries every
+        plan on a labelled item, so each one learns from it: full information, not a bandit's)."""
+        form = question_form(query, claim=bool(overrides and overrides.get("prompt") == "claim"))
+        builder = self.policy.builder
+        assert isinstance(builder, PlanContextBuilder)
+        x = builder.build(self._embed([query])[0], form, False, time_left_s)
+        return Route(BY_NAME[plan].name, "router", form.kind, context=tuple(float(v) for v in x))
+
     def learn(self, route: Route, diagnosis: Diagnosis | None, cost: Cost) -> Route:
         """The routed pass's measured cost and, with a diagnosis, its reward learned (persisted):
         Eq. 2 of the first answer at the pass's latency and memory."""

@@ -157,10 +157,14 @@ def main() -> int:
     ws = unanswerable_workspace(args.workdir, args.data_root)
     items = ws.prepare()
     state = args.workdir / "abstention-policy.sqlite"
-    for p in state.parent.glob(state.name + "*"):
-        p.unlink()  # a fresh policy each run
+    router_state = args.workdir / "abstention-router.sqlite"
+    for p in [*state.parent.glob(state.name + "*"), *router_state.parent.glob(router_state.name + "*")]:
+        p.unlink()  # a fresh policy and router each run
     settings = ws.settings(
-        load_settings(), policy={"state_path": str(state), "kind": "linucb"}, kg={"enabled": False}
+        load_settings(),
+        policy={"state_path": str(state), "kind": "linucb"},
+        router={"state_path": str(router_state)},
+        kg={"enabled": False},
     )
     server = settings.server
     reading = Reading(
@@ -171,7 +175,7 @@ def main() -> int:
     engine = Engine(settings)
     engine.load()
     dev = sample(items, "dev", [int(n) for n in args.dev.split(",")])  # the warm start's
-    warm = warm_start(engine, dev, epochs=1)
+    warm = warm_start(engine, dev, epochs=1, explore_plans=settings.router.enabled)
     rows: list[dict[str, Any]] = []
     counts = [int(n) for n in args.test.split(",")]
     if args.on_dev:  # the DEV items after the warm start's
@@ -199,6 +203,7 @@ def main() -> int:
                 "first_right": correct_answer(item.kind, first_answer.response, item.gold, item.query),
                 "right": correct_answer(item.kind, outcome.answer.response, item.gold, item.query),
                 "seconds": round(outcome.seconds, 3),
+                "plan": outcome.route.plan if outcome.route is not None else None,
                 "response": outcome.answer.response,
                 "read": read.text,
             }

@@ -34,6 +34,7 @@ class EpochReport:
     right: int = 0  # final answers the gold answer judged right (labelled data only)
     credited: int = 0  # repair decisions that learned the gold answer's judgement too
     errors: int = 0  # items that raised (a generator error...): counted, skipped
+    plans_tried: int = 0  # first passes of every plan the router learned from (explore_plans)
     reward_sum: float = 0.0
     seconds: float = 0.0
     actions: Counter[str] = field(default_factory=Counter)
@@ -54,6 +55,7 @@ class EpochReport:
             "right": self.right,
             "credited": self.credited,
             "errors": self.errors,
+            "plans_tried": self.plans_tried,
             "mean_reward": round(mean, 4) if mean is not None else None,
             "seconds": round(self.seconds, 1),
             "actions": dict(self.actions.most_common()),
@@ -73,12 +75,18 @@ def warm_start(
     max_error_share: float = 0.1,
     overrides: dict[str, Any] | None = None,
     judge: Callable[[EvalItem, Outcome], float] | None = None,
+    explore_plans: bool = False,
+    item_overrides: Callable[[EvalItem], dict[str, Any]] | None = None,
 ) -> list[EpochReport]:
     """Run `epochs` passes of the repair loop over `items`; the engine's policy learns and
     persists every update. `on_item(epoch, report)` after each item (a progress bar);
     `overrides`: every request's (a claim prompt); `judge`: a score in [0, 1] of the final answer
     against the item's gold answer, learned by the arm that decided it like a user's vote
-    (Engine.credit), beside the diagnosis's reward.
+    (Engine.credit), beside the diagnosis's reward. `explore_plans`: before each item's request,
+    every enabled first-pass plan answers it once and the router learns each one's diagnosis
+    (and, with `judge`, its gold judgement), so every plan learns from every item (full
+    information; a bandit alone would see only the plan it chose). `item_overrides`: more
+    overrides per item (a claim among questions is checked with the claim prompt).
 
     An item that raises is counted and skipped: a long run survives a flaky generator. More than
     `max_error_share` of an epoch's items failing (at least 5) stops the run: something is wrong.
@@ -93,8 +101,11 @@ def warm_start(
         t0 = time.monotonic()
         for item in items:
             report.items += 1
+            asked = {**(overrides or {}), **(item_overrides(item) if item_overrides else {})} or None
             try:
-                outcome = engine.respond(item.query, overrides)
+                if explore_plans:
+                    report.plans_tried += _tried(engine, item, asked, judge)
+                outcome = engine.respond(item.query, asked)
             except RagmendError as e:
                 report.errors += 1
                 if report.errors >= max(5, max_error_share * len(items)):
@@ -124,3 +135,21 @@ def warm_start(
         report.seconds = time.monotonic() - t0
         reports.append(report)
     return reports
+
+
+def _tried(
+    engine: Engine,
+    item: EvalItem,
+    overrides: dict[str, Any] | None,
+    judge: Callable[[EvalItem, Outcome], float] | None,
+) -> int:
+    """Every plan on `item`, learned by the router; with `judge`, each plan's answer judged
+    against the gold answer and learned like a user's vote on it."""
+    tried = engine.explore_plans(item.query, overrides)
+    for outcome in tried:
+        route = outcome.route
+        if judge is None or route is None or route.plan is None or route.reward is None:
+            continue
+        factor = max(0.0, route.reward.latency_factor * route.reward.memory_factor)
+        engine.router.credit(route.plan, route.context, judge(item, outcome) * factor)
+    return len(tried)

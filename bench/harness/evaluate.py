@@ -251,7 +251,15 @@ class Evaluation:
                     self.on_item(f"{method.name} (warm)", done, len(self.dev) * self.plan.epochs)
 
             judge = self._judge(method) if method.warm_judged else None
-            reports = warm_start(engine, self.dev, self.plan.epochs, on_item=tick, judge=judge)
+            reports = warm_start(
+                engine,
+                self.dev,
+                self.plan.epochs,
+                on_item=tick,
+                judge=judge,
+                explore_plans=method.router is not None,
+                item_overrides=lambda item: {**method.rag, **self.ws.task.overrides(item)},
+            )
             exported = engine.policy.export_state()
             routed = engine.router.policy.export_state() if method.router is not None else None
         finally:

@@ -10,7 +10,7 @@ before the evidence), as for a user. The warm-up (model loading) asks a question
 the measured ones. The modes run one after the other on different questions of the bundled
 sample (the first half live, the second verify_first), never the same question twice.
 
-Figures per mode (docs/benchmarks.md, "Streaming"):
+Figures per mode (docs/benchmarks.md, "Streaming"), and per first-pass plan its count and ttft:
   ttft_p50_s              seconds from sending the request to the first piece of answer text
   total_p50_s             seconds to the end of the stream ([DONE]: diagnosis and repair included)
   total_unrepaired_p50_s  the same over the requests that ran no repair
@@ -76,8 +76,10 @@ def _stages(report: dict[str, Any]) -> dict[str, Any]:
     repair = report.get("repair") or {}
     timings = {} if repair.get("kept") == "repaired" else report.get("timings") or {}
     diagnosis = report.get("first_diagnosis") or report.get("diagnosis") or {}
+    route = report.get("route") or {}
     return {
         "repaired": report.get("first_diagnosis") is not None,
+        "plan": route.get("plan") or "configured",
         "prompt_tokens": answer.get("prompt_tokens"),
         "completion_tokens": answer.get("completion_tokens"),
         "retrieve_s": (timings.get("retrieve_s") or 0.0) + (timings.get("rerank_s") or 0.0)
@@ -151,7 +153,13 @@ def summarise(rs: list[dict[str, Any]], prefill_rate: float | None = None) -> di
         if prefill_rate and tokens:
             limit.append(r["ttft_s"] / (tokens / prefill_rate + (r.get("retrieve_s") or 0.0)))
     unrepaired = [r["total_s"] for r in ok if not r.get("repaired")]
+    plans: dict[str, list[float]] = {}
+    for r in ok:
+        plans.setdefault(r.get("plan") or "configured", []).append(r["ttft_s"])
     return {
+        # The first passes' plans (the router's, or the configured pass) and each one's time to
+        # first token: a large plan's prompt is evaluated at about half the speed.
+        "plans": {p: {"n": len(v), "ttft_p50_s": _p50(list(v))} for p, v in sorted(plans.items())},
         "ok": len(ok),
         "errors": len(rs) - len(ok),
         "repaired": sum(bool(r.get("repaired")) for r in ok),
