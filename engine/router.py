@@ -5,7 +5,7 @@ the diagnosis then says of the answer, at what it cost (and from users' votes).
     x = context(embedding, form, follow-up, time left)
     the enabled plans that fit the time left (actions/plans.py); the bandit picks ONE
     ... the first pass runs on that plan, measured; it is diagnosed ...
-    reward = Eq. 2 of that diagnosis, the pass's latency and memory against the per-action budgets
+    reward = Eq. 2 of that diagnosis (its graded verdict), the pass's cost against the request's budgets
     update (persisted; replicas share it like the repair policy's)
 
 The repair then acts on what the first pass left (engine/repair.py). A request whose `config`
@@ -31,9 +31,10 @@ from ragmend.actions.plans import BY_NAME, PLAN_NAMES, Plan, expected_s, feasibl
 from ragmend.diagnosis.question_form import question_form
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.policy import Policy, PolicyStore
-from ragmend.policy.core import LIVE_POLICY_KEYS, check_enabled_actions
+from ragmend.budgets import Budgets
+from ragmend.policy.core import LIVE_POLICY_KEYS, action_budgets, check_enabled_actions
 from ragmend.policy.plan_context import PlanContextBuilder
-from ragmend.policy.reward import Reward
+from ragmend.policy.reward import Reward, reward_from_signals
 from ragmend.policy.store import SQLiteStore
 from ragmend.policy.types import Decision
 from ragmend.settings import PolicySettings, Settings
@@ -66,6 +67,27 @@ class Route:
         if self.plan is None:
             return dict(request) if request else None
         return {**(request or {}), **BY_NAME[self.plan].overrides}
+
+
+def plan_reward(cfg: PolicySettings, diagnosis: Diagnosis, cost: Cost) -> Reward:
+    """The router's reward of a first pass: Eq. 2 with the verdict's graded quality, 1 -
+    P(unsupported), where the diagnosis has a verdict (Algorithm 1's quality part otherwise),
+    and its cost factors against the request's budgets (the first pass spends the request's
+    time, not a repair's). On DEV the graded quality routed better than Eq. 2's coarse one
+    (docs/policy.md, "The router")."""
+    memory_budget = action_budgets(cfg, cost.memory_source).memory_bytes
+    budgets = Budgets(cfg.request_latency_budget_s * cfg.budget_scale, memory_budget)
+    quality = None if diagnosis.verdict is None else 1.0 - diagnosis.verdict.p_unsupported
+    return reward_from_signals(
+        failure=diagnosis.failure,
+        kappa=diagnosis.kappa,
+        e_r=diagnosis.e_r.state,
+        latency_s=cost.latency_s,
+        memory_bytes=cost.memory_bytes,
+        budgets=budgets,
+        variant=cfg.reward_variant,
+        quality=quality,
+    )
 
 
 def router_policy_settings(settings: Settings) -> PolicySettings:
@@ -161,7 +183,7 @@ class Router:
             return Route(None, "nothing_fits", form.kind, masked=tuple(masked))
         builder = self.policy.builder
         assert isinstance(builder, PlanContextBuilder)
-        x = builder.build(self._embed([query])[0], form, follow_up, time_left_s)
+        x = builder.build(self._embedding(query), form, follow_up, time_left_s)
         decision = self.policy.select(x, [p.name for p in ok])
         plan = BY_NAME[decision.arm]
         return Route(
@@ -180,8 +202,13 @@ class Router:
         form = question_form(query, claim=bool(overrides and overrides.get("prompt") == "claim"))
         builder = self.policy.builder
         assert isinstance(builder, PlanContextBuilder)
-        x = builder.build(self._embed([query])[0], form, False, time_left_s)
+        x = builder.build(self._embedding(query), form, False, time_left_s)
         return Route(BY_NAME[plan].name, "router", form.kind, context=tuple(float(v) for v in x))
+
+    def _embedding(self, query: str) -> np.ndarray | None:
+        """The question's embedding where the context holds its projection (none is computed
+        otherwise)."""
+        return self._embed([query])[0] if self._builder.context_dim else None
 
     def learn(self, route: Route, diagnosis: Diagnosis | None, cost: Cost) -> Route:
         """The routed pass's measured cost and, with a diagnosis, its reward learned (persisted):
@@ -191,7 +218,7 @@ class Router:
         self.costs.observe(route.plan, cost.latency_s, cost.memory_bytes)
         if diagnosis is None or not diagnosis.judged:
             return dataclasses.replace(route, cost=cost)  # nothing was judged: nothing to learn
-        reward = self.policy.reward(diagnosis, cost.latency_s, cost.memory_bytes, cost.memory_source)
+        reward = plan_reward(self.policy.config, diagnosis, cost)
         learned = self.policy.update(route.plan, np.asarray(route.context), reward)
         return dataclasses.replace(route, cost=cost, reward=reward, learned=learned)
 

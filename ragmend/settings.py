@@ -389,15 +389,16 @@ class RouterSettings(_Section):
         "linucb", description="The router's bandit: linucb, lints (linear Thompson sampling) or beta_ts."
     )
     alpha: Annotated[float, LIVE] = Field(
-        1.0, ge=0, allow_inf_nan=False, description="The router's LinUCB exploration weight."
+        0.25, ge=0, allow_inf_nan=False, description="The router's LinUCB exploration weight."
     )
     learn: Annotated[bool, LIVE] = Field(True, description="false: the router chooses but never updates.")
     context_dim: int = Field(
-        16,
+        0,
         ge=0,
         le=1024,
         description="Size of the fixed random projection of the question's embedding in the router's "
-        "context; changing it invalidates a learned state.",
+        "context (0: its form, length and conversation only, which routed better on DEV after 60 "
+        "labelled items per task); changing it invalidates a learned state.",
     )
     state_path: Path | None = Field(
         None, description="SQLite file of the router's learned state; unset: <data_dir>/router.sqlite."
