@@ -103,13 +103,15 @@ def test_a_request_is_answered_on_the_plan_the_router_chose_and_the_router_learn
         # The first pass ran on that plan: its retrieval, and its generator's config.
         config = outcome.answer.config
         assert (config.mode, config.rerank, config.generator) == (plan.mode, plan.rerank, plan.generator)
-        # Eq. 2 of the first answer's diagnosis at the pass's measured cost, learned and stored.
+        # Eq. 2 of the first answer's diagnosis (the verdict's graded quality) at the pass's
+        # measured cost against the request's budget, learned and stored.
+        d = outcome.diagnosis
         assert route.cost is not None and route.cost.latency_s > 0
-        assert outcome.diagnosis is not None and route.reward is not None
-        again = eng.router.policy.reward(
-            outcome.diagnosis, route.cost.latency_s, route.cost.memory_bytes, route.cost.memory_source
-        )
-        assert route.reward.total == pytest.approx(again.total) and route.learned
+        assert d is not None and d.verdict is not None and route.reward is not None
+        assert route.reward.quality == pytest.approx(1 - d.verdict.p_unsupported)
+        assert route.reward.budgets.latency_s == eng.settings.policy.request_latency_budget_s
+        factor = 1 - route.cost.latency_s / eng.settings.policy.request_latency_budget_s
+        assert route.reward.latency_factor == pytest.approx(factor) and route.learned
         assert eng.router.policy.stats()[route.plan].pulls == 1
     finally:
         eng.close()
