@@ -743,3 +743,85 @@ def bench_policy(
         show(result, as_json)
 
     run(work)
+
+
+@bench_app.command("router")
+def bench_router(
+    results: Annotated[
+        Path,
+        typer.Option(help="The evaluation's results directory (<workdir>/results) with the plans' DEV rows."),
+    ],
+    datasets: Annotated[str, typer.Option(help="Comma-separated tasks, interleaved.")] = "hotpotqa,fever",
+    plans: Annotated[
+        str, typer.Option(help="Comma-separated plans (actions/plans.py).")
+    ] = "default_hybrid,default_hybrid_rerank,large_hybrid,large_hybrid_rerank",
+    warm: Annotated[
+        int, typer.Option(min=0, help="Items of the interleaved stream used as the warm start.")
+    ] = 120,
+    orders: Annotated[
+        int,
+        typer.Option(min=1, help="Replays per setting, each over another shuffle of the items (averaged)."),
+    ] = 10,
+    grid: Annotated[
+        str,
+        typer.Option(
+            help="JSON of the settings to try, each a list: alpha, quality (graded | eq2), judged, "
+            'context_dim, budget_scale, e.g. \'{"alpha": [0.25, 1.0], "quality": ["graded", "eq2"]}\'.'
+        ),
+    ] = "{}",
+    out: Annotated[Path | None, typer.Option(help="Write the results as JSON here too.")] = None,
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """The router replayed on recorded DEV first passes (bench/suites/router_replay.py): each
+    setting's accuracy and seconds on the online items beside each plan fixed.
+
+    Example: ragmend bench router --results var/eval/results --grid '{"alpha": [0.25, 1.0]}'
+    """
+    import json
+
+    from ragmend.bench.suites.router_replay import Setting, averaged, fixed_plans, load_items, replay
+    from ragmend.bench.suites.router_replay import grid as settings_grid
+    from ragmend.corpora.tasks import get_task
+    from ragmend.errors import InputError
+    from ragmend.fileio import atomic_write_json
+
+    def work() -> None:
+        tasks = [get_task(t.strip()) for t in datasets.split(",") if t.strip()]
+        chosen = [p.strip() for p in plans.split(",") if p.strip()]
+        try:
+            options = json.loads(grid)
+        except json.JSONDecodeError as e:
+            raise InputError(f"--grid is not JSON: {e.msg}") from None
+        if not isinstance(options, dict) or not all(isinstance(v, list) for v in options.values()):
+            raise InputError("--grid must be a JSON object of lists")
+        queries = {i.id: i.query for t in tasks for i in t.load(data_root)[0]}
+        streams = [load_items(results, tasks, chosen, queries, order) for order in range(orders)]
+        items = streams[0]
+        primary = {t.name: t.primary for t in tasks}
+        settings_list = settings_grid(options) if options else [Setting()]
+        embed = None
+        if any(s.context_dim for s in settings_list):
+            from ragmend.kg.phrases import embed_with
+            from ragmend.models.registry import ModelRegistry
+
+            embed = embed_with(ModelRegistry(settings()).embeddings)
+        result = {
+            "command": this_command(),
+            "items": len(items),
+            "warm": warm,
+            "orders": orders,
+            "fixed": averaged([fixed_plans(i, warm, primary) for i in streams]),
+            "settings": [
+                {
+                    "setting": s.as_dict(),
+                    "online": averaged([replay(i, s, warm, primary, embed) for i in streams]),
+                }
+                for s in settings_list
+            ],
+        }
+        if out is not None:
+            atomic_write_json(out, result)
+        show(result, as_json)
+
+    run(work)

@@ -28,10 +28,10 @@ import numpy as np
 from ragmend.actions.catalogue import CostModel, Masked
 from ragmend.actions.meter import Cost
 from ragmend.actions.plans import BY_NAME, PLAN_NAMES, Plan, expected_s, feasible_plans, pinned
+from ragmend.budgets import Budgets
 from ragmend.diagnosis.question_form import question_form
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.policy import Policy, PolicyStore
-from ragmend.budgets import Budgets
 from ragmend.policy.core import LIVE_POLICY_KEYS, action_budgets, check_enabled_actions
 from ragmend.policy.plan_context import PlanContextBuilder
 from ragmend.policy.reward import Reward, reward_from_signals
@@ -75,8 +75,6 @@ def plan_reward(cfg: PolicySettings, diagnosis: Diagnosis, cost: Cost) -> Reward
     and its cost factors against the request's budgets (the first pass spends the request's
     time, not a repair's). On DEV the graded quality routed better than Eq. 2's coarse one
     (docs/policy.md, "The router")."""
-    memory_budget = action_budgets(cfg, cost.memory_source).memory_bytes
-    budgets = Budgets(cfg.request_latency_budget_s * cfg.budget_scale, memory_budget)
     quality = None if diagnosis.verdict is None else 1.0 - diagnosis.verdict.p_unsupported
     return reward_from_signals(
         failure=diagnosis.failure,
@@ -84,10 +82,17 @@ def plan_reward(cfg: PolicySettings, diagnosis: Diagnosis, cost: Cost) -> Reward
         e_r=diagnosis.e_r.state,
         latency_s=cost.latency_s,
         memory_bytes=cost.memory_bytes,
-        budgets=budgets,
+        budgets=plan_budgets(cfg, cost.memory_source),
         variant=cfg.reward_variant,
         quality=quality,
     )
+
+
+def plan_budgets(cfg: PolicySettings, memory_source: str = "nvml") -> Budgets:
+    """What a first pass's cost is held to: the request's latency budget and one action's
+    memory budget (of the source the meter reads), both times budget_scale."""
+    memory = action_budgets(cfg, memory_source).memory_bytes
+    return Budgets(cfg.request_latency_budget_s * cfg.budget_scale, memory)
 
 
 def router_policy_settings(settings: Settings) -> PolicySettings:
@@ -139,23 +144,35 @@ class Router:
         store: PolicyStore | None = None,
     ):
         """`embed`: unit-length embeddings of questions; `missing`: parts of the deployment not
-        configured ("escalation": the large plans are masked)."""
+        configured ("escalation": the large plans are masked). The state store is opened when
+        the router first chooses or learns: a router that is off touches no file."""
         check_plans(settings.router.plans)
+        self._settings = settings
+        self._namespace = namespace
+        self._store = store
         cfg = router_policy_settings(settings)
-        builder = PlanContextBuilder(cfg.context_dim, cfg.projection_seed).with_budgets(cfg)
-        self.policy = Policy(
-            cfg,
-            store or router_store(settings, namespace),
-            PLAN_NAMES,
-            builder=builder,
-            max_staleness_s=settings.store.max_staleness_s,
-        )
-        self._builder = builder
+        self._builder = PlanContextBuilder(cfg.context_dim, cfg.projection_seed).with_budgets(cfg)
+        self._policy: Policy[PlanContextBuilder] | None = None
         self._embed = embed
         self.missing = missing
         self.costs = CostModel()  # each plan's measured first passes
         self._enabled = settings.router.enabled
         self._lock = threading.Lock()
+
+    @property
+    def policy(self) -> Policy[PlanContextBuilder]:
+        """The bandit over plan names and its stored state (opened on first use)."""
+        with self._lock:
+            if self._policy is None:
+                s = self._settings
+                self._policy = Policy(
+                    router_policy_settings(s),
+                    self._store or router_store(s, self._namespace),
+                    PLAN_NAMES,
+                    builder=self._builder,
+                    max_staleness_s=s.store.max_staleness_s,
+                )
+            return self._policy
 
     @property
     def enabled(self) -> bool:
@@ -231,17 +248,22 @@ class Router:
         the router keys that changed. ConfigError for an unknown plan, nothing changed."""
         check_plans(settings.router.plans)
         new = router_policy_settings(settings)
-        old = self.policy.config
+        old = router_policy_settings(self._settings)
         changes = {k: getattr(new, k) for k in LIVE_POLICY_KEYS if getattr(new, k) != getattr(old, k)}
-        if changes:
-            self.policy.configure(**changes)
+        with self._lock:
+            policy = self._policy
+        if policy is not None and changes:
+            policy.configure(**changes)
         with self._lock:
             toggled = self._enabled != settings.router.enabled
             self._enabled = settings.router.enabled
+            self._settings = settings  # a policy opened later is built from these
         return [*changes, *(["enabled"] if toggled else [])]
 
     def plan(self, name: str) -> Plan:
         return BY_NAME[name]
 
     def close(self) -> None:
-        self.policy.close()
+        with self._lock:
+            if self._policy is not None:
+                self._policy.close()

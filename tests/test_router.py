@@ -172,10 +172,12 @@ def test_the_router_state_layout_is_its_own(tmp_path: Path, engine: Engine) -> N
     """A router state stored with another context layout is refused with a message naming it."""
     s: Settings = settings_with(engine.settings, router={"state_path": str(tmp_path / "router.sqlite")})
     first = Router(s, lambda texts: np.ones((len(texts), 384)))
+    assert not (tmp_path / "router.sqlite").exists()  # opened on first use, not before
+    assert first.policy.dim == first.policy.builder.dim
     first.close()
-    other = settings_with(s, router={"context_dim": 4})
+    other = Router(settings_with(s, router={"context_dim": 2}), lambda texts: np.ones((len(texts), 384)))
     with pytest.raises(ConfigError):
-        Router(other, lambda texts: np.ones((len(texts), 384)))
+        _ = other.policy
 
 
 def test_a_vote_on_a_routed_answer_over_http_credits_its_plan(tmp_path: Path, engine: Engine) -> None:

@@ -1,0 +1,205 @@
+"""`ragmend bench router`: the router replayed on recorded first passes, to choose its settings
+on DEV without answering anything again.
+
+Input: the evaluation records of fixed-plan rows (`ragmend eval --suite paper --split dev
+--methods naive,plan_...`: results/<task>/<row>.dev.jsonl), every plan having answered every
+item once. The items of the tasks are interleaved (one of each in turn, each task in its records'
+order). The first `warm` items are the warm start: every plan learns its recorded reward (and,
+with `judged`, the gold judgement as a vote), as `ragmend train` does with its full information;
+the rest are online: the router chooses, learns the chosen plan's recorded reward, and is scored
+on the chosen plan's recorded answer. The reward is the router's (engine/router.py plan_reward:
+the verdict's graded quality, or Eq. 2's coarse one for comparison, at the pass's latency against
+the request's budget).
+
+Per setting: each task's headline metric and mean seconds over the online items, and the plan mix;
+beside them, each plan fixed over the same items.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragmend.actions.plans import BY_NAME
+from ragmend.budgets import Budgets
+from ragmend.corpora.tasks import Task
+from ragmend.diagnosis.question_form import question_form
+from ragmend.engine.router import plan_budgets
+from ragmend.errors import InputError
+from ragmend.policy import MemoryStore, Policy
+from ragmend.policy.plan_context import PlanContextBuilder
+from ragmend.policy.reward import reward_from_signals
+from ragmend.settings import PolicySettings
+
+# The evaluation row that fixes each plan (bench/harness/methods.py).
+ROW = {name: "naive" if name == "default_dense" else f"plan_{name}" for name in BY_NAME}
+
+
+@dataclass(frozen=True)
+class Item:
+    task: str
+    id: str
+    query: str
+    records: Mapping[str, Mapping[str, Any]]  # plan -> its recorded first pass
+
+
+@dataclass(frozen=True)
+class Setting:
+    alpha: float = 0.25
+    quality: str = "graded"  # graded (the router's) | eq2 (Algorithm 1's coarse quality part)
+    judged: bool = True
+    context_dim: int = 0
+    budget_scale: float = 1.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def load_items(
+    results: Path, tasks: Sequence[Task], plans: Sequence[str], queries: Mapping[str, str], order: int = 0
+) -> list[Item]:
+    """Every item each plan's row answered, the tasks interleaved; `order` > 0: each task's items
+    shuffled with that seed first (another split of warm-start and online items)."""
+    streams: list[list[Item]] = []
+    for task in tasks:
+        per_plan: dict[str, dict[str, Any]] = {}
+        for plan in plans:
+            path = results / task.name / f"{ROW[plan]}.dev.jsonl"
+            if not path.exists():
+                raise InputError(f"{path} is missing: run the row {ROW[plan]} on DEV first")
+            per_plan[plan] = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+        first = per_plan[plans[0]]
+        ids = [i for i in first if all(i in per_plan[p] for p in plans)]
+        if order:
+            ids = [ids[k] for k in np.random.default_rng([order, len(streams)]).permutation(len(ids))]
+        streams.append([Item(task.name, i, queries[i], {p: per_plan[p][i] for p in plans}) for i in ids])
+    out: list[Item] = []
+    for row in range(max(len(s) for s in streams)):
+        out += [s[row] for s in streams if row < len(s)]
+    return out
+
+
+def replay(
+    items: Sequence[Item],
+    setting: Setting,
+    warm: int,
+    primary: Mapping[str, str],
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+) -> dict[str, Any]:
+    plans = list(items[0].records)
+    cfg = PolicySettings.model_validate(
+        {
+            "kind": "linucb",
+            "alpha": setting.alpha,
+            "enabled_actions": plans,
+            "budget_scale": setting.budget_scale,
+        }
+    )
+    builder = PlanContextBuilder(setting.context_dim).with_budgets(cfg)
+    policy = Policy(cfg, MemoryStore(), plans, builder=builder)
+    budgets = plan_budgets(cfg, "unavailable")
+    online: dict[str, list[tuple[float, float, str]]] = {}
+    for n, item in enumerate(items):
+        claim = item.records[plans[0]].get("question_kind") == "claim" or item.task == "fever"
+        emb = embed([item.query])[0] if embed is not None and setting.context_dim else None
+        x = builder.build(emb, question_form(item.query, claim=claim), False, cfg.request_latency_budget_s)
+
+        if n < warm:
+            for plan in plans:
+                _learn(policy, x, item, plan, setting, budgets, primary[item.task], vote=setting.judged)
+            continue
+        chosen = policy.select(x, plans).arm
+        right, seconds = _learn(policy, x, item, chosen, setting, budgets, primary[item.task], vote=False)
+        online.setdefault(item.task, []).append((right, seconds, chosen))
+    return {
+        task: {
+            "n": len(rows),
+            primary[task]: round(100 * float(np.mean([r for r, _, _ in rows])), 2),
+            "latency_s": round(float(np.mean([s for _, s, _ in rows])), 3),
+            "plans": dict(Counter(p for _, _, p in rows).most_common()),
+        }
+        for task, rows in online.items()
+    }
+
+
+def _learn(
+    policy: Policy[PlanContextBuilder],
+    x: np.ndarray,
+    item: Item,
+    plan: str,
+    setting: Setting,
+    budgets: Budgets,
+    metric: str,
+    vote: bool,
+) -> tuple[float, float]:
+    """The plan's recorded reward learned (and with `vote`, its gold judgement as a vote);
+    returns its recorded (metric, seconds)."""
+    r = item.records[plan]
+    p = r.get("first_p_unsupported")
+    quality = (1.0 - p) if setting.quality == "graded" and p is not None else float(r["first_quality"])
+    reward = reward_from_signals(
+        failure=r["first_failure"] or "NoFailure",
+        kappa=r.get("first_kappa") or "no_triplet",
+        e_r="neutral",
+        latency_s=float(r["latency_s"]),
+        memory_bytes=None,
+        budgets=budgets,
+        quality=min(1.0, max(0.0, quality)),
+    )
+    policy.update(plan, x, reward)
+    right = float(r["scores"][metric])
+    if vote:
+        policy.update(plan, x, right * reward.latency_factor)
+    return right, float(r["latency_s"])
+
+
+def fixed_plans(items: Sequence[Item], warm: int, primary: Mapping[str, str]) -> dict[str, Any]:
+    """Each plan fixed, over the same online items ("<task> <plan>", in replay's shape)."""
+    out: dict[str, Any] = {}
+    for task in dict.fromkeys(i.task for i in items):
+        rows = [i for i in items[warm:] if i.task == task]
+        for plan in rows[0].records:
+            metric = [i.records[plan]["scores"][primary[task]] for i in rows]
+            out[f"{task} {plan}"] = {
+                "n": len(rows),
+                primary[task]: round(100 * float(np.mean(metric)), 2),
+                "latency_s": round(float(np.mean([i.records[plan]["latency_s"] for i in rows])), 3),
+                "plans": {plan: len(rows)},
+            }
+    return out
+
+
+def averaged(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The mean of several replays' figures per task (the plan mixes summed)."""
+    out: dict[str, Any] = {}
+    for task in runs[0]:
+        rows = [r[task] for r in runs]
+        keys = [k for k in rows[0] if k not in ("n", "plans")]
+        mix: Counter[str] = Counter()
+        for r in rows:
+            mix.update(r["plans"])
+        out[task] = {
+            "n": rows[0]["n"],
+            "orders": len(rows),
+            **{k: round(float(np.mean([r[k] for r in rows])), 3) for k in keys},
+            "plans": dict(mix.most_common()),
+        }
+    return out
+
+
+def grid(options: Mapping[str, Sequence[Any]]) -> list[Setting]:
+    """Every combination of the given options (Setting's fields), the rest at their defaults."""
+    unknown = set(options) - set(Setting.__dataclass_fields__)
+    if unknown:
+        raise InputError(
+            f"unknown replay option(s) {sorted(unknown)}; options: {sorted(Setting.__dataclass_fields__)}"
+        )
+    keys = list(options)
+    return [Setting(**dict(zip(keys, combo, strict=True))) for combo in itertools.product(*options.values())]
