@@ -22,6 +22,8 @@ Table = Literal["main", "reward", "budget", "plans"]
 # The paper's first pass (Naive RAG): the default generator over the five closest passages by
 # dense retrieval. Every row of the paper's tables starts from it, whatever ragmend's defaults are.
 PAPER_PASS: Mapping[str, Any] = PLAN_BY_NAME["default_dense"].overrides
+# The paper's LinUCB exploration weight, which its rows keep whatever ragmend's default is.
+PAPER_LINUCB: Mapping[str, Any] = {"kind": "linucb", "alpha": 2.0}
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ METHODS: tuple[Method, ...] = (
         "D2R-RAG (LinUCB)",
         ("main", "reward", "budget"),
         rag=PAPER_PASS,
-        policy={"kind": "linucb"},
+        policy=PAPER_LINUCB,
         gate=True,
         paper=_paper((1.47, 0.36, 50.80, 92.34, 60.8), (3.41, 1.04, 31.66, 69.89, 39.8)),
     ),
@@ -141,7 +143,7 @@ METHODS: tuple[Method, ...] = (
         # answers right (reports/repair-arms/), so the learned policies face the best choice that
         # does not learn.
         rag=PAPER_PASS,
-        policy={"kind": "linucb", "enabled_actions": ("focus",)},
+        policy={**PAPER_LINUCB, "enabled_actions": ("focus",)},
         gate=True,
     ),
     Method(
@@ -149,7 +151,7 @@ METHODS: tuple[Method, ...] = (
         "D2R-RAG (LinUCB, frozen)",
         ("main",),
         rag=PAPER_PASS,
-        policy={"kind": "linucb", "learn": False},
+        policy={**PAPER_LINUCB, "learn": False},
         gate=True,
         learn_on_test=False,
         warm_from="d2r_linucb",
@@ -159,7 +161,7 @@ METHODS: tuple[Method, ...] = (
         "Unweighted",
         ("reward",),
         rag=PAPER_PASS,
-        policy={"kind": "linucb", "reward_variant": "unweighted"},
+        policy={**PAPER_LINUCB, "reward_variant": "unweighted"},
         gate=True,
         paper=_paper((1.46, 0.19, 50.64, 92.62, 61.4), (2.79, 0.68, 32.20, 70.59, 39.4)),
     ),
@@ -168,7 +170,7 @@ METHODS: tuple[Method, ...] = (
         "Unconstrained",
         ("reward",),
         rag=PAPER_PASS,
-        policy={"kind": "linucb", "reward_variant": "unconstrained"},
+        policy={**PAPER_LINUCB, "reward_variant": "unconstrained"},
         gate=True,
         paper=_paper((1.40, 0.27, 50.91, 92.61, 61.3), (2.03, 0.84, 30.36, 69.46, 39.0)),
     ),
@@ -177,7 +179,7 @@ METHODS: tuple[Method, ...] = (
         "Stringent (0.7x budgets)",
         ("budget",),
         rag=PAPER_PASS,
-        policy={"kind": "linucb", "budget_scale": 0.7},
+        policy={**PAPER_LINUCB, "budget_scale": 0.7},
         gate=True,
         paper=_paper((2.22, 0.24, 51.01, 92.80, 60.6), (2.23, 0.66, 29.99, 71.46, 39.2)),
     ),
@@ -186,7 +188,7 @@ METHODS: tuple[Method, ...] = (
         "Relaxed (1.5x budgets)",
         ("budget",),
         rag=PAPER_PASS,
-        policy={"kind": "linucb", "budget_scale": 1.5},
+        policy={**PAPER_LINUCB, "budget_scale": 1.5},
         gate=True,
         paper=_paper((1.42, 0.32, 50.63, 92.76, 60.6), (2.31, 0.72, 30.81, 71.57, 39.4)),
     ),
