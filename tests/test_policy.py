@@ -937,6 +937,32 @@ def test_policy_cli_export_reset_import(tmp_path: Path, monkeypatch: pytest.Monk
     assert json.loads(policy_cli(tmp_path, "export").stdout) == learned
 
 
+def test_policy_cli_works_on_the_routers_state_with_router(tmp_path: Path) -> None:
+    """--router: the same commands over the router's own state (router.sqlite), the repair
+    policy's untouched."""
+    from ragmend.engine.router import Router
+
+    nothing = policy_cli(tmp_path, "export", "--router")
+    assert nothing.exit_code == 2 and "router.sqlite" in flat(nothing.output)
+    router = Router(load_settings(data_dir=tmp_path), lambda texts: np.ones((len(texts), 384)))
+    router.policy.update("large_hybrid", np.full(router.policy.dim, 0.1), 0.6)
+    learned = router.policy.export_state()
+    router.close()
+    shown = policy_cli(tmp_path, "export", "--router")
+    assert shown.exit_code == 0 and json.loads(shown.stdout) == learned
+    assert not (tmp_path / "policy.sqlite").exists()
+    reset = policy_cli(tmp_path, "reset", "--router", "--yes")
+    assert json.loads(reset.stdout) == {
+        "state_path": str(tmp_path / "router.sqlite"),
+        "reset": True,
+        "forgotten_pulls": 1,
+    }
+    out = tmp_path / "router.json"
+    out.write_text(json.dumps(learned))
+    imported = policy_cli(tmp_path, "import", "--router", str(out))
+    assert imported.exit_code == 0 and json.loads(imported.stdout)["pulls"]["large_hybrid"] == 1
+
+
 def test_policy_cli_refuses_a_bad_import_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGMEND_POLICY__CONTEXT_DIM", "0")
     pol = open_policy(load_settings(data_dir=tmp_path))

@@ -215,7 +215,7 @@ class Evaluation:
         self._clear_state(method)
         source = BY_NAME[method.warm_from] if method.warm_from else method
         warm = self.warm_path(source)
-        if not warm.exists() or json.loads(warm.read_text()).get("nli") != self.nli:
+        if not self._warm_start_fits(source):
             self._warm_start(source)
         engine = self.engine(method, learn=True)
         try:
@@ -225,6 +225,20 @@ class Evaluation:
                 engine.router.policy.import_state(saved["router_state"])
         finally:
             engine.close()
+
+    def _warm_start_fits(self, method: Method) -> bool:
+        """The method's saved warm start is this run's: the same NLI weights, DEV items, epochs
+        and judging (a warm start on other items is not reused)."""
+        path = self.warm_path(method)
+        if not path.exists():
+            return False
+        saved = json.loads(path.read_text())
+        return (
+            saved.get("nli") == self.nli
+            and saved.get("dev_items") == len(self.dev)
+            and len(saved.get("epochs", [])) == self.plan.epochs
+            and saved.get("judged", False) == method.warm_judged
+        )
 
     def _state_files(self, method: Method) -> list[Path]:
         files = []
