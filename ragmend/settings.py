@@ -393,11 +393,12 @@ class RouterSettings(_Section):
     )
     learn: Annotated[bool, LIVE] = Field(True, description="false: the router chooses but never updates.")
     context_dim: int = Field(
-        4,
+        0,
         ge=0,
         le=1024,
         description="Size of the fixed random projection of the question's embedding in the router's "
-        "context (0: its form, length and conversation only); changing it invalidates a learned state.",
+        "context (0: its form, length and conversation only, as chosen on DEV); changing it "
+        "invalidates a learned state.",
     )
     state_path: Path | None = Field(
         None, description="SQLite file of the router's learned state; unset: <data_dir>/router.sqlite."
