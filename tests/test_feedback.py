@@ -102,8 +102,7 @@ def test_a_vote_over_http_is_learned_once_for_the_arm_that_decided_the_answer(
             "score": 0.0,
             "recorded": True,
             "credited": "no_repair",
-            # no_repair kept the first answer: the router's plan gave it, and learns the vote too.
-            "credited_plan": body["route"]["plan"],
+            "credited_plan": None,  # the router is off here (tests/test_router.py: a routed answer's vote)
             "reward": None,
             "learned": True,
         }

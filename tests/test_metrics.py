@@ -556,6 +556,7 @@ def assert_prometheus_naming(text: str) -> None:
             # Base units in the name; the reward, the support and P(unsupported) are scores in [0, 1].
             dimensionless = (
                 "ragmend_repair_reward",
+                "ragmend_router_reward",
                 "ragmend_answer_support",
                 "ragmend_answer_p_unsupported",
             )

@@ -70,7 +70,9 @@ def remote_server(engine: Engine, llama_server: tuple[str, Path]) -> Iterator[Li
     one request is one answer call and its usage is exactly the engine's)."""
     url, _ = llama_server
     generator = {"model": f"openai/{ALIAS}", "api_base": f"{url}/v1", "api_key": "none", "max_tokens": 48}
-    settings = settings_with(engine.settings, models={"generator": generator}, policy={"repair": False})
+    # No in-process stronger generator beside it: every answer call goes to the external engine.
+    models = {"generator": generator, "escalation": None}
+    settings = settings_with(engine.settings, models=models, policy={"repair": False})
     remote = Engine(settings, models=ModelRegistry.sharing(engine.models, settings))
     remote.load()
     with LiveServer(create_app(settings, engine=remote, load_on_start=False)) as server:

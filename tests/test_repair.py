@@ -22,9 +22,14 @@ UNANSWERABLE = "What is the name of the dragon that lives under the royal castle
 
 
 def repair_settings(tmp: Path, base: Engine, **policy: object) -> Settings:
-    """The session engine's settings with their own policy state and wide budgets."""
+    """The session engine's settings with their own policy state and wide budgets. The repair is
+    what these tests follow: the first pass is the configured one (the router off) on the one
+    generator, with no stronger one to escalate to (tests/test_router.py and
+    tests/test_remote_generator.py cover those)."""
     return settings_with(
         base.settings,
+        models={"escalation": None},
+        router={"enabled": False},
         # Budgets wide enough for two CPU generations on a loaded test machine.
         policy={
             "latency_budget_s": 120.0,

@@ -60,6 +60,18 @@ class Replica:
         view = httpx.get(self.url + "/admin/policy", headers=ADMIN, timeout=60).json()
         return {arm: a["pulls"] for arm, a in view["arms"].items()}
 
+    def plan_pulls(self) -> dict[str, float]:
+        """The router's learned updates per plan, as this replica's metrics read them."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = httpx.get(self.url + "/metrics", timeout=60).text
+        return {
+            s.labels["plan"]: s.value
+            for f in text_string_to_metric_families(text)
+            if f.name == "ragmend_router_plan_pulls"
+            for s in f.samples
+        }
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -83,7 +95,10 @@ def replicas(
                 "data_dir": str(tmp_path / name),
                 "cache_dir": str(engine.settings.cache_dir),
                 "sources": [str(corpus)],
-                "models": {"generator": {"profile": "tiny", "max_tokens": 24}},
+                "models": {
+                    "generator": {"profile": "tiny", "max_tokens": 24},
+                    "escalation": {"profile": "tiny", "max_tokens": 24},
+                },
                 "kg": {"enabled": False},
                 "store": {"kind": "postgres", "dsn": dsn, "max_staleness_s": 1.0},
                 "policy": {"latency_budget_s": 120.0, "request_latency_budget_s": 600.0, "seed": 1},
@@ -131,6 +146,9 @@ def test_two_replicas_share_the_index_and_the_policy(
     after = b.pulls()
     assert sum(after.values()) - sum(before.values()) == learned
     assert after == a.pulls()
+    # The router's too: every first pass A routed is one update B reads (namespace default/router).
+    routed = a.plan_pulls()
+    assert sum(routed.values()) >= 3 and b.plan_pulls() == routed
 
     # A killed with SIGKILL under load: every update it acknowledged (a response that says the
     # repair was learned) is in the database; B keeps answering.

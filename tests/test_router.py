@@ -203,3 +203,29 @@ def test_a_vote_on_a_routed_answer_over_http_credits_its_plan(tmp_path: Path, en
         assert f'ragmend_router_plans_total{{chosen_by="router",kind="what",plan="{plan}"}} 1.0' in metrics
         assert f'ragmend_router_plan_pulls{{plan="{plan}"}} {pulls + 1}.0' in metrics
     eng.close()
+
+
+def test_a_live_stream_runs_on_the_plan_the_router_chose(tmp_path: Path, engine: Engine) -> None:
+    """The first pass streams as it is generated, on the chosen plan; the last chunk's extension
+    names the plan (a repair would follow as the marked correction it is without a router)."""
+    import json
+
+    from ragmend.server.app import create_app
+
+    eng = router_engine(tmp_path, engine)
+    body = {"messages": [{"role": "user", "content": sample_questions(3)[2]["question"]}], "stream": True}
+    with LiveServer(create_app(eng.settings, engine=eng)) as server:
+        text, ext = [], {}
+        with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=600) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    event = json.loads(line[6:])
+                    text += [c["delta"].get("content") or "" for c in event.get("choices", ())]
+                    ext = event.get("ragmend") or ext
+    eng.close()
+    route = ext["route"]
+    assert route["chosen_by"] == "router" and route["plan"] in eng.settings.router.plans
+    plan = BY_NAME[route["plan"]]
+    assert (ext["config"]["mode"], ext["config"]["generator"]) == (plan.mode, plan.generator)
+    assert "".join(text).strip()  # the answer arrived as tokens, before the extension
