@@ -215,7 +215,8 @@ def test_a_live_stream_runs_on_the_plan_the_router_chose(tmp_path: Path, engine:
     eng = router_engine(tmp_path, engine)
     body = {"messages": [{"role": "user", "content": sample_questions(3)[2]["question"]}], "stream": True}
     with LiveServer(create_app(eng.settings, engine=eng)) as server:
-        text, ext = [], {}
+        text: list[str] = []
+        ext: dict = {}
         with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=600) as r:
             assert r.status_code == 200
             for line in r.iter_lines():
