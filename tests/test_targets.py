@@ -180,3 +180,35 @@ def test_repair_effects_count_answers_turned_right_and_wrong_and_their_extra_sec
     assert effects["extra_s_per_right"] == 5.0  # (3 + 0 + 2) s over one answer turned right
     # Records made before the first answer's scores were kept say nothing.
     assert repair_effects([{k: v for k, v in records[0].items() if k != "first_scores"}], "accuracy") == {}
+
+
+def test_the_first_passes_targets_compare_ragmend_with_the_plans_it_routes_between() -> None:
+    from ragmend.bench.harness.targets import router_targets
+
+    hotpot = TASKS["hotpotqa"]
+
+    def rows(right: int, latency: float) -> list[dict]:
+        out = _records([True] * right + [False] * (300 - right), latency)
+        for r in out:
+            r["scores"] = {"em": r["scores"]["accuracy"], "f1": 0.0, "contains": 0.0}
+        return out
+
+    records = {
+        "naive": rows(40, 1.0),
+        "plan_large_hybrid": rows(90, 2.0),
+        "plan_default_hybrid": rows(45, 1.0),
+        "ragmend": rows(88, 1.9),
+    }
+    summary = {m: summarize(hotpot, r) for m, r in records.items()}
+    checks = {c["target"]: c for c in router_targets(hotpot, summary, records)}
+    lift = checks[">= +8 over Naive RAG, 95% CI above 0"]
+    assert lift["met"] and lift["lift"] == pytest.approx(16.0)
+    within = checks["within 1 of the most accurate fixed plan (plan_large_hybrid)"]
+    assert within["met"] and within["value"] == pytest.approx(-0.67)  # 29.33 against 30.0
+    assert checks["mean latency no more than plan_large_hybrid's"]["met"]
+    # Slower than the best plan: that target is short, and says by how much.
+    records["ragmend"] = rows(88, 2.5)
+    summary = {m: summarize(hotpot, r) for m, r in records.items()}
+    slower = {c["target"]: c for c in router_targets(hotpot, summary, records)}
+    assert not slower["mean latency no more than plan_large_hybrid's"]["met"]
+    assert router_targets(hotpot, {k: v for k, v in summary.items() if k != "ragmend"}, {}) == []

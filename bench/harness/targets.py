@@ -219,3 +219,102 @@ def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
         lines += _generator_share(d)
     lines += _baseline_lines(result)
     return [*lines, ""]
+
+
+# The first pass's targets (the router): ragmend against Naive RAG, the fixed plans and the
+# cascade. Per task: the least lift over Naive RAG with its 95% CI above 0, how close to the most
+# accurate fixed plan, and the latency ratios allowed.
+ROUTER_LIFT = {"hotpotqa": 8.0, "fever": 5.0}
+ROUTER_LATENCY_RATIO = {"fever": 1.5}
+WITHIN_BEST_PLAN = {"hotpotqa": 1.0}
+RAGMEND = "ragmend"
+
+
+def _plans(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    return [m for m in summary if m.startswith("plan_") and summary[m].get("n")]
+
+
+def router_targets(
+    task: Task, summary: Mapping[str, Mapping[str, Any]], records: Records, seed: int = 0
+) -> list[dict[str, Any]]:
+    """The router's targets that apply to `task`, each with its figure (ragmend's row against
+    the rows run beside it; none when ragmend has not run)."""
+    if RAGMEND not in records or not summary.get(RAGMEND, {}).get("n"):
+        return []
+    ours = summary[RAGMEND]
+    metric = task.primary
+    checks: list[dict[str, Any]] = []
+    if "naive" in records and (want := ROUTER_LIFT.get(task.name)) is not None:
+        lift = paired_lift(task, records["naive"], records[RAGMEND], seed) or {}
+        met = bool(lift) and lift["lift"] >= want and lift["ci95_low"] > 0
+        checks.append({"target": f">= +{want:g} over Naive RAG, 95% CI above 0", "met": met, **lift})
+    if "naive" in summary and (ratio := ROUTER_LATENCY_RATIO.get(task.name)) is not None:
+        value = ours["latency_s"] / summary["naive"]["latency_s"]
+        checks.append(
+            {"target": f"latency <= {ratio:g}x Naive RAG", "met": value <= ratio, "value": round(value, 3)}
+        )
+    plans = _plans(summary)
+    if plans and (within := WITHIN_BEST_PLAN.get(task.name)) is not None:
+        best = max(plans, key=lambda m: summary[m][metric])
+        gap = summary[best][metric] - ours[metric]
+        checks.append(
+            {
+                "target": f"within {within:g} of the most accurate fixed plan ({best})",
+                "met": gap <= within,
+                "value": round(-gap, 2),
+            }
+        )
+        slower = ours["latency_s"] - summary[best]["latency_s"]
+        checks.append(
+            {
+                "target": f"mean latency no more than {best}'s",
+                "met": slower <= 0,
+                "value": f"{ours['latency_s']:.2f} s against {summary[best]['latency_s']:.2f} s",
+            }
+        )
+    if task.name == "mixed":
+        rivals = [*plans, *(["cascade"] if summary.get("cascade", {}).get("n") else [])]
+        if rivals and "mean_reward" in ours:
+            top = max(rivals, key=lambda m: summary[m].get("mean_reward", -1.0))
+            theirs = summary[top].get("mean_reward", 0.0)
+            checks.append(
+                {
+                    "target": "mean reward above every fixed plan's and the cascade's",
+                    "met": ours["mean_reward"] > theirs,
+                    "value": f"{ours['mean_reward']:.4f} against {theirs:.4f} ({top})",
+                }
+            )
+        dominating = [
+            m
+            for m in plans
+            if summary[m][metric] > ours[metric] and summary[m]["latency_s"] < ours["latency_s"]
+        ]
+        checks.append(
+            {
+                "target": "no fixed plan both more accurate and faster",
+                "met": not dominating,
+                "value": ", ".join(dominating) or "none",
+            }
+        )
+    n = min(summary[m]["n"] for m in (RAGMEND, "naive", *plans) if summary.get(m, {}).get("n"))
+    checks.append({"target": f">= {MIN_ITEMS} test items per row", "met": n >= MIN_ITEMS, "value": n})
+    return checks
+
+
+def router_targets_markdown(checks: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not checks:
+        return []
+    rows = []
+    for c in checks:
+        met = {True: "yes", False: "**no**"}[bool(c["met"])]
+        if "lift" in c:
+            fig = f"{c['lift']:+.2f} points [{c['ci95_low']:+.2f}, {c['ci95_high']:+.2f}]"
+        else:
+            fig = str(c.get("value", ""))
+        rows.append([c["target"], met, fig])
+    return [
+        "### Targets of the first pass (ragmend)",
+        "",
+        *markdown_table(["target", "met", "figure"], rows),
+        "",
+    ]

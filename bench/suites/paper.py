@@ -21,7 +21,12 @@ from ragmend.bench.harness.report import (
     summarize,
     table,
 )
-from ragmend.bench.harness.targets import check_targets, targets_markdown
+from ragmend.bench.harness.targets import (
+    check_targets,
+    router_targets,
+    router_targets_markdown,
+    targets_markdown,
+)
 from ragmend.bench.harness.workspace import Workspace
 from ragmend.corpora.tasks import Task, all_tasks
 from ragmend.fileio import atomic_write_json, atomic_write_text
@@ -152,6 +157,7 @@ def write_report(
             # Runs logged before they named their NLI weights: "not recorded".
             "nli": {m: evaluation.records_nli(BY_NAME[m]) or "not recorded" for m in records},
             "targets": check_targets(task, summary, records, plan.seed),
+            "router_targets": router_targets(task, summary, records, plan.seed),
         }
         sections += _task_section(task, summary, lifts, METHODS, meta[task.name], reports)
     generator = _generator_name(base)
@@ -257,6 +263,7 @@ def _task_section(
             "",
         ]
     out += targets_markdown(task, meta["targets"])
+    out += router_targets_markdown(meta["router_targets"])
     for name, fn in (("actions", plot_actions), ("budget", plot_budget), ("frontier", plot_frontier)):
         path = fn(summary, task, reports / f"{task.name}-{name}.png")
         if path is not None:
