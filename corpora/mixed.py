@@ -33,7 +33,12 @@ CLAIM_TOKENS = TASKS["fever"].max_tokens
 
 
 def stream_of(item: EvalItem) -> str:
-    return item.id.split(":", 1)[0]
+    return stream_of_id(item.id)
+
+
+def stream_of_id(item_id: str) -> str:
+    """The stream an item's id belongs to (its prefix: hotpotqa, fever, unanswerable)."""
+    return item_id.split(":", 1)[0]
 
 
 def build_mixed(root: Path) -> tuple[list[EvalItem], Corpus]:
@@ -100,6 +105,7 @@ MIXED = Task(
     build_mixed,
     _score,
     reads=True,
+    group=stream_of_id,
     overrides=_overrides,
     sample=interleaved,
 )

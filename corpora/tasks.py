@@ -88,7 +88,8 @@ class Task:
     (the abstain action's, or the answer policy's), the generated answer otherwise.
     `overrides(item)`: the request config an item is asked with beyond the task's own (a claim
     among questions is checked with the claim prompt); `sample(items, split)`: the order items
-    are answered in (`first` unless the task interleaves its kinds).
+    are answered in (`first` unless the task interleaves its kinds); `group(item id)`: the part of
+    the task an item belongs to, by which its report breaks the metric down.
     """
 
     name: str
@@ -101,6 +102,8 @@ class Task:
     score: Score
     answer_in: EvidenceCheck = _undecidable
     reads: bool = False
+    # The group an item's id belongs to, for a report that breaks the metric down (None: one group).
+    group: Callable[[str], str] | None = None
     overrides: Callable[[EvalItem], dict[str, Any]] = no_overrides
     sample: Callable[[list[EvalItem], Split], list[EvalItem]] = lambda items, split: first(items, split)
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +151,44 @@ def test_bundled_reranker_scores_a_pair_the_same_whatever_its_batch_mates(regist
     beside = reranker.score(query, [short, long, "Warsaw."])
     assert beside[0] == pytest.approx(alone, abs=1e-6)
     assert reranker.score(query, []) == []
+
+
+@pytest.mark.generator
+def test_two_in_process_generators_take_turns_on_the_cpu(tmp_path: Path) -> None:
+    """The generator and the stronger one, loaded by one registry, share one gate (one generation
+    at a time between them, by deadline) and one count of the requests in progress; a GGUF named
+    in both roles is one model."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragmend.models.generator import PROVIDER, _local_provider
+
+    s = tiny_settings(tmp_path, models={"escalation": {"profile": "default", "max_tokens": 4}})
+    registry = ModelRegistry(s)
+    small, large = registry.generator, registry.escalation
+    assert large is not None and small.model != large.model
+    provider = _local_provider()
+    a = provider.models[small.model.removeprefix(f"{PROVIDER}/")]
+    b = provider.models[large.model.removeprefix(f"{PROVIDER}/")]
+    assert a.shared is b.shared and a._gate is b._gate and small.activity is large.activity
+    held: list[tuple[str, float, float]] = []
+    real_acquire, real_release = a._gate.acquire, a._gate.release
+    starts: dict[int, float] = {}
+
+    def acquire(request: Any, deadline: float) -> None:
+        real_acquire(request, deadline)
+        starts[threading.get_ident()] = time.monotonic()
+
+    def release() -> None:
+        held.append((threading.current_thread().name, starts.pop(threading.get_ident()), time.monotonic()))
+        real_release()
+
+    a._gate.acquire, a._gate.release = acquire, release
+    messages = [{"role": "user", "content": "Name a colour."}]
+    with ThreadPoolExecutor(2) as pool:
+        done = [pool.submit(g.chat, messages, max_tokens=4) for g in (small, large, small, large)]
+        assert all(f.result().text is not None for f in done)
+    spans = sorted((start, end) for _, start, end in held)
+    assert len(spans) == 4
+    assert all(prev_end <= start for (_, prev_end), (start, _) in itertools.pairwise(spans))
+    same = ModelRegistry(tiny_settings(tmp_path / "same"))  # escalation tiny, like the generator
+    assert same.generator.model == same.escalation.model  # type: ignore[union-attr]

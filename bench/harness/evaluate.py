@@ -44,6 +44,7 @@ from ragmend import clock
 from ragmend.actions.meter import CostMeter
 from ragmend.bench.harness.methods import BY_NAME, Method
 from ragmend.bench.harness.workspace import Workspace
+from ragmend.budgets import Budgets
 from ragmend.corpora.readers import Split
 from ragmend.corpora.tasks import EvalItem
 from ragmend.diagnosis.types import Diagnosis
@@ -57,7 +58,7 @@ from ragmend.fileio import archive_dir, atomic_write_json
 from ragmend.kg.phrases import embed_with
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
-from ragmend.policy.reward import eq2_quality
+from ragmend.policy.reward import compute_reward, eq2_quality
 from ragmend.settings import Settings
 from ragmend.train.warm_start import warm_start
 
@@ -337,6 +338,8 @@ class Evaluation:
             "final_label": final_label,
             "scores": self.ws.task.score(item, self.scored_text(outcome), final_label),
             "abstained_read": read_abstention,
+            "p_answerable": None if d is None else d.e_q.support,
+            "reply_quality": _reply_quality(d, read_abstention),
             "latency_s": round(latency, 4),
             "generator_s": round(outcome.generator_s, 4),
             "memory_bytes": cost.memory_bytes,
@@ -419,6 +422,16 @@ class Evaluation:
         if repair and len(records) != len(path.read_text(encoding="utf-8").splitlines()):
             path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         return records
+
+
+def _reply_quality(d: Diagnosis | None, abstention: bool) -> float | None:
+    """Eq. 2's quality of what the user reads: the final answer's, or where they read that the
+    sources do not answer, an abstention's (the policy's own rule: how likely they do not)."""
+    if d is None:
+        return None
+    if abstention:
+        return compute_reward(d, 0.0, None, Budgets(1.0, 1.0), abstained=True).quality
+    return eq2_quality(d.failure, d.kappa, d.e_r.state)
 
 
 def _plan_reward(outcome: Outcome) -> float | None:

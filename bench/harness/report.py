@@ -77,6 +77,11 @@ def summarize(task: Task, records: Sequence[Mapping[str, Any]]) -> dict[str, Any
     out["actions"] = {f: dict(c.most_common()) for f, c in sorted(actions.items())}
     out["failures"] = dict(Counter(r["first_failure"] for r in records).most_common())
     out |= rewards(records, task.primary)
+    if task.group is not None:
+        groups: dict[str, list[float]] = defaultdict(list)
+        for r in records:
+            groups[task.group(r["id"])].append(float(r["scores"][task.primary]))
+        out[f"{task.primary}_by_group"] = {g: round(100 * float(np.mean(v)), 2) for g, v in groups.items()}
     plans: dict[str, Counter[str]] = defaultdict(Counter)
     for r in records:
         if r.get("question_kind"):
@@ -89,18 +94,23 @@ def summarize(task: Task, records: Sequence[Mapping[str, Any]]) -> dict[str, Any
 def rewards(records: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any]:
     """What each answer was worth against what it cost, the same way for every row, over the
     whole request (first pass, diagnosis, any repair) against the default request budget:
-    mean_reward, Eq. 2 of the final answer's diagnosis (what the policies learn from; records
-    without its quality are left out); mean_utility, the gold judgement (the task metric) in
-    place of the diagnosis's quality."""
+    mean_reward, Eq. 2's quality of what the user reads (the final answer's diagnosis; where they
+    read that the sources do not answer, the abstention's: how likely the sources do not answer)
+    times the latency factor; mean_utility, the gold judgement (the task metric) in place of the
+    diagnosis's quality."""
     budget = PolicySettings().request_latency_budget_s
     out: dict[str, Any] = {}
 
     def factor(r: Mapping[str, Any]) -> float:
         return max(0.0, 1.0 - float(r["latency_s"]) / budget)
 
-    judged = [r for r in records if r.get("quality") is not None]
+    def quality(r: Mapping[str, Any]) -> float | None:
+        q = r.get("reply_quality", r.get("quality"))
+        return None if q is None else float(q)
+
+    judged = [(q, r) for r in records if (q := quality(r)) is not None]
     if judged:
-        out["mean_reward"] = round(float(np.mean([r["quality"] * factor(r) for r in judged])), 4)
+        out["mean_reward"] = round(float(np.mean([q * factor(r) for q, r in judged])), 4)
     out["mean_utility"] = round(float(np.mean([float(r["scores"][metric]) * factor(r) for r in records])), 4)
     return out
 
@@ -284,15 +294,19 @@ PLAN_EFFECTS = (
     ("turned_right", "wrong->right %"),
     ("turned_wrong", "right->wrong %"),
     ("abstained", "abstained %"),
+    ("extra_s_per_right", "extra s per right"),
 )
 
 
 def plans_table(
     task: Task, results: Mapping[str, Mapping[str, Any]], methods: Sequence[Method], lifts: Mapping[str, Any]
 ) -> list[str]:
-    """The first-pass plans, the cascade and ragmend: accuracy against what it costs."""
+    """The first-pass plans, the cascade and ragmend: accuracy against what it costs (for a
+    task with groups, the headline metric per group too)."""
     metrics = [*task.columns, ("latency_s", "Latency s"), *PLAN_EFFECTS]
-    head = ["Method", "n", *[t for _, t in metrics], "lift vs naive (95% CI)"]
+    by_group = f"{task.primary}_by_group"
+    groups = sorted({g for m in methods for g in results.get(m.name, {}).get(by_group, {})})
+    head = ["Method", "n", *[t for _, t in metrics], *[f"{g} %" for g in groups], "lift vs naive (95% CI)"]
     rows = []
     for m in methods:
         res = results.get(m.name)
@@ -300,7 +314,8 @@ def plans_table(
             continue
         lift = lifts.get(m.name)
         ci = f"{lift['lift']:+.2f} [{lift['ci95_low']:+.2f}, {lift['ci95_high']:+.2f}]" if lift else "-"
-        rows.append([m.title, str(res["n"]), *[_fmt(res.get(k)) for k, _ in metrics], ci])
+        per_group = [_fmt(res.get(by_group, {}).get(g)) for g in groups]
+        rows.append([m.title, str(res["n"]), *[_fmt(res.get(k)) for k, _ in metrics], *per_group, ci])
     return markdown_table(head, rows)
 
 
