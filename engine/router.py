@@ -189,7 +189,7 @@ class Router:
         """The first pass of `query`. `time_left_s`: what the request's deadline and budget leave
         for the pass and its diagnosis; `base_pass_s`: what a pass of the configured kind is
         expected to take (the prior of a plan not measured yet)."""
-        form = question_form(query, claim=bool(overrides and overrides.get("prompt") == "claim"))
+        form = question_form(query, claim=self._checks_claim(overrides))
         if pinned(overrides):
             return Route(None, "request", form.kind)
         if not self._enabled:
@@ -201,7 +201,8 @@ class Router:
         builder = self.policy.builder
         assert isinstance(builder, PlanContextBuilder)
         x = builder.build(self._embedding(query), form, follow_up, time_left_s)
-        decision = self.policy.select(x, [p.name for p in ok])
+        # In the configured order, so a router that has learned nothing starts on the first plan.
+        decision = self.policy.select(x, [p.name for p in ok], ties="first")
         plan = BY_NAME[decision.arm]
         return Route(
             plan.name,
@@ -216,11 +217,17 @@ class Router:
     def forced(self, query: str, overrides: Mapping[str, Any] | None, plan: str, time_left_s: float) -> Route:
         """`plan` as if the router had chosen it, with its context (a warm start that tries every
         plan on a labelled item, so each one learns from it: full information, not a bandit's)."""
-        form = question_form(query, claim=bool(overrides and overrides.get("prompt") == "claim"))
+        form = question_form(query, claim=self._checks_claim(overrides))
         builder = self.policy.builder
         assert isinstance(builder, PlanContextBuilder)
         x = builder.build(self._embedding(query), form, False, time_left_s)
         return Route(BY_NAME[plan].name, "router", form.kind, context=tuple(float(v) for v in x))
+
+    def _checks_claim(self, overrides: Mapping[str, Any] | None) -> bool:
+        """Whether the request is a claim to check: the prompt it asks for, else the configured one
+        (a deployment of claims sets `rag.prompt: claim` once, not on every request)."""
+        prompt = (overrides or {}).get("prompt") or self._settings.rag.prompt
+        return prompt == "claim"
 
     def _embedding(self, query: str) -> np.ndarray | None:
         """The question's embedding where the context holds its projection (none is computed

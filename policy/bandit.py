@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ragmend.policy.types import ArmStats, Decision, PolicyKind, PolicyState
 # Scores within this (relative) distance of the best are ties. At the start every arm scores the
 # same; always taking the first would never explore the others under alpha = 0.
 TIE_RTOL = 1e-12
+TieBreak = Literal["random", "first"]
 
 
 class Bandit(ABC):
@@ -58,10 +60,15 @@ class Bandit(ABC):
         for arm in self.arms:
             self.load_arm(arm, state.arm(arm))
 
-    def select(self, x: np.ndarray, feasible: Sequence[str], seed: int | None = None) -> Decision:
+    def select(
+        self, x: np.ndarray, feasible: Sequence[str], seed: int | None = None, ties: TieBreak = "random"
+    ) -> Decision:
         """The arm to pull among `feasible` (masking is the caller's: only these are scored).
 
         seed: replay a logged decision; by default the next seed of this policy's sequence.
+        ties: "random" (a seeded draw among the best), or "first": the first of them in
+        `feasible`'s order, for a caller whose order is a preference (the router's configured
+        plans, so a router that has learned nothing starts on the first, not on a random one).
         """
         x = self.check_x(x)
         candidates = self._feasible(feasible)
@@ -73,8 +80,11 @@ class Bandit(ABC):
             e, u = self._score(arm, x, rng)
             exploit[arm], explore[arm], scores[arm] = e, u, e + u
         best = max(scores.values())
-        ties = [a for a in candidates if scores[a] >= best - TIE_RTOL * max(1.0, abs(best))]
-        chosen = ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
+        best_arms = [a for a in candidates if scores[a] >= best - TIE_RTOL * max(1.0, abs(best))]
+        if len(best_arms) == 1 or ties == "first":
+            chosen = best_arms[0]
+        else:
+            chosen = best_arms[int(rng.integers(len(best_arms)))]
         kept = set(candidates)
         return Decision(
             arm=chosen,

@@ -35,7 +35,7 @@ from typing_extensions import TypeVar
 from ragmend.budgets import Budgets
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.errors import ConfigError, InputError, RagmendError, StoreUnavailable, describe_validation
-from ragmend.policy.bandit import Bandit, check_reward
+from ragmend.policy.bandit import Bandit, TieBreak, check_reward
 from ragmend.policy.beta import BetaTS, binarise
 from ragmend.policy.context import ContextBuilder
 from ragmend.policy.exchange import state_from_json, state_to_json
@@ -222,8 +222,11 @@ class Policy(Generic[Layout]):
             raise TypeError(f"this policy's context is a {type(self.builder).__name__}, not the repair's")
         return self.builder.build(embedding, diagnosis, latency_left_s, memory_left_bytes)
 
-    def select(self, x: np.ndarray, feasible: Sequence[str], seed: int | None = None) -> Decision:
-        """The action to run among `feasible` (actions that fit the remaining budget).
+    def select(
+        self, x: np.ndarray, feasible: Sequence[str], seed: int | None = None, ties: TieBreak = "random"
+    ) -> Decision:
+        """The action to run among `feasible` (actions that fit the remaining budget); `ties` as in
+        Bandit.select.
 
         Disabled arms are dropped here too: the caller masked with the enabled actions it read,
         and an admin may have disabled one since. ArmsDisabled when none is left."""
@@ -237,7 +240,7 @@ class Policy(Generic[Layout]):
             if offered and not allowed:
                 raise ArmsDisabled(f"every feasible action is disabled: {', '.join(offered)}")
             self._refresh_if_stale()
-            return self.bandit.select(x, allowed, seed=seed)
+            return self.bandit.select(x, allowed, seed=seed, ties=ties)
 
     def _refresh_if_stale(self) -> None:
         """Other replicas' updates, read before selecting when ours are older than the bound:

@@ -170,6 +170,11 @@ def test_ties_are_broken_at_random_not_always_first() -> None:
     pol = LinUCB(["a", "b", "c"], 3, alpha=2.0, seed=0)
     picks = {pol.select(np.ones(3), ["a", "b", "c"]).arm for _ in range(60)}
     assert picks == {"a", "b", "c"}
+    # A caller whose order is a preference has ties go to the first in its order; no tie, no say.
+    assert {pol.select(np.ones(3), ["b", "c", "a"], ties="first").arm for _ in range(20)} == {"b"}
+    greedy = LinUCB(["a", "b", "c"], 3, alpha=0.1, seed=0)
+    greedy.update("a", np.ones(3), 1.0)
+    assert greedy.select(np.ones(3), ["b", "c", "a"], ties="first").arm == "a"
 
 
 def test_beta_ts_binarises_at_threshold() -> None:

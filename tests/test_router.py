@@ -19,6 +19,7 @@ from ragmend.engine.router import Router, router_state_path
 from ragmend.errors import ConfigError
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy.plan_context import PlanContextBuilder
+from ragmend.policy.store import MemoryStore
 from ragmend.settings import Settings, settings_with
 from tests.conftest import LiveServer, sample_questions
 from tests.test_repair import UNANSWERABLE
@@ -62,6 +63,20 @@ def test_the_question_form_names_its_kind_before_any_answer() -> None:
     assert long.words == 12 and long.names == 1
 
 
+def test_a_deployment_of_claims_routes_them_as_claims_without_a_per_request_prompt() -> None:
+    def no_embedding(texts: list[str]) -> np.ndarray:
+        raise AssertionError("a router without an embedding projection embeds nothing")
+
+    claims = Router(settings_with(Settings(), rag={"prompt": "claim"}), no_embedding, store=MemoryStore())
+    route = claims.choose("Paris is in France.", None, follow_up=False, time_left_s=30.0, base_pass_s=1.0)
+    assert route.kind == "claim" and route.chosen_by == "router"
+    # A request asking for the default prompt in that deployment is a question again.
+    asked = claims.choose("Is Paris in France?", {"prompt": "default"}, False, 30.0, 1.0)
+    assert asked.kind == "yes_no"
+    questions = Router(Settings(), no_embedding, store=MemoryStore())
+    assert questions.choose("Paris is in France.", None, False, 30.0, 1.0).kind != "claim"
+
+
 def test_the_router_context_is_the_same_in_every_process_and_differs_by_question() -> None:
     emb = np.random.default_rng(0).standard_normal(384)
     a = PlanContextBuilder(8, projection_seed=3)
@@ -97,7 +112,10 @@ def test_a_request_is_answered_on_the_plan_the_router_chose_and_the_router_learn
     try:
         outcome = eng.respond(question)
         route = outcome.route
-        assert route is not None and route.chosen_by == "router" and route.plan in eng.settings.router.plans
+        # A router that has learned nothing scores every plan alike and starts on the first one
+        # configured (the default 0.5B's), not on a random one, such as the slowest.
+        assert route is not None and route.chosen_by == "router"
+        assert route.plan == eng.settings.router.plans[0]
         assert route.decision is not None and set(route.decision.scores) == set(eng.settings.router.plans)
         plan = BY_NAME[route.plan]
         # The first pass ran on that plan: its retrieval, and its generator's config.
