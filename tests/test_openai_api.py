@@ -43,10 +43,11 @@ def in_flight(server: LiveServer) -> float:
 
 @pytest.fixture(scope="module")
 def no_repair_server(engine: Engine) -> Iterator[LiveServer]:
-    """The same index and models with repair off: the policy learns from every repair, so two
-    requests for one question may repair differently; without repair, temperature 0 makes the
-    answer a function of the question (what the streamed-equals-unstreamed test needs)."""
-    settings = settings_with(engine.settings, policy={"repair": False})
+    """The same index and models with repair and the router off: each learns from every answer,
+    so two requests for one question may repair or route differently; without them, temperature
+    0 makes the answer a function of the question (what the streamed-equals-unstreamed test
+    needs)."""
+    settings = settings_with(engine.settings, policy={"repair": False}, router={"enabled": False})
     plain = Engine(settings, models=engine.models)
     plain.load()
     with LiveServer(create_app(settings, engine=plain, load_on_start=False)) as server:

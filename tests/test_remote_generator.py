@@ -146,7 +146,10 @@ def test_the_escalate_action_answers_with_the_stronger_generator(
         "latency_budget_s": 300.0,
         "request_latency_budget_s": 600.0,
     }
-    settings = settings_with(engine.settings, models={"escalation": escalation}, policy=policy)
+    # The router off: a first pass already on the stronger model leaves escalate nothing to change.
+    settings = settings_with(
+        engine.settings, models={"escalation": escalation}, policy=policy, router={"enabled": False}
+    )
     escalating = Engine(settings, models=ModelRegistry.sharing(engine.models, settings))
     escalating.load()
     try:
