@@ -383,7 +383,9 @@ class RouterSettings(_Section):
         "section (mode, k, rerank) with the default generator.",
     )
     plans: Annotated[tuple[str, ...], LIVE] = Field(
-        ROUTER_PLANS, description="The plans the router chooses among (names of actions/plans.py)."
+        ROUTER_PLANS,
+        description="The plans the router chooses among (names of actions/plans.py); the first is where "
+        "a router that has learned nothing starts.",
     )
     kind: Annotated[Literal["linucb", "lints", "beta_ts"], LIVE] = Field(
         "linucb", description="The router's bandit: linucb, lints (linear Thompson sampling) or beta_ts."
