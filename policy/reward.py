@@ -79,15 +79,8 @@ def compute_reward(
 ) -> Reward:
     """Eq. 2 for a repair whose second pass was diagnosed as `diagnosis` and cost what it cost.
 
-    `abstained`: the repair answered that the sources do not answer the question (over the
-    evidence `diagnosis` judged). That is right exactly when they do not, so its quality is the
-    diagnosis's probability that they do not: 1 minus the graded e_q (the answerability model's
-    P(answerable) under a verdict, else the question's best entailment); the cost factors are
-    Eq. 2's."""
-    quality = None
-    if abstained:
-        support = diagnosis.e_q.support
-        quality = 1.0 - (support if support is not None else float(diagnosis.e_q.state == "entail"))
+    `abstained`: the repair answered that the sources do not answer the question; its quality is
+    `abstention_quality`, the cost factors Eq. 2's."""
     return reward_from_signals(
         failure=diagnosis.failure,
         kappa=diagnosis.kappa,
@@ -96,8 +89,18 @@ def compute_reward(
         memory_bytes=memory_bytes,
         budgets=budgets,
         variant=variant,
-        quality=None if quality is None else min(1.0, max(0.0, quality)),
+        quality=abstention_quality(diagnosis) if abstained else None,
     )
+
+
+def abstention_quality(diagnosis: Diagnosis) -> float:
+    """The quality of answering that the sources do not answer, over the evidence `diagnosis`
+    judged: right exactly when they do not, so the probability that they do not (1 minus the
+    graded e_q: the answerability model's P(answerable) under a verdict, else the question's
+    best entailment)."""
+    support = diagnosis.e_q.support
+    quality = 1.0 - (support if support is not None else float(diagnosis.e_q.state == "entail"))
+    return min(1.0, max(0.0, quality))
 
 
 def reward_from_signals(

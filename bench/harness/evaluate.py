@@ -44,7 +44,6 @@ from ragmend import clock
 from ragmend.actions.meter import CostMeter
 from ragmend.bench.harness.methods import BY_NAME, Method
 from ragmend.bench.harness.workspace import Workspace
-from ragmend.budgets import Budgets
 from ragmend.corpora.readers import Split
 from ragmend.corpora.tasks import EvalItem
 from ragmend.diagnosis.types import Diagnosis
@@ -58,7 +57,7 @@ from ragmend.fileio import archive_dir, atomic_write_json
 from ragmend.kg.phrases import embed_with
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
-from ragmend.policy.reward import compute_reward, eq2_quality
+from ragmend.policy.reward import abstention_quality, eq2_quality
 from ragmend.settings import Settings
 from ragmend.train.warm_start import warm_start
 
@@ -430,7 +429,7 @@ def _reply_quality(d: Diagnosis | None, abstention: bool) -> float | None:
     if d is None:
         return None
     if abstention:
-        return compute_reward(d, 0.0, None, Budgets(1.0, 1.0), abstained=True).quality
+        return abstention_quality(d)
     return eq2_quality(d.failure, d.kappa, d.e_r.state)
 
 
