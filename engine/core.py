@@ -26,7 +26,7 @@ from ragmend.diagnosis.types import Diagnosis, Mode
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.repair import Repairer, RepairTrace
+from ragmend.engine.repair import Repairer, RepairTrace, check_policy_actions
 from ragmend.engine.router import Route, Router, check_plans
 from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
@@ -36,7 +36,7 @@ from ragmend.models.embeddings import token_counter
 from ragmend.models.generator import Generator, GeneratorTally
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy import Policy, PolicyStore
-from ragmend.policy.core import check_enabled_actions, make_store
+from ragmend.policy.core import make_store
 from ragmend.policy.feedback import Served, Vote
 from ragmend.rag.documents import BUNDLED_CORPUS, SourceDocument
 from ragmend.rag.ingest import Ingestor, IngestReport, Progress
@@ -121,7 +121,7 @@ class Engine:
         self._embed_fn: Callable[[list[str]], np.ndarray] | None = None
         self.kg = KnowledgeGraph(settings, self.models, namespace) if settings.kg.enabled else None
         self._repairer_lock = threading.Lock()
-        check_enabled_actions(settings.policy.enabled_actions, ACTION_NAMES)
+        check_policy_actions(settings.policy)
         check_plans(settings.router.plans)
         self._ready = threading.Event()
         self._load_error: str | None = None
@@ -559,7 +559,7 @@ class Engine:
             if not applied:
                 return []
             merged = with_keys(old, new, applied)
-            check_enabled_actions(merged.policy.enabled_actions, ACTION_NAMES)
+            check_policy_actions(merged.policy)
             check_plans(merged.router.plans)
             policy_keys = [
                 k.removeprefix("policy.")

@@ -17,17 +17,27 @@ from typing import Any, Literal
 import numpy as np
 
 from ragmend import cancel, clock
-from ragmend.actions.catalogue import BY_NAME, Action, Cooldown, CostModel, Masked, RepairServices, feasible
+from ragmend.actions.catalogue import (
+    ACTION_NAMES,
+    BY_NAME,
+    Action,
+    Cooldown,
+    CostModel,
+    Masked,
+    RepairServices,
+    feasible,
+)
 from ragmend.actions.meter import Cost, CostMeter
 from ragmend.budgets import Budgets
 from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis
 from ragmend.engine.presentation import ABSTAINED
 from ragmend.errors import Cancelled, GeneratorTimeout
 from ragmend.policy import Policy
-from ragmend.policy.core import ArmsDisabled, action_budgets
+from ragmend.policy.core import ArmsDisabled, action_budgets, check_enabled_actions
 from ragmend.policy.reward import Reward
 from ragmend.policy.types import Decision
 from ragmend.rag.types import Answer, RAGConfig
+from ragmend.settings import PolicySettings
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,27 @@ def support_rank(d: Diagnosis) -> tuple[int, int, int, int, float]:
     )
 
 
+def check_policy_actions(cfg: PolicySettings) -> None:
+    """Refuse action names in the policy's settings that are not actions (ConfigError naming the key)."""
+    check_enabled_actions(cfg.enabled_actions, ACTION_NAMES)
+    if cfg.after_escalation_actions is not None:
+        key = "policy.after_escalation_actions"
+        check_enabled_actions(cfg.after_escalation_actions, ACTION_NAMES, key=key)
+
+
+def offered_actions(
+    cfg: PolicySettings, config: RAGConfig, exclude: Collection[str] = ()
+) -> tuple[list[str], list[Masked]]:
+    """The enabled actions offered for an answer of `config` (not `exclude`), and those its
+    generator leaves out: after the stronger generator, only policy.after_escalation_actions."""
+    names = [a for a in cfg.enabled_actions if a not in exclude]
+    narrowed = cfg.after_escalation_actions
+    if config.generator != "escalation" or narrowed is None:
+        return names, []
+    why = "the answer is the stronger generator's (policy.after_escalation_actions)"
+    return [a for a in names if a in narrowed], [Masked(a, why) for a in names if a not in narrowed]
+
+
 class Repairer:
     def __init__(
         self,
@@ -141,15 +172,17 @@ class Repairer:
         # host RSS fallback with its own budget).
         source = self.meter.memory_source
         memory_left = float(action_budgets(cfg, source).memory_bytes)
+        offered, narrowed = offered_actions(cfg, answer.config, exclude)
         ok, masked = feasible(
             answer.config,
             Budgets(allowed, memory_left),
             self.costs,
-            [a for a in cfg.enabled_actions if a not in exclude],
+            offered,
             base_pass_s=answer.timings.total_s,
             refresh_allowed=self.cooldown.ready(),
             missing=self.missing,
         )
+        masked = narrowed + masked
         if not ok:
             if allowed == deadline_left and any(m.reason.endswith(" s left") for m in masked):
                 why = f"no action is expected to finish in the {allowed:.1f} s the request's deadline leaves"

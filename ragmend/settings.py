@@ -346,6 +346,15 @@ class PolicySettings(_Section):
         "abstain",
         "no_repair",
     )
+    # On DEV a repair after the 1.5B's own first pass lost more right answers than it gained,
+    # by re-reading or by abstaining (reports/router-dev/README.md), so there it keeps the answer.
+    after_escalation_actions: tuple[str, ...] | None = Field(
+        ("no_repair",),
+        description=(
+            "The enabled actions offered when the answer to repair already came from the stronger "
+            "generator (models.escalation); null offers every enabled action."
+        ),
+    )
 
     @field_validator("enabled_actions")
     @classmethod
@@ -354,6 +363,13 @@ class PolicySettings(_Section):
             raise ValueError("at least one action must be enabled")
         if len(set(v)) != len(v):
             raise ValueError("enabled_actions must not repeat a name")
+        return v
+
+    @field_validator("after_escalation_actions")
+    @classmethod
+    def _unique_after_escalation(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("after_escalation_actions must not repeat a name")
         return v
 
     @model_validator(mode="after")

@@ -12,7 +12,7 @@ import pytest
 from ragmend.engine import Engine
 from ragmend.engine.core import open_policy
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.repair import RepairSkip, RepairTrace, support_rank
+from ragmend.engine.repair import RepairSkip, RepairTrace, offered_actions, support_rank
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings, settings_with
 from tests.conftest import LiveServer, tiny_settings
@@ -205,3 +205,34 @@ def test_one_more_repair_when_the_first_still_fails_never_a_loop(tmp_path: Path,
     eng.close()
     # Off by default: one repair.
     assert Settings().policy.extra_repairs == 0
+
+
+def test_an_answer_of_the_stronger_generator_is_kept_and_the_trace_says_why(tmp_path: Path, engine: Engine) -> None:
+    """A first pass on the stronger generator (a router plan) is not repaired by default: the
+    repair offers policy.after_escalation_actions (no_repair) and says why the rest are out."""
+    settings = settings_with(
+        repair_settings(tmp_path, engine),
+        models={"escalation": engine.settings.models.escalation},
+        router={"enabled": True, "plans": ["large_hybrid"], "state_path": str(tmp_path / "router.sqlite")},
+    )
+    eng = Engine(settings, models=ModelRegistry.sharing(engine.models, settings))
+    eng.load(build_index=False)
+    try:
+        outcome = eng.respond(UNANSWERABLE)
+        assert outcome.first is not None and outcome.first.config.generator == "escalation"
+        trace = outcome.repair
+        assert isinstance(trace, RepairTrace) and trace.action == "no_repair" and trace.kept == "original"
+        narrowed = {m.name for m in trace.masked if "policy.after_escalation_actions" in m.reason}
+        assert narrowed == set(settings.policy.enabled_actions) - {"no_repair"}
+        assert "repair" not in outcome.usage  # no generator call after the first pass
+    finally:
+        eng.close()
+    # null offers every enabled action again; a default generator's answer is never narrowed.
+    wide = settings_with(settings, policy={"after_escalation_actions": None}).policy
+    assert offered_actions(wide, outcome.first.config) == (list(wide.enabled_actions), [])
+    default_answer = outcome.first.config.patch(generator="default")
+    assert offered_actions(settings.policy, default_answer)[0] == list(settings.policy.enabled_actions)
+    from ragmend.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"policy\.after_escalation_actions: unknown action"):
+        Engine(settings_with(settings, policy={"after_escalation_actions": ["abstain", "teleport"]}))
