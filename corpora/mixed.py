@@ -5,7 +5,7 @@ The corpus is the unanswerable task's (corpora/unanswerable.py: the pooled Hotpo
 without the gold titles of its held-out questions) plus FEVER's evidence documents (corpora/tasks.py;
 a NOT ENOUGH INFO claim whose removed fact any HotpotQA paragraph of the pool states keeps its
 original evidence and label). Streams, answered in turn (hotpotqa, fever, unanswerable), each in
-the fixed pseudo-random order of `tasks.first` (the unanswerable one takes its two kinds in turn):
+the fixed pseudo-random order of `tasks.split_sample` (the unanswerable one takes its two kinds in turn):
 
 - `hotpotqa`: an answerable HotpotQA question, asked as a chat client asks it (the server's own
   prompt); right when the answer the user reads holds the gold answer (a choice question: when
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmend.corpora.readers import Split
-from ragmend.corpora.tasks import TASKS, Corpus, EvalItem, Task, fever_with, first
+from ragmend.corpora.tasks import TASKS, Corpus, EvalItem, Task, fever_with, split_sample
 from ragmend.corpora.unanswerable import build_unanswerable, correct_answer
 from ragmend.diagnosis.hypotheses import is_abstention
 
@@ -62,12 +62,15 @@ def _fields(i: EvalItem) -> tuple[str, str, Split, str]:
 
 
 def interleaved(items: list[EvalItem], split: Split) -> list[EvalItem]:
-    """hotpotqa, fever, unanswerable in turn, each stream in `first`'s order; the unanswerable
+    """hotpotqa, fever, unanswerable in turn, each stream in `split_sample`'s order; the unanswerable
     stream takes gold_removed and out_of_corpus questions in turn."""
     unanswerable = _alternate(
-        [first([i for i in items if i.kind == kind], split) for kind in ("gold_removed", "out_of_corpus")]
+        [
+            split_sample([i for i in items if i.kind == kind], split)
+            for kind in ("gold_removed", "out_of_corpus")
+        ]
     )
-    streams = [first([i for i in items if stream_of(i) == s], split) for s in STREAMS[:2]]
+    streams = [split_sample([i for i in items if stream_of(i) == s], split) for s in STREAMS[:2]]
     return _alternate([*streams, unanswerable])
 
 

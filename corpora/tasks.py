@@ -105,7 +105,9 @@ class Task:
     # The group an item's id belongs to, for a report that breaks the metric down (None: one group).
     group: Callable[[str], str] | None = None
     overrides: Callable[[EvalItem], dict[str, Any]] = no_overrides
-    sample: Callable[[list[EvalItem], Split], list[EvalItem]] = lambda items, split: first(items, split)
+    sample: Callable[[list[EvalItem], Split], list[EvalItem]] = lambda items, split: split_sample(
+        items, split
+    )
 
     def load(self, data_root: Path) -> tuple[list[EvalItem], Corpus]:
         try:
@@ -119,7 +121,7 @@ class Task:
         return chosen[:limit] if limit is not None else chosen
 
 
-def first(items: list[EvalItem], split: Split, limit: int | None = None) -> list[EvalItem]:
+def split_sample(items: list[EvalItem], split: Split, limit: int | None = None) -> list[EvalItem]:
     """The first `limit` items of a split in a fixed pseudo-random order (sha256 of the id): a
     sample of the split. The files' own order is not one: FEVER's NOT ENOUGH INFO claims sit late
     in it (20% of its first 300 test claims, 34% of all)."""

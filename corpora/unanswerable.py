@@ -12,7 +12,7 @@ titles of a held-out sample removed. Three kinds of item share it, so one index 
 
 Each kind is split by the shared rule (sha256 of the HotpotQA id or of the TruthfulQA question):
 dev to tune on, test to report. The held-out sample is the first `HELD_OUT` of each split in the
-fixed pseudo-random order of `tasks.first`.
+fixed pseudo-random order of `tasks.split_sample`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from ragmend.corpora.readers import hotpotqa_paragraphs, load_hotpotqa, split_of
 from ragmend.corpora.scoring import answer_correct, normalize_answer
-from ragmend.corpora.tasks import Corpus, EvalItem, Task, first
-from ragmend.diagnosis.spans import offered_choice, picked_alternative
+from ragmend.corpora.tasks import Corpus, EvalItem, Task, split_sample
+from ragmend.diagnosis.choices import offered_choice, picked_alternative
 
 HOTPOTQA_FILE = "hotpotqa/hotpot_dev_distractor_merged.json"
 TRUTHFULQA_FILE = "truthfulqa/TruthfulQA.csv"
@@ -34,7 +34,7 @@ KINDS = ("answerable", "gold_removed", "out_of_corpus")
 def build_unanswerable(root: Path) -> tuple[list[EvalItem], Corpus]:
     raw = load_hotpotqa(root / HOTPOTQA_FILE)
     hotpot = [EvalItem(i.id, i.question, i.answer, i.split, "answerable") for i in raw]
-    held = {i.id for i in first(hotpot, "dev", HELD_OUT) + first(hotpot, "test", HELD_OUT)}
+    held = {i.id for i in split_sample(hotpot, "dev", HELD_OUT) + split_sample(hotpot, "test", HELD_OUT)}
     removed_titles = {t for i in raw if i.id in held for t in i.supporting_titles}
     paragraphs = [p for p in hotpotqa_paragraphs(raw) if p.title not in removed_titles]
     items = [

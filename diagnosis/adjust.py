@@ -22,17 +22,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ragmend.diagnosis.editions import editions, other_edition
 from ragmend.diagnosis.premises import JOINT
-from ragmend.diagnosis.spans import (
-    claimed_roles,
-    credited_roles,
-    editions,
-    key_spans,
-    names_any,
-    normalise,
-    other_edition,
-    role_of_another,
-)
+from ragmend.diagnosis.roles import claimed_roles, credited_roles, role_of_another
+from ragmend.diagnosis.spans import key_spans, names_any, normalise
 
 Probs = tuple[float, float, float]  # entail, neutral, contradict
 

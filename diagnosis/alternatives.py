@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ragmend.diagnosis.spans import key_spans, offered_choice, picked_alternative
+from ragmend.diagnosis.choices import offered_choice, picked_alternative
+from ragmend.diagnosis.spans import key_spans
 from ragmend.diagnosis.types import AlternativeCheck, HypothesisVerdict, Outcome
 
 # Words that make a choice a comparison between the two alternatives, not an attribute of one.

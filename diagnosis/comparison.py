@@ -6,7 +6,7 @@ passage saying it is a 1992 film and to one saying Bedknobs and Broomsticks is a
 the joint premise cannot be trusted to compare years. Here each alternative's date is read from
 the opening sentence of its own passage (where an encyclopaedic text gives a birth date, a
 release or founding year), the two are compared, and the result is set against the alternative
-the answer picks (spans.picked_alternative): the passages' dates agree with the pick, disagree,
+the answer picks (choices.picked_alternative): the passages' dates agree with the pick, disagree,
 or do not decide (a passage or a date missing, two dates of the same year without months).
 """
 
@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
+from ragmend.diagnosis.choices import offered_choice, picked_alternative
 from ragmend.diagnosis.patterns import DATE, MONTHS, OPENING_ABBREVIATION_END, OPENING_SENTENCE_END
-from ragmend.diagnosis.spans import key_spans, names_unasked, normalise, offered_choice, picked_alternative
+from ragmend.diagnosis.spans import key_spans, names_unasked, normalise
 from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, FailureType, Outcome
 
 # A name -> the corpus's passages (title, text) titled by it (title_key): each document's opening

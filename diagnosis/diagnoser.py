@@ -11,7 +11,7 @@ One answer, in this order (each step a function below, or in the module named):
   graph          kappa from the answer's triples, cross-checked by the passages      kg_crosscheck.py
   EGC            the evidence graph, and the question's similarity to each passage   egc.py
   answerability  whether the evidence answers the question, whatever the answer      _answerability
-  off question   another subject, relation or kind of answer than the one asked      spans.unaddressed
+  off question   another subject, relation or kind of answer than the one asked      off_question.unaddressed
   verdict        P(unsupported) over every signal, and its overrules                 verdict.py
   picks          a comparison in time; the other alternative of a choice             comparison.py
   failure        decided once, from one record of signals                            failure.py
@@ -61,6 +61,7 @@ from ragmend.diagnosis.hypotheses import (
 )
 from ragmend.diagnosis.kg_crosscheck import crosscheck
 from ragmend.diagnosis.language import LANGUAGE_NAMES, check_language
+from ragmend.diagnosis.off_question import anchored_passages, asks_question, unaddressed
 from ragmend.diagnosis.options import DiagnosisOptions, shipped_options
 from ragmend.diagnosis.premises import (
     JOINT,
@@ -70,13 +71,7 @@ from ragmend.diagnosis.premises import (
     joint_may_support,
     premise_text,
 )
-from ragmend.diagnosis.spans import (
-    anchored_passages,
-    asks_question,
-    best_passage_coverage,
-    is_bare,
-    unaddressed,
-)
+from ragmend.diagnosis.spans import best_passage_coverage, is_bare
 from ragmend.diagnosis.types import (
     Diagnosis,
     EGCFeatures,
@@ -572,7 +567,7 @@ def _support_off_question(
     query: str, passages: Sequence[EvidencePassage], verdicts: Sequence[HypothesisVerdict], entail: float
 ) -> bool:
     """The answer is entailed, but only by passages that are not about what was asked
-    (spans.anchored_passages): a fact about a neighbouring place or person, true of it, is no
+    (off_question.anchored_passages): a fact about a neighbouring place or person, true of it, is no
     answer to a question about another."""
     ids = {p.id for p in passages}
     support = {

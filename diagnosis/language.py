@@ -377,12 +377,12 @@ def _script(char: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Reading:
+class _LanguageGuess:
     language: str  # what the text reads as, "und" when nothing
     english: bool
 
 
-def _read(text: str) -> _Reading:
+def _guess_language(text: str) -> _LanguageGuess:
     """One text: the language it clearly reads as (english=False), else "en" or "und"."""
     if "://" in text or "www." in text:
         text = _URL.sub(" ", text)
@@ -460,7 +460,7 @@ def _read(text: str) -> _Reading:
     # Another script first: it is the clearer signal.
     found = _script_language(script_words, script_markers, script_text, latin_words, english, sentence)
     if found is not None:
-        return _Reading(found, False)
+        return _LanguageGuess(found, False)
 
     total_words = latin_words + int(sum(script_words.values()))
     best = max(range(len(_LATIN_LANGS)), key=lambda i: (counts[i], len(distinct[i]), -i))
@@ -473,8 +473,8 @@ def _read(text: str) -> _Reading:
         and evidence > 2 * english
         and evidence >= (0.15 if sentence else 0.4) * latin_words
     ):
-        return _Reading(_LATIN_LANGS[best], False)
-    return _Reading("en" if english >= 1 else "und", True)
+        return _LanguageGuess(_LATIN_LANGS[best], False)
+    return _LanguageGuess("en" if english >= 1 else "und", True)
 
 
 def _single_letter_word(text: str, start: int, end: int) -> bool:
@@ -591,7 +591,7 @@ def check_language(*texts: str) -> LanguageCheck:
     (numbers, names, codes, empty texts: nothing to tell, and nothing that stops the rules)."""
     seen_english = False
     for index, text in enumerate(texts):
-        reading = _read(text)
+        reading = _guess_language(text)
         if not reading.english:
             return LanguageCheck(reading.language, False, _describe(reading.language, index, len(texts)))
         seen_english = seen_english or reading.language == "en"

@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ragmend.diagnosis.spans import asks_yes_no, key_spans, offered_choice
+from ragmend.diagnosis.choices import offered_choice
+from ragmend.diagnosis.off_question import asks_yes_no
+from ragmend.diagnosis.spans import key_spans
 
 QUESTION_KINDS = ("claim", "choice", "yes_no", "who", "what", "when", "where", "which", "how", "other")
 _OPENING = re.compile(r"^\s*(who|whom|whose|what|when|where|which|how)\b", re.I)

@@ -33,13 +33,13 @@ from typing import Any
 import numpy as np
 
 import ragmend
+from ragmend.diagnosis.choices import offered_choice
+from ragmend.diagnosis.off_question import answer_relevance
 from ragmend.diagnosis.spans import (
-    answer_relevance,
     best_passage_coverage,
     names_unasked,
     normalise,
     novel_words,
-    offered_choice,
     span_coverage,
 )
 from ragmend.diagnosis.types import HypothesisVerdict, UnsupportedBy

@@ -31,7 +31,7 @@ from typing import Any, get_args
 
 from ragmend.bench.suites.answers import unanswerable_workspace
 from ragmend.corpora.readers import Split
-from ragmend.corpora.tasks import EvalItem, first
+from ragmend.corpora.tasks import EvalItem, split_sample
 from ragmend.corpora.unanswerable import correct_answer
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.engine import Engine
@@ -49,7 +49,7 @@ def sample(
 ) -> list[EvalItem]:
     skip = skip or [0] * len(KINDS)
     chosen = [
-        first([i for i in items if i.kind == k], split, s + n)[s:]
+        split_sample([i for i in items if i.kind == k], split, s + n)[s:]
         for k, n, s in zip(KINDS, counts, skip, strict=True)
     ]
     # Interleaved, so the online policy meets the kinds mixed as a server would.

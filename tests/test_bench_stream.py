@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragmend.bench.speed.stream import _stages, summarise
+from ragmend.bench.speed.stream import _stages, summarize
 from ragmend.errors import InputError
 
 
@@ -38,7 +38,7 @@ def test_a_repaired_reply_does_not_pass_the_second_pass_off_as_the_first() -> No
 
 def test_rates_and_the_hardware_limit() -> None:
     request = {"status": 200, "ttft_s": 4.5, "total_s": 7.0} | _stages(_report(None))
-    out = summarise([request], prefill_rate=75.0)
+    out = summarize([request], prefill_rate=75.0)
     assert out["prefill_tokens_per_s_p50"] == pytest.approx(300 / 4.0, abs=1e-3)
     assert out["decode_tokens_per_s_p50"] == pytest.approx(20 / 2.0, abs=1e-3)
     # ttft against prompt tokens / rate + retrieval: 4.5 / (4.0 + 0.05)
@@ -47,7 +47,7 @@ def test_rates_and_the_hardware_limit() -> None:
 
 
 def test_failed_requests_are_counted_not_measured() -> None:
-    out = summarise([{"status": 503, "ttft_s": None, "total_s": 0.1}])
+    out = summarize([{"status": 503, "ttft_s": None, "total_s": 0.1}])
     assert out == {"ok": 0, "errors": 1}
 
 

@@ -197,7 +197,7 @@ def test_an_answer_as_ragmend_showed_it_is_read_as_said(registry: ModelRegistry)
 
 
 def test_a_follow_up_after_a_marked_answer_over_http(live_server: LiveServer) -> None:
-    """The issue's chat, as an OpenAI client sends it: the assistant turn is ragmend's reply with
+    """A chat with a follow-up, as an OpenAI client sends it: the assistant turn is ragmend's reply with
     its citation markers and note; "he" and "it" are resolved from it without a generator call."""
     client = OpenAI(base_url=live_server.url + "/v1", api_key="unused", timeout=300, max_retries=0)
     asked = "Andrew Jaspan was the co-founder of what not-for-profit media outlet?"

@@ -1,10 +1,11 @@
-"""Choice questions and comparisons in time (diagnosis/spans.py, diagnosis/comparison.py): which
+"""Choice questions and comparisons in time (diagnosis/choices.py, diagnosis/comparison.py): which
 answer a question offers, which one a response picks, and whether the passages' own dates agree."""
 
 from __future__ import annotations
 
 import pytest
 
+from ragmend.diagnosis.choices import offered_choice, picked_alternative
 from ragmend.diagnosis.comparison import (
     check_comparison,
     first_date,
@@ -13,7 +14,7 @@ from ragmend.diagnosis.comparison import (
     settle,
     time_direction,
 )
-from ragmend.diagnosis.spans import offered_choice, picked_alternative, unaddressed
+from ragmend.diagnosis.off_question import unaddressed
 from ragmend.diagnosis.types import Date
 
 # HotpotQA-style passages: (title, text), each opening with its subject's date.

@@ -10,20 +10,11 @@ import numpy as np
 import pytest
 
 from ragmend.diagnosis.compound import atomic_claims, decompose, singular_predicate, split_conjunction
+from ragmend.diagnosis.editions import editions, other_edition
 from ragmend.diagnosis.failure import derive_failure, failure_of
-from ragmend.diagnosis.spans import (
-    answer_relevance,
-    best_passage_coverage,
-    claimed_roles,
-    credited_roles,
-    editions,
-    key_spans,
-    names_any,
-    normalise,
-    other_edition,
-    role_of_another,
-    span_coverage,
-)
+from ragmend.diagnosis.off_question import answer_relevance
+from ragmend.diagnosis.roles import claimed_roles, credited_roles, role_of_another
+from ragmend.diagnosis.spans import best_passage_coverage, key_spans, names_any, normalise, span_coverage
 from ragmend.diagnosis.verdict import (
     ANSWER_FEATURES,
     CLAIM_FEATURES,
@@ -363,7 +354,7 @@ def test_an_answer_nothing_in_the_evidence_names_is_ie_where_the_question_is_una
 
 
 def test_an_answer_stating_another_relation_is_caught() -> None:
-    from ragmend.diagnosis.spans import other_relation, relations
+    from ragmend.diagnosis.off_question import other_relation, relations
 
     # The right man, another relation: born, when asked found.
     assert other_relation("When did Andrew Jaspan find it?", "Andrew Jaspan was born on April 20, 1952.")
@@ -394,7 +385,7 @@ def test_each_data_set_weighs_the_same_and_examples_round_trip() -> None:
 
 
 def test_an_answer_about_something_else_is_off_topic() -> None:
-    from ragmend.diagnosis.spans import off_topic
+    from ragmend.diagnosis.off_question import off_topic
 
     assert off_topic("When was Marie Curie born?", "Marsha Albert was born 1948.")
     follow_up = "When did Andrew Jaspan found The Conversation?"
@@ -425,7 +416,7 @@ def test_a_task_over_given_text_asks_about_no_name() -> None:
     summary and data-to-text response was judged off the question (WR) until instructions over a
     given text were told from questions."""
     from ragmend.corpora.cases import TASK_QUERIES
-    from ragmend.diagnosis.spans import is_instruction, unaddressed
+    from ragmend.diagnosis.off_question import is_instruction, unaddressed
 
     summary = "The Duke of Cambridge opened a hospital in Norwich on Monday, the paper reports."
     for task in TASK_QUERIES.values():
@@ -446,7 +437,7 @@ def test_a_task_over_given_text_asks_about_no_name() -> None:
 def test_the_kind_of_answer_asked_for() -> None:
     """A time for "when", a number for "how long": an answer without one does not answer, however
     well a passage supports it; "when" that sets a condition asks for no time."""
-    from ragmend.diagnosis.spans import unaddressed
+    from ragmend.diagnosis.off_question import unaddressed
 
     bridge = "How long is the bridge in the Oresund Region that connects Copenhagen and Malmo?"
     assert unaddressed(bridge, "The bridge in the Oresund Region connects Copenhagen and Malmo.") == "kind"
@@ -495,7 +486,7 @@ def test_the_kind_asked_for_must_be_more_than_the_questions_own() -> None:
     """A date or number counts only when the question does not already hold it, and a year, a
     measure or a birthday is asked anywhere in the question; a bare span is the answer, whatever
     it repeats, and a new date or number answers."""
-    from ragmend.diagnosis.spans import unaddressed
+    from ragmend.diagnosis.off_question import unaddressed
 
     for question, response in NO_NEW_KIND:
         assert unaddressed(question, response) == "kind", response
@@ -541,7 +532,7 @@ ANSWERED_IN_ITS_WORDS = [
 
 
 def test_an_answer_in_the_questions_own_words_answers_nothing() -> None:
-    from ragmend.diagnosis.spans import unaddressed
+    from ragmend.diagnosis.off_question import unaddressed
 
     for question, response in RESTATED:
         assert unaddressed(question, response) == "restated", response
@@ -553,7 +544,7 @@ def test_an_answer_in_the_questions_own_words_answers_nothing() -> None:
 
 
 def test_an_answer_dating_otherwise_what_the_question_dated_is_off_the_question() -> None:
-    from ragmend.diagnosis.spans import unaddressed
+    from ragmend.diagnosis.off_question import unaddressed
 
     # DEV answers the diagnosis passed: another film, another player.
     for question, response in [
@@ -592,7 +583,7 @@ def test_an_answer_dating_otherwise_what_the_question_dated_is_off_the_question(
 
 
 def test_an_answer_placing_the_asked_relation_in_another_work_is_about_something_else() -> None:
-    from ragmend.diagnosis.spans import other_work, unaddressed
+    from ragmend.diagnosis.off_question import other_work, unaddressed
 
     question = 'What is the profession of Ansel Elgort\'s character in "Baby Driver"?'
     assert unaddressed(question, 'Ansel Elgort played Tommy Ross in the horror film "Carrie".') == "subject"
@@ -606,7 +597,7 @@ def test_an_answer_placing_the_asked_relation_in_another_work_is_about_something
 
 
 def test_a_passage_is_about_the_question_when_it_names_it_or_is_led_to() -> None:
-    from ragmend.diagnosis.spans import anchored_passages
+    from ragmend.diagnosis.off_question import anchored_passages
 
     question = "What is the county seat of the county where East Lempster is?"
     passages = [
@@ -853,7 +844,7 @@ def test_a_claim_contradicted_more_than_entailed_refutes_the_answer() -> None:
 
 
 def test_an_answer_nothing_supports_is_unsupported_whatever_its_score() -> None:
-    from ragmend.diagnosis.spans import asks_question
+    from ragmend.diagnosis.off_question import asks_question
     from ragmend.diagnosis.verdict import backing, is_unsupported, unbacked
 
     weak = {"entail": 0.03, "contradict": 0.5, "joint_entail": 0.0, "choice": 0.0}

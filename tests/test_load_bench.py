@@ -8,7 +8,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from ragmend.bench.speed.load import Result, loopback_url, pid_listening_on, run_load_bench, summarise
+from ragmend.bench.speed.load import Result, loopback_url, pid_listening_on, run_load_bench, summarize
 from ragmend.cli.main import app
 from ragmend.errors import InputError
 from tests.conftest import LiveServer
@@ -64,7 +64,7 @@ def test_overhead_is_the_non_generator_share_of_server_time() -> None:
         Result(503, latency_s=0.01, error="Overloaded"),
         Result(None, latency_s=30.0, error="ReadTimeout"),
     ]
-    s = summarise(results, wall_s=10.0)
+    s = summarize(results, wall_s=10.0)
     assert s["overhead_share"] == pytest.approx((1.0 + 0.6) / 10.0, abs=1e-4)
     assert s["overhead_s_per_wall_s"] == pytest.approx(1.6 / 10.0, abs=1e-4)
     assert s["queue_share"] == pytest.approx((12.0 - 10.0) / 12.0, abs=1e-4)

@@ -11,6 +11,7 @@ import pytest
 from ragmend.diagnosis.comparison import first_date, opening_sentence
 from ragmend.diagnosis.compound import decompose, split_conjunction
 from ragmend.diagnosis.hypotheses import split_sentences
+from ragmend.diagnosis.off_question import has_kind_asked, other_year
 from ragmend.diagnosis.patterns import (
     ABBREVIATION_END,
     DATE,
@@ -31,7 +32,8 @@ from ragmend.diagnosis.patterns import (
     YEAR_IN_TEXT,
     ends_name_run,
 )
-from ragmend.diagnosis.spans import credited_roles, has_kind_asked, key_spans, other_year
+from ragmend.diagnosis.roles import credited_roles
+from ragmend.diagnosis.spans import key_spans
 from ragmend.diagnosis.types import Date
 
 # -- names -----------------------------------------------------------------------------------------

@@ -207,7 +207,9 @@ def test_one_more_repair_when_the_first_still_fails_never_a_loop(tmp_path: Path,
     assert Settings().policy.extra_repairs == 0
 
 
-def test_an_answer_of_the_stronger_generator_is_kept_and_the_trace_says_why(tmp_path: Path, engine: Engine) -> None:
+def test_an_answer_of_the_stronger_generator_is_kept_and_the_trace_says_why(
+    tmp_path: Path, engine: Engine
+) -> None:
     """A first pass on the stronger generator (a router plan) is not repaired by default: the
     repair offers policy.after_escalation_actions (no_repair) and says why the rest are out."""
     settings = settings_with(

@@ -234,4 +234,7 @@ def test_the_json_schema_carries_the_descriptions() -> None:
     result = CliRunner().invoke(app, ["config", "schema"])
     assert result.exit_code == 0, result.output
     alpha = json.loads(result.output)["$defs"]["PolicySettings"]["properties"]["alpha"]
-    assert alpha["description"] == "LinUCB's exploration weight (the paper trains with 2)." and alpha["minimum"] == 0
+    assert (
+        alpha["description"] == "LinUCB's exploration weight (the paper trains with 2)."
+        and alpha["minimum"] == 0
+    )

@@ -1,4 +1,5 @@
-"""The issue's targets and the diagnosis evidence, from records made up to test each rule."""
+"""The evaluation's targets (bench/harness/targets.py) and the diagnosis evidence, from records
+made up to test each rule."""
 
 from __future__ import annotations
 

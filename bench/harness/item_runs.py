@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ragmend.bench.harness.workspace import Workspace
 from ragmend.corpora.readers import Split
-from ragmend.corpora.tasks import EvalItem, Task, first, get_task
+from ragmend.corpora.tasks import EvalItem, Task, get_task, split_sample
 from ragmend.engine import Engine
 from ragmend.settings import load_settings, settings_with
 
@@ -41,7 +41,7 @@ def open_item_run(args: argparse.Namespace, split: Split = "dev", generation_cac
     loaded engine over its workspace; `generation_cache` False answers every prompt afresh."""
     task = get_task(args.task)
     ws = Workspace(task, args.workdir / args.task, args.data_root)
-    items = first(ws.prepare(), split, args.offset + args.limit)[args.offset :]
+    items = split_sample(ws.prepare(), split, args.offset + args.limit)[args.offset :]
     settings = ws.settings(load_settings(), policy={"repair": False}, kg={"enabled": False})
     if not generation_cache:
         settings = settings_with(settings, models={"generator": {"cache": None}})

@@ -1,4 +1,5 @@
-"""The issue's targets for one task, checked from the records, and the evidence of what limits a miss.
+"""The evaluation's targets for one task (what each row must reach against the others), checked
+from the records, and the evidence of what limits a miss.
 
 Targets: the better D2R policy beats Naive RAG, Query Paraphrase and Context Expansion on
 the headline metric; its mean latency is at most 1.6x Naive RAG's; its lift over Naive RAG is at

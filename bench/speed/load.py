@@ -185,7 +185,7 @@ async def drive(
     return results, time.monotonic() - t0
 
 
-def summarise(results: list[Result], wall_s: float) -> dict[str, Any]:
+def summarize(results: list[Result], wall_s: float) -> dict[str, Any]:
     ok = [r for r in results if r.status == 200]
     latencies = np.asarray([r.latency_s for r in ok], dtype=np.float64)
     seconds = sum(r.seconds for r in ok)
@@ -274,7 +274,7 @@ def run_load_bench(
         )
         rss_end, rss_peak = proc_status(pid, "VmRSS"), proc_status(pid, "VmHWM")
         load_end = os.getloadavg()
-    summary = summarise(results, wall_s)
+    summary = summarize(results, wall_s)
     log(
         f"{summary['ok']}/{requests} answered in {wall_s:.1f} s: {summary['throughput_rps']} rps, "
         f"p50 {summary['p50_s']} s, p99 {summary['p99_s']} s, overhead {summary['overhead_share']}"

@@ -92,7 +92,7 @@ def run_kind(kind: str, rounds: int, store: PolicyStore, seed: int = 0) -> dict[
     }
 
 
-# The two operating points: the default-ish layout, and the paper's reference code
+# Two operating points: the default-ish layout, and the paper's reference code
 # (a 786-feature context, 11 arms).
 SMALL = (64, 6)
 REFERENCE = (786, 11)

@@ -118,7 +118,7 @@ def run_stream_bench(
             for n, q in enumerate(asked[mode]):
                 results[mode].append(timed_stream(base, q, mode == "verify_first", max_tokens, timeout_s))
                 log(f"{mode} {n + 1}/{requests}")
-    out: dict[str, Any] = {m: summarise(rs, prefill_rate) for m, rs in results.items()}
+    out: dict[str, Any] = {m: summarize(rs, prefill_rate) for m, rs in results.items()}
     out.update(
         each_request={
             m: [{"question": q} | r for q, r in zip(asked[m], rs, strict=True)] for m, rs in results.items()
@@ -138,7 +138,7 @@ def _p50(values: list[float | None]) -> float | None:
     return round(float(np.median(kept)), 3) if kept else None
 
 
-def summarise(rs: list[dict[str, Any]], prefill_rate: float | None = None) -> dict[str, Any]:
+def summarize(rs: list[dict[str, Any]], prefill_rate: float | None = None) -> dict[str, Any]:
     ok = [r for r in rs if r["status"] == 200 and r["ttft_s"] is not None]
     if not ok:
         return {"ok": 0, "errors": len(rs)}

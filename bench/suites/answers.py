@@ -13,7 +13,7 @@ from typing import Any
 from ragmend.bench.harness.workspace import Workspace
 from ragmend.corpora.cases import RAGTRUTH_TEST, RAGTRUTH_TRAIN, Case, fever_cases, ragtruth_cases
 from ragmend.corpora.readers import Split, read_jsonl
-from ragmend.corpora.tasks import EvalItem, EvidenceCheck, first
+from ragmend.corpora.tasks import EvalItem, EvidenceCheck, split_sample
 from ragmend.corpora.unanswerable import UNANSWERABLE, correct_answer
 from ragmend.diagnosis.premises import premise_text
 
@@ -31,7 +31,9 @@ def generated_cases(
     items = workspace.prepare()
     path = workspace.root / f"answers-{split}.jsonl"
     done = {c.id: c for c in (Case.from_json(r) for r in read_jsonl(path))} if path.exists() else {}
-    wanted = [i for kind, n in limits.items() for i in first([i for i in items if i.kind == kind], split, n)]
+    wanted = [
+        i for kind, n in limits.items() for i in split_sample([i for i in items if i.kind == kind], split, n)
+    ]
     todo = [i for i in wanted if i.id not in done]
     if todo:
         engine.load()

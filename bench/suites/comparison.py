@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragmend.corpora.readers import HotpotItem
+from ragmend.diagnosis.choices import offered_choice, picked_alternative
 from ragmend.diagnosis.comparison import TitleLookup, check_comparison, title_lookup
-from ragmend.diagnosis.spans import offered_choice, picked_alternative
 
 # The gold answer as a response, bare and in the two sentence shapes a generator gives.
 SHAPES = ("{}", "{} is the answer.", "The answer is {}.")

@@ -34,8 +34,8 @@ from ragmend.corpora.cases import Case
 from ragmend.diagnosis.comparison import check_comparison, only_the_pick
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features
 from ragmend.diagnosis.failure import FailureSignals, decide_failure
+from ragmend.diagnosis.off_question import asks_question, unaddressed
 from ragmend.diagnosis.premises import premise_text
-from ragmend.diagnosis.spans import asks_question, unaddressed
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.diagnosis.verdict import (
     VerdictModel,
@@ -95,7 +95,7 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
 
 
 class LLMJudge:
-    """The local generator as a per-claim support judge (the baseline the issue names)."""
+    """The local generator as a per-claim support judge (a baseline of the detector benchmarks)."""
 
     def __init__(self, generator: Any):
         self.generator = generator
@@ -282,7 +282,7 @@ def rescore(
     not abstain, as Diagnoser._answerability decides with a reranker loaded; an answer off the
     question, as recorded, is WR). With `cases`, the text features and whether the answer
     addresses the question are computed afresh from each row's case (case_text_features,
-    spans.unaddressed), so rows recorded before a change to either are scored with it. A claim
+    off_question.unaddressed), so rows recorded before a change to either are scored with it. A claim
     contradicted at `refute_threshold` makes a row unsupported (verdict.refuted; its `refuted`
     feature is read from the claims the row recorded), and so does an answer to a question whose
     recorded `backing` is under `support_floor` (verdict.unbacked)."""

@@ -293,7 +293,7 @@ def speed_check(
     n: int = 512,
     repeats: int = 3,
 ) -> dict[str, Any]:
-    """Pairs/s on pairs of about 100 tokens (the issue's yardstick), median of `repeats` runs, and
+    """Pairs/s on pairs of about 100 tokens (the speed target's yardstick), median of `repeats` runs, and
     the median load time of the role. The model's batch size applies (16 by default)."""
     import statistics
     import time
