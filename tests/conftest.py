@@ -22,6 +22,9 @@ from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings, load_settings, settings_with
 
 REPO = Path(__file__).resolve().parent.parent
+# The project's parts, listed once: the links in ragmend/ (ragmend/<part> -> <part>/). The layout
+# test, the Dockerfile's test and anything else that names the parts read them from here.
+PARTS = tuple(sorted(p.name for p in (REPO / "ragmend").iterdir() if p.is_symlink()))
 SAMPLE_CORPUS = REPO / "rag" / "data" / "sample_corpus.jsonl"
 SAMPLE_QUESTIONS = REPO / "rag" / "data" / "sample_questions.jsonl"
 N_QUESTIONS = 8  # the corpus for tests: every paragraph of the first questions of the sample

@@ -16,21 +16,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-# The parts: each a top-level folder of the repository, importable only as ragmend.<part>.
-PARTS = (
-    "rag",
-    "kg",
-    "diagnosis",
-    "policy",
-    "actions",
-    "engine",
-    "server",
-    "corpora",
-    "train",
-    "bench",
-    "cli",
-)
+from tests.conftest import PARTS, REPO
+
+# The parts (tests/conftest.py): each a top-level folder of the repository, linked into ragmend/
+# and importable only as ragmend.<part>.
 CORE = "core"  # ragmend's own modules: errors, settings, models/, ...
 
 # What each part may import (besides itself). The layers: cli -> server -> engine -> diagnosis,
@@ -79,11 +68,13 @@ def _part_of(module: str) -> str | None:
     return sub if sub in PARTS else CORE
 
 
-def test_every_part_is_linked_into_the_namespace() -> None:
+def test_every_part_is_linked_into_the_namespace_and_has_its_layer() -> None:
+    """A top-level package folder is a part only through its link; each part has a layer rule."""
+    packages = {p.name for p in REPO.iterdir() if (p / "__init__.py").is_file() and p.name != "tests"}
+    assert packages - {"ragmend"} == set(PARTS), "link each package folder into ragmend/ (ln -s ../<part>)"
     for part in PARTS:
-        if (REPO / part).is_dir():
-            link = REPO / "ragmend" / part
-            assert link.is_symlink() and link.resolve() == (REPO / part).resolve(), part
+        assert (REPO / "ragmend" / part).resolve() == (REPO / part).resolve(), part
+    assert set(ALLOWED) == {CORE, *PARTS}, "give every part its place in ALLOWED"
 
 
 @pytest.mark.parametrize("part", [CORE, *PARTS])
