@@ -31,7 +31,7 @@ Router = Annotated[bool, typer.Option("--router", help=ROUTER_HELP)]
 def _location(s: Any, router: bool) -> tuple[str, bool]:
     """(where the state is, for messages; whether there is one to read)."""
     from ragmend.engine.router import router_state_path
-    from ragmend.policy.core import state_exists, state_location
+    from ragmend.policy.facade import state_exists, state_location
 
     if not router:
         return state_location(s), state_exists(s)
@@ -43,7 +43,7 @@ def _location(s: Any, router: bool) -> tuple[str, bool]:
 
 def _open(s: Any, router: bool) -> Any:
     """The Policy over the chosen state (the router's needs no model to be read or written)."""
-    from ragmend.engine.core import open_policy
+    from ragmend.engine.engine import open_policy
 
     if not router:
         return open_policy(s)

@@ -3,6 +3,6 @@ requests: answer -> diagnose -> (on a failure) select -> repair -> learn, betwee
 above and diagnosis/, policy/, actions/, rag/ and kg/ below (docs/architecture.md).
 """
 
-from ragmend.engine.core import Engine
+from ragmend.engine.engine import Engine
 
 __all__ = ["Engine"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ragmend import clock
 from ragmend.engine.collection_registry import CollectionSpec, open_registry
-from ragmend.engine.core import DEFAULT_NAMESPACE, Engine
+from ragmend.engine.engine import DEFAULT_NAMESPACE, Engine
 from ragmend.errors import Conflict, InputError, NotFound
 from ragmend.rag.documents import SourceDocument
 from ragmend.rag.ingest import IngestReport

@@ -33,7 +33,7 @@ from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis
 from ragmend.engine.presentation import ABSTAINED
 from ragmend.errors import Cancelled, GeneratorTimeout
 from ragmend.policy import Policy
-from ragmend.policy.core import ArmsDisabled, action_budgets, check_enabled_actions
+from ragmend.policy.facade import ArmsDisabled, action_budgets, check_enabled_actions
 from ragmend.policy.reward import Reward
 from ragmend.policy.types import Decision
 from ragmend.rag.types import Answer, RAGConfig

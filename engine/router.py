@@ -32,7 +32,7 @@ from ragmend.budgets import Budgets
 from ragmend.diagnosis.question_form import question_form
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.policy import Policy, PolicyStore
-from ragmend.policy.core import LIVE_POLICY_KEYS, action_budgets, check_enabled_actions
+from ragmend.policy.facade import LIVE_POLICY_KEYS, action_budgets, check_enabled_actions
 from ragmend.policy.plan_context import PlanContextBuilder
 from ragmend.policy.reward import Reward, reward_from_signals
 from ragmend.policy.store import SQLiteStore

@@ -12,7 +12,7 @@ from ragmend.rag.prompts import get_prompt
 from ragmend.rag.types import Turn
 
 if TYPE_CHECKING:
-    from ragmend.engine.core import Engine
+    from ragmend.engine.engine import Engine
 
 # A rewrite longer than this many times the query is the model rambling, not a query.
 _MAX_GROWTH = 3

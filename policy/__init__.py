@@ -12,7 +12,7 @@ update. The policy sees arm names and plain budgets only, never the action catal
 from ragmend.budgets import Budgets
 from ragmend.policy.beta import BetaTS
 from ragmend.policy.context import ContextBuilder
-from ragmend.policy.core import Policy, state_path
+from ragmend.policy.facade import Policy, state_path
 from ragmend.policy.linear import LinTS, LinUCB, RidgeArm
 from ragmend.policy.reward import BUDGET_SCALES, Reward, compute_reward, reward_from_signals
 from ragmend.policy.store import MemoryStore, PolicyStore, SQLiteStore

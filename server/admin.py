@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ragmend.engine import Engine
 from ragmend.errors import ConfigError, InputError, RagmendError
-from ragmend.policy.core import LIVE_POLICY_KEYS
+from ragmend.policy.facade import LIVE_POLICY_KEYS
 from ragmend.server.mapping import index_refresh, policy_change, policy_view
 from ragmend.server.metrics import Metrics
 from ragmend.server.schemas import ConfigView, IndexRefresh, PolicyChange, PolicyView

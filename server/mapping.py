@@ -16,7 +16,7 @@ from ragmend.engine import repair, router
 from ragmend.engine.presentation import Reading, present
 from ragmend.policy import reward as policy_reward
 from ragmend.policy import types as policy_types
-from ragmend.policy.core import action_budgets
+from ragmend.policy.facade import action_budgets
 from ragmend.rag import types as rag
 from ragmend.server import schemas as api
 

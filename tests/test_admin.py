@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ragmend.engine import Engine
-from ragmend.engine.core import open_policy
+from ragmend.engine.engine import open_policy
 from ragmend.models.registry import ModelRegistry
 from ragmend.server.app import create_app
 from ragmend.settings import Settings, settings_with

@@ -19,7 +19,7 @@ import pytest
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.budgets import MB
 from ragmend.diagnosis.types import Diagnosis, EGCFeatures, KGSignal, NLISignal
-from ragmend.engine.core import open_policy
+from ragmend.engine.engine import open_policy
 from ragmend.errors import ConfigError, InputError
 from ragmend.policy import (
     BUDGET_SCALES,
@@ -35,8 +35,8 @@ from ragmend.policy import (
     compute_reward,
     reward_from_signals,
 )
-from ragmend.policy.core import ArmsDisabled
 from ragmend.policy.exchange import state_from_json
+from ragmend.policy.facade import ArmsDisabled
 from ragmend.policy.types import ArmStats
 from ragmend.settings import PolicySettings, load_settings
 

@@ -25,7 +25,7 @@ from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.errors import ConfigError, InputError, StoreUnavailable
 from ragmend.kg.pggraph import PgGraph
 from ragmend.models.registry import ModelRegistry
-from ragmend.policy.core import Policy
+from ragmend.policy.facade import Policy
 from ragmend.policy.pgstore import PostgresStore
 from ragmend.rag import pgindex
 from ragmend.rag.pgindex import PgIndexStore, PgSnapshot

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from ragmend.engine import Engine
-from ragmend.engine.core import open_policy
+from ragmend.engine.engine import open_policy
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace, offered_actions, support_rank
 from ragmend.models.registry import ModelRegistry

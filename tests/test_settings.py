@@ -78,7 +78,7 @@ def test_live_settings_are_declared_on_the_fields() -> None:
     """Which settings change while the server runs is one marker on each field; every consumer
     (the policy, the engine, the hot reload, the admin PATCH model) derives its list from it."""
     from ragmend.engine.tunables import ENGINE_LIVE_KEYS
-    from ragmend.policy.core import LIVE_POLICY_KEYS
+    from ragmend.policy.facade import LIVE_POLICY_KEYS
     from ragmend.server.admin import PATCHABLE, PolicyPatch
     from ragmend.server.reload import SERVER_LIVE_KEYS
     from ragmend.settings import PolicySettings, live_keys

@@ -18,7 +18,7 @@ import yaml
 
 from ragmend.bench.speed.startup import free_port, wait_ready
 from ragmend.engine import Engine
-from ragmend.engine.core import open_policy
+from ragmend.engine.engine import open_policy
 from ragmend.settings import load_settings
 from tests.conftest import REPO
 from tests.test_metrics import value

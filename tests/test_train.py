@@ -18,7 +18,7 @@ from ragmend.corpora.readers import Paragraph
 from ragmend.corpora.scoring import answer_em, answer_f1, fever_label
 from ragmend.corpora.tasks import TASKS, Corpus, EvalItem, Task, get_task
 from ragmend.engine import Engine
-from ragmend.engine.core import open_policy
+from ragmend.engine.engine import open_policy
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_json
 from ragmend.models.nli import nli_identity

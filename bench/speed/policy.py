@@ -34,7 +34,7 @@ import numpy as np
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.diagnosis.types import FAILURE_TYPES, KAPPAS, NLI_STATES
 from ragmend.policy.context import ContextBuilder
-from ragmend.policy.core import Policy
+from ragmend.policy.facade import Policy
 from ragmend.policy.linear import LinUCB
 from ragmend.policy.store import MemoryStore, PolicyStore, SQLiteStore
 from ragmend.policy.types import POLICY_KINDS

@@ -36,7 +36,7 @@ from ragmend.models.embeddings import token_counter
 from ragmend.models.generator import Generator, GeneratorTally
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy import Policy, PolicyStore
-from ragmend.policy.core import make_store
+from ragmend.policy.facade import make_store
 from ragmend.policy.feedback import Served, Vote
 from ragmend.rag.documents import BUNDLED_CORPUS, SourceDocument
 from ragmend.rag.ingest import Ingestor, IngestReport, Progress
