@@ -1,43 +1,59 @@
-"""413 for a request body that grows past the limit while it is read.
+"""The request-body limit (server.max_body_bytes): one ASGI middleware for both kinds of body.
 
-app.BodyLimit refuses a body whose declared Content-Length is over the limit before reading it;
-a chunked body (Transfer-Encoding: chunked, no Content-Length) declares nothing, so this counts
-the bytes as the app reads them. A pure ASGI middleware: it has to wrap `receive`, which
+A body whose declared Content-Length is over the limit (or not a number) is refused before it is
+read; a chunked body (Transfer-Encoding: chunked, no Content-Length) declares nothing, so the
+bytes are counted as the app reads them. A pure ASGI middleware: it has to wrap `receive`, which
 BaseHTTPMiddleware cannot.
 
-The error is a Starlette HTTPException raised from `receive`: FastAPI re-raises an HTTPException
-met while reading a body (anything else it turns into a 400), so the app's own HTTPException
-handler answers it, in the app's error shape. Should something read the body outside the
-routes' exception handling, the 413 is sent here. It must be the innermost middleware: a
-BaseHTTPMiddleware inside it reads through a task group, which wraps the exception in an
-ExceptionGroup that FastAPI takes for an unparsable body (400).
+The error for a body that grows past the limit is a Starlette HTTPException raised from
+`receive`: FastAPI re-raises an HTTPException met while reading a body (anything else it turns
+into a 400), so the app's own HTTPException handler answers it, in the app's error shape. Should
+something read the body outside the routes' exception handling, the 413 is sent here. It must be
+the innermost middleware: a BaseHTTPMiddleware inside it reads through a task group, which wraps
+the exception in an ExceptionGroup that FastAPI takes for an unparsable body (400).
 
 Starlette's own RequestBodyLimitMiddleware (FastAPI(max_body_size=...)) is not used: it answers
-in plain text, and answers any declared oversize body itself, over BodyLimit's JSON error.
+in plain text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragmend.server.errors import error_response
 
 
-class StreamedBodyLimit:
+class BodyLimit:
     def __init__(self, app: ASGIApp, max_bytes: int, on_refusal: Callable[[int], None] | None = None):
         self.app = app
         self.max_bytes = max_bytes
-        self.on_refusal = on_refusal  # counts the 413 this middleware answers itself
+        self.on_refusal = on_refusal  # counts the refusals this middleware answers itself
 
     def error(self) -> HTTPException:
         return HTTPException(413, f"request body is over the limit of {self.max_bytes} bytes")
 
+    def _refused(self, status: int) -> None:
+        if self.on_refusal is not None:
+            self.on_refusal(status)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            status = 400 if not length.isdigit() else 413
+            self._refused(status)
+            message = (
+                "invalid Content-Length header"
+                if status == 400
+                else f"request body is {length} bytes, over the limit of {self.max_bytes}"
+            )
+            await error_response(status, message)(scope, receive, send)
             return
         received = 0
         started = False
@@ -62,6 +78,5 @@ class StreamedBodyLimit:
         except HTTPException as e:
             if started or e.status_code != 413:
                 raise
-            if self.on_refusal is not None:
-                self.on_refusal(413)
+            self._refused(413)
             await error_response(413, e.detail)(scope, receive, send)

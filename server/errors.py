@@ -3,7 +3,7 @@
 Every error response comes from `error_response`: the app's exception handlers (ragmend's errors,
 including admission's Overloaded and RequestTimeout and the admin and OpenAI routes' InputError;
 Starlette's 404/405 and unparsable bodies; request validation; a bug), auth (auth.py) and the
-body limits (app.BodyLimit, body_limit.py). The body is OpenAI's shape, schemas.ErrorResponse:
+body limit (body_limit.py). The body is OpenAI's shape, schemas.ErrorResponse:
 
     {"error": {"message": "...", "type": "invalid_request_error", "code": 400}}
 

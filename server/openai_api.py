@@ -20,7 +20,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, NamedTuple, cast, get_args
 
 from anyio import to_thread
@@ -33,12 +33,9 @@ from ragmend.engine.outcome import Outcome
 from ragmend.engine.presentation import Reading
 from ragmend.errors import ClientDisconnected, InputError, RagmendError
 from ragmend.rag.types import Turn
-from ragmend.server.admission import Admission, admission_of
-from ragmend.server.deadline import client_timeout_s, until_disconnected
+from ragmend.server.deadline import until_disconnected
 from ragmend.server.errors import UnsupportedParameter
-from ragmend.server.feedback_api import Feedback
 from ragmend.server.mapping import answer_response, conversation
-from ragmend.server.metrics import Metrics
 from ragmend.server.openai_schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -54,7 +51,7 @@ from ragmend.server.openai_schemas import (
     unserved,
 )
 from ragmend.server.schemas import ErrorResponse
-from ragmend.server.served_models import ServedModels
+from ragmend.server.serving import AnswerServing, Asked, serving_of
 from ragmend.server.streaming import TextPipe, tail
 
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
@@ -205,135 +202,115 @@ def sse(chunk: ChatCompletionChunk, include_usage: bool) -> str:
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def openai_router(models: ServedModels, metrics: Metrics, feedback: Feedback) -> APIRouter:
-    """The routes. The served names are read at each request: a configuration reload replaces
-    the settings, and collections come and go (server/served_models.py)."""
-    router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
-    started = int(time.time())
+# The routes; the served names are read at each request: a configuration reload replaces the
+# settings, and collections come and go (server/served_models.py).
+router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
+Serving = Annotated[AnswerServing, Depends(serving_of)]
 
-    def respond(
-        engine: Engine,
-        query: str,
-        overrides: dict[str, Any] | None,
-        history: tuple[Turn, ...],
-        response_id: str,
-        on_text: Callable[[str], None] | None = None,
-    ) -> Outcome:
-        outcome = engine.respond(query, overrides, history, on_text)
-        metrics.observe(outcome)  # in the worker thread, as /v1/answer: it may read the policy
-        feedback.remember(response_id, outcome)  # before it is sent: a vote may follow at once
-        return outcome
 
-    @router.get(
-        "/models",
-        response_model=ModelList,
-        summary="The served models: the default corpus and `<name>/<collection>` (OpenAI list format)",
-    )
-    async def list_models() -> ModelList:
-        names = await to_thread.run_sync(models.names)
-        return ModelList(data=[ModelCard(id=name, created=started) for name in names])
+@router.get(
+    "/models",
+    response_model=ModelList,
+    summary="The served models: the default corpus and `<name>/<collection>` (OpenAI list format)",
+)
+async def list_models(serving: Serving) -> ModelList:
+    names = await to_thread.run_sync(serving.models.names)
+    return ModelList(data=[ModelCard(id=name, created=serving.started) for name in names])
 
-    @router.get(
-        "/models/{model:path}",
-        response_model=ModelCard,
-        summary="One model (OpenAI format)",
-        responses={404: ERRORS[404]},
-    )
-    async def get_model(model: str) -> ModelCard:
-        await to_thread.run_sync(models.engine_for, model, None)  # 404 for a name it does not serve
-        return ModelCard(id=model, created=started)
 
-    @router.post(
-        "/chat/completions",
-        response_model=ChatCompletion,
-        summary="Answer the last user message (OpenAI chat completion; stream: server-sent events)",
-        responses={
-            200: {
-                "description": "A chat.completion object; with stream: true, text/event-stream of "
-                "`data: <chat.completion.chunk JSON>` events (server/openai_schemas.py "
-                "ChatCompletionChunk), ending with `data: [DONE]`.",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            },
-            **ERRORS,
+@router.get(
+    "/models/{model:path}",
+    response_model=ModelCard,
+    summary="One model (OpenAI format)",
+    responses={404: ERRORS[404]},
+)
+async def get_model(model: str, serving: Serving) -> ModelCard:
+    await serving.engine_for(model, None)  # 404 for a name it does not serve
+    return ModelCard(id=model, created=serving.started)
+
+
+@router.post(
+    "/chat/completions",
+    response_model=ChatCompletion,
+    summary="Answer the last user message (OpenAI chat completion; stream: server-sent events)",
+    responses={
+        200: {
+            "description": "A chat.completion object; with stream: true, text/event-stream of "
+            "`data: <chat.completion.chunk JSON>` events (server/openai_schemas.py "
+            "ChatCompletionChunk), ending with `data: [DONE]`.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
+        **ERRORS,
+    },
+)
+async def chat_completions(
+    body: ChatCompletionRequest, request: Request, serving: Serving
+) -> ChatCompletion | StreamingResponse:
+    token = serving.token(request)  # the client's deadline, capped
+    engine = await serving.engine_for(body.model)
+    if (refused := unserved(body)) is not None:
+        raise UnsupportedParameter(refused[1], refused[0])
+    query, history, instructions = turn(body)
+    asked = (query, sampling(body, instructions), history)
+    s = engine.settings.server
+    options = body.stream_options
+    verify_first = (
+        s.stream_verify_first if options is None or options.verify_first is None else options.verify_first
     )
-    async def chat_completions(
-        body: ChatCompletionRequest, request: Request, admission: Annotated[Admission, Depends(admission_of)]
-    ) -> ChatCompletion | StreamingResponse:
-        token = admission.token(client_timeout_s(request))  # the client's deadline, capped
-        engine = await to_thread.run_sync(models.engine_for, body.model, "model")
-        if (refused := unserved(body)) is not None:
-            raise UnsupportedParameter(refused[1], refused[0])
-        query, history, instructions = turn(body)
-        overrides = sampling(body, instructions)
-        s = engine.settings.server
-        options = body.stream_options
-        verify_first = (
-            s.stream_verify_first if options is None or options.verify_first is None else options.verify_first
-        )
-        if not body.stream or verify_first:
-            # Bounded concurrency, queue and deadline like /v1/answer (503 before any work when it
-            # cannot be answered in time, 504 late; a client that disconnects stops its work).
-            response_id = completion_id()
-            asked = (engine, query, overrides, history, response_id)
-            run = admission.run(respond, *asked, token=token, kind=engine.namespace)
-            outcome = await until_disconnected(request, run)
-            result = completion(outcome, body.model or models.served, Reading.of(s), response_id)
-            if not body.stream:
-                return result
-            return event_stream(held(result, bool(options and options.include_usage)))
-        return await live(admission, token, request, engine, (query, overrides, history), body)
+    if body.stream and not verify_first:
+        return await live(serving, token, request, engine, asked, body)
+    response_id = completion_id()
+    outcome = await serving.answer(request, token, engine, asked, response_id)
+    result = completion(outcome, body.model or serving.models.served, serving.reading(engine), response_id)
+    if not body.stream:
+        return result
+    return event_stream(held(result, bool(options and options.include_usage)))
 
-    async def live(
-        admission: Admission,
-        token: Cancellation,
-        request: Request,
-        engine: Engine,
-        asked: tuple[str, dict[str, Any] | None, tuple[Turn, ...]],
-        body: ChatCompletionRequest,
-    ) -> StreamingResponse:
-        """The first answer streamed as it is generated (server/streaming.py). An error before
-        its first piece is an ordinary JSON error with its status; one after it, an error event.
-        A client that disconnects, before or during the stream, stops the request's work."""
-        pipe = TextPipe()
-        response_id = completion_id()
-        run = admission.run(
-            respond, engine, *asked, response_id, pipe.put, token=token, kind=engine.namespace
-        )
-        task = asyncio.ensure_future(run)
+
+async def live(
+    serving: AnswerServing,
+    token: Cancellation,
+    request: Request,
+    engine: Engine,
+    asked: Asked,
+    body: ChatCompletionRequest,
+) -> StreamingResponse:
+    """The first answer streamed as it is generated (server/streaming.py). An error before its
+    first piece is an ordinary JSON error with its status; one after it, an error event. A client
+    that disconnects, before or during the stream, stops the request's work."""
+    pipe = TextPipe()
+    response_id = completion_id()
+    task = asyncio.ensure_future(serving.run(token, engine, asked, response_id, pipe.put))
+    try:
+        first = await until_disconnected(request, pipe.first(task))
+    except ClientDisconnected:
+        task.cancel()
+        raise
+    if first is None:
+        await task  # raises the request's error, answered as JSON with its status
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    opening = Head(response_id, int(time.time()), body.model or serving.models.served)
+
+    async def events() -> AsyncIterator[str]:
         try:
-            first = await until_disconnected(request, pipe.first(task))
-        except ClientDisconnected:
-            task.cancel()
-            raise
-        if first is None:
-            await task  # raises the request's error, answered as JSON with its status
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        opening = Head(response_id, int(time.time()), body.model or models.served)
+            yield sse(chunk(opening, Delta(role="assistant", content="")), include_usage)
+            if first:
+                yield sse(chunk(opening, Delta(content=first)), include_usage)
+            async for piece in pipe.rest(task):
+                yield sse(chunk(opening, Delta(content=piece)), include_usage)
+        finally:
+            # The response is cancelled when the client disconnects: stop its work too.
+            if not task.done():
+                task.cancel()
+        try:
+            outcome = task.result()
+        except RagmendError as e:
+            yield error_event(e)
+            return
+        done = completion(outcome, opening.model, serving.reading(engine), opening.id)
+        done = done.model_copy(update={"created": opening.created})
+        for c in closing(done, include_usage, tail(outcome, done.ragmend)):
+            yield sse(c, include_usage)
+        yield "data: [DONE]\n\n"
 
-        async def events() -> AsyncIterator[str]:
-            try:
-                yield sse(chunk(opening, Delta(role="assistant", content="")), include_usage)
-                if first:
-                    yield sse(chunk(opening, Delta(content=first)), include_usage)
-                async for piece in pipe.rest(task):
-                    yield sse(chunk(opening, Delta(content=piece)), include_usage)
-            finally:
-                # The response is cancelled when the client disconnects: stop its work too.
-                if not task.done():
-                    task.cancel()
-            try:
-                outcome = task.result()
-            except RagmendError as e:
-                yield error_event(e)
-                return
-            s = engine.settings.server
-            done = completion(outcome, opening.model, Reading.of(s), opening.id)
-            done = done.model_copy(update={"created": opening.created})
-            for c in closing(done, include_usage, tail(outcome, done.ragmend)):
-                yield sse(c, include_usage)
-            yield "data: [DONE]\n\n"
-
-        return event_stream(events())
-
-    return router
+    return event_stream(events())

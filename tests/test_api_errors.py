@@ -6,7 +6,7 @@ by a function that raises what each case needs, so no model runs and the file ta
 paths: auth (401), the body limits (413, declared and chunked), an unparsable or invalid body
 (400), a wrong method (405), an unknown model (404), the engine's own errors (input, not ready,
 model unavailable, no index, generator failure and timeout, configuration), admission (503 full,
-504 past the deadline) and a bug (500). A non-numeric Content-Length (app.BodyLimit's 400) cannot
+504 past the deadline) and a bug (500). A non-numeric Content-Length (body_limit.BodyLimit's 400) cannot
 be sent over HTTP/1.1 here (the client and uvicorn refuse it first).
 """
 

@@ -1,0 +1,29 @@
+"""The native answer endpoint: POST /v1/answer (its protocol models: server/schemas.py)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from ragmend.server.mapping import answer_response, conversation
+from ragmend.server.schemas import AnswerRequest, AnswerResponse
+from ragmend.server.serving import AnswerServing, serving_of
+
+router = APIRouter()
+
+
+@router.post("/v1/answer", response_model=AnswerResponse, summary="Answer a question from the corpus")
+async def answer(
+    body: AnswerRequest, request: Request, serving: Annotated[AnswerServing, Depends(serving_of)]
+) -> AnswerResponse:
+    token = serving.token(request)
+    history, instructions = conversation([(m.role, m.content) for m in body.history or ()])
+    overrides = body.config
+    if instructions:
+        overrides = {**(overrides or {}), "instructions": instructions}
+    engine = await serving.engine_for(body.model)
+    response_id = f"answer-{uuid.uuid4().hex}"
+    outcome = await serving.answer(request, token, engine, (body.query, overrides, history), response_id)
+    return answer_response(outcome, serving.reading(engine), response_id=response_id)

@@ -1,0 +1,98 @@
+"""What every answer route does, written once: the serving object the native API (/v1/answer) and
+the OpenAI-compatible one (/v1/chat/completions) share, kept on the app's state.
+
+    token = serving.token(request)            # the request's deadline starts: the client's, capped
+    engine = await serving.engine_for(model)  # the default corpus or a collection (404 otherwise)
+    outcome = await serving.answer(request, token, engine, query, overrides, history, response_id)
+    reading = serving.reading(engine)         # how the answer is shown (the settings in force)
+
+`answer` admits the request (bounded concurrency and queue; a 503 before any work when it cannot
+finish in time, a 504 late), runs it in a worker thread, stops its work when the client
+disconnects, and in that thread observes it in the metrics and remembers it for a vote.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from anyio import to_thread
+from fastapi import Request
+
+from ragmend.cancel import Cancellation
+from ragmend.engine import Engine
+from ragmend.engine.outcome import Outcome
+from ragmend.engine.presentation import Reading
+from ragmend.rag.types import Turn
+from ragmend.server.admission import Admission
+from ragmend.server.deadline import client_timeout_s, until_disconnected
+from ragmend.server.feedback_api import Feedback
+from ragmend.server.metrics import Metrics
+from ragmend.server.served_models import ServedModels
+
+Asked = tuple[str, dict[str, Any] | None, tuple[Turn, ...]]  # query, overrides, history
+
+
+class AnswerServing:
+    def __init__(self, models: ServedModels, metrics: Metrics, feedback: Feedback, admission: Admission):
+        self.models = models
+        self.metrics = metrics
+        self.feedback = feedback
+        self.admission = admission
+        self.started = int(time.time())  # the served models' `created`
+
+    def token(self, request: Request) -> Cancellation:
+        """The request's cancellation and deadline (the client's X-Request-Timeout, capped)."""
+        return self.admission.token(client_timeout_s(request))
+
+    async def engine_for(self, model: str | None, field: str | None = "model") -> Engine:
+        """The engine serving `model` (NotFound naming `field` otherwise), off the event loop."""
+        engine: Engine = await to_thread.run_sync(self.models.engine_for, model, field)
+        return engine
+
+    def respond(
+        self,
+        engine: Engine,
+        query: str,
+        overrides: dict[str, Any] | None,
+        history: tuple[Turn, ...],
+        response_id: str,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Outcome:
+        """The engine's answer, observed and remembered, in the worker thread: observing may read
+        the policy's budgets, and a vote may follow the reply at once."""
+        outcome = engine.respond(query, overrides, history, on_text)
+        self.metrics.observe(outcome)
+        self.feedback.remember(response_id, outcome)
+        return outcome
+
+    def run(
+        self,
+        token: Cancellation,
+        engine: Engine,
+        asked: Asked,
+        response_id: str,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Awaitable[Outcome]:
+        """The admitted run of `respond` (awaited by the caller; a live stream awaits it as a task)."""
+        return self.admission.run(
+            self.respond, engine, *asked, response_id, on_text, token=token, kind=engine.namespace
+        )
+
+    async def answer(
+        self, request: Request, token: Cancellation, engine: Engine, asked: Asked, response_id: str
+    ) -> Outcome:
+        """The whole answer: admitted, run, and stopped if the client disconnects."""
+        return await until_disconnected(request, self.run(token, engine, asked, response_id))
+
+    @staticmethod
+    def reading(engine: Engine) -> Reading:
+        """How an answer is shown, from the settings in force (a hot reload replaces them)."""
+        return Reading.of(engine.settings.server)
+
+
+def serving_of(request: Request) -> AnswerServing:
+    """FastAPI dependency: the app's AnswerServing (set by create_app)."""
+    serving: AnswerServing = request.app.state.serving
+    return serving
