@@ -282,9 +282,8 @@ def bench_detect(
 
     Example: ragmend bench detect --limit 50 --judge-limit 10 --json
     """
-    from ragmend.bench.suites.answers import SETS, case_sets, unanswerable_workspace
+    from ragmend.bench.suites.answers import SETS, case_sets, detector_engine
     from ragmend.bench.suites.detect import LLMJudge, run_detect
-    from ragmend.engine import Engine
     from ragmend.errors import InputError
     from ragmend.fileio import atomic_write_json
 
@@ -300,9 +299,7 @@ def bench_detect(
             # nothing of them.
             raise InputError("--kg aligns the generated answers only: use --sets hotpotqa,unanswerable")
         base = settings()
-        ws = unanswerable_workspace(workdir, data_root)
-        ws.prepare()
-        engine = Engine(ws.settings(base, kg={"enabled": kg}, policy={"repair": False}))
+        ws, engine = detector_engine(base, workdir, data_root, kg)
         cases = case_sets(engine, ws, data_root, split, chosen, limit, log=lambda m: err.print(m))  # type: ignore[arg-type]
         if not engine.ready and {"hotpotqa", "unanswerable"} & set(chosen):
             # The generated answers' passages are the index's: open it (as a served request

@@ -20,6 +20,7 @@ from ragmend.cli.db import db_app
 from ragmend.cli.eval import evaluate
 from ragmend.cli.nli import nli_app
 from ragmend.cli.policy import policy_app
+from ragmend.cli.study import study
 from ragmend.cli.train import train
 from ragmend.cli.verdict import verdict_app
 from ragmend.settings import profile_models
@@ -38,6 +39,10 @@ app.add_typer(policy_app, name="policy")
 app.add_typer(verdict_app, name="verdict")
 app.command()(train)
 app.command("eval")(evaluate)
+app.command(
+    "study",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+)(study)
 
 
 @app.callback()

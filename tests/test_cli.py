@@ -174,3 +174,24 @@ def test_ingest_then_ask_in_fresh_processes(tmp_path: Path, small_corpus: Path, 
 
     proc = _cli(["ask", "   "], tmp_path)
     assert proc.returncode == 2 and "query is empty" in proc.stderr
+
+
+def test_a_study_runs_under_its_name_with_its_own_options(tmp_path: Path) -> None:
+    """`ragmend study` hands everything after the name to the study (its --help too), and names the
+    studies it has when the name is unknown."""
+    import json
+
+    from ragmend.bench.studies import STUDIES
+
+    rows = [{"set": "hotpotqa", "id": "1", "diagnosis": {"failure": "NoFailure"}}]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for path in (a, b):
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = runner.invoke(app, ["study", "diagnosis-compare", str(a), str(b)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["study", "diagnosis-compare", "--help"])
+    assert result.exit_code == 0 and "ragmend study diagnosis-compare" in result.output
+    listed = runner.invoke(app, ["study", "--list"])
+    assert listed.exit_code == 0 and all(name in listed.output for name in STUDIES)
+    unknown = runner.invoke(app, ["study", "no-such-study"])
+    assert unknown.exit_code == 2 and "unknown study" in unknown.output

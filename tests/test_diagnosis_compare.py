@@ -1,30 +1,20 @@
-"""scripts/diagnosis_compare.py on small hand-written snapshots: identical, differing, ignored keys."""
+"""bench/studies/diagnosis_compare.py on small hand-written snapshots: identical, differing, ignored keys."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "diagnosis_compare.py"
+from ragmend.bench.studies import diagnosis_compare
 
 
 @pytest.fixture(scope="module")
 def dc() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("diagnosis_compare", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    return diagnosis_compare
 
 
 def _row(case_id: str, failure: str = "NoFailure", **extra: Any) -> dict[str, Any]:

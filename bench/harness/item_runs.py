@@ -1,4 +1,4 @@
-"""What the item-by-item DEV studies (scripts/prompt_budget_dev.py, repair_arms_dev.py,
+"""What the item-by-item DEV studies (bench/studies/prompt_budget.py, repair_arms_dev.py,
 select_answer_dev.py) share: their arguments, and one paper task's items answered by an engine
 over its workspace with repair and the knowledge graph off (Naive RAG reads no graph: kg off
 spares the half hour its build takes on 2 cores).

@@ -16,6 +16,8 @@ from ragmend.corpora.readers import Split, read_jsonl
 from ragmend.corpora.tasks import EvalItem, EvidenceCheck, split_sample
 from ragmend.corpora.unanswerable import UNANSWERABLE, correct_answer
 from ragmend.diagnosis.premises import premise_text
+from ragmend.engine import Engine
+from ragmend.settings import Settings
 
 
 def generated_cases(
@@ -85,6 +87,17 @@ def recorded_cases(
 
 def unanswerable_workspace(root: Path, data_root: Path) -> Workspace:
     return Workspace(UNANSWERABLE, root, data_root)
+
+
+def detector_engine(
+    base: Settings, root: Path, data_root: Path, kg: bool = False
+) -> tuple[Workspace, Engine]:
+    """The detector benchmarks' workspace (prepared) and engine (`ragmend bench detect`, the
+    diagnosis snapshot): the unanswerable task's corpus, the diagnosis as `base` configures it, no
+    repair, the knowledge graph only where asked."""
+    ws = unanswerable_workspace(root, data_root)
+    ws.prepare()
+    return ws, Engine(ws.settings(base, kg={"enabled": kg}, policy={"repair": False}))
 
 
 # How many generated answers of each kind a split gets (answerable HotpotQA, gold removed,

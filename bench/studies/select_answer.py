@@ -4,7 +4,7 @@ are taken from the evidence (the named entities and noun phrases of the sentence
 ranks best, the passages' titles, yes/no for a yes/no question), each is diagnosed as an answer
 (the same diagnoser, no generator call), and the best-judged candidate replaces the answer.
 
-    python scripts/select_answer_dev.py --task hotpotqa --limit 60 --workdir /work/eval \\
+    ragmend study select-answer --task hotpotqa --limit 60 --workdir /work/eval \\
         --out reports/repair-arms/select-dev-hotpotqa-60.json
 
 Per item: the first answer's score, whether any candidate is the gold answer (the ceiling), the
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -57,10 +58,10 @@ def candidates(question: str, evidence: Any, engine: Engine, nlp: Any, top: int)
     return keep
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = item_arguments(__doc__, limit=60)
     ap.add_argument("--top", type=int, default=3, help="best sentences whose phrases are candidates")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     run = open_item_run(args)
     task, items, engine = run.task, run.items, run.engine
     nlp = load_spacy(engine.settings.models)
@@ -132,7 +133,3 @@ def main() -> int:
     )
     print(json.dumps(summary, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

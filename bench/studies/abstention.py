@@ -3,7 +3,7 @@ loop (LinUCB over every action, abstain included) over the unanswerable task's q
 (corpora/unanswerable.py): HotpotQA questions whose gold paragraphs were removed and TruthfulQA
 questions (unanswerable), beside answerable HotpotQA questions, over one corpus.
 
-    python scripts/abstention_test.py --workdir /work/detect-compact --dev 40,30,30 --test 100,60,40 \\
+    ragmend study abstention --workdir /work/detect-compact --dev 40,30,30 --test 100,60,40 \\
         --out reports/repair-arms/abstention-test.json
 
 The policy is warm-started on DEV items (answerable, gold_removed, out_of_corpus counts), then
@@ -13,7 +13,7 @@ sources do not answer, or the answer itself says it does not know), the share ri
 answerable questions the share whose right first answer an abstention replaced. Kg off (its
 build takes half an hour on 2 cores); the server's prompt.
 
-    python scripts/abstention_test.py --reread reports/repair-arms/abstention-dev.json \\
+    ragmend study abstention --reread reports/repair-arms/abstention-dev.json \\
         --unanswered-below 0.6,0.7,0.76,0.8
 
 reads a recorded run's answers again under abstain_unanswered at each operating point
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args
 
@@ -121,7 +122,7 @@ def reread_file(path: Path, points: list[float]) -> int:
     return 0
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workdir", type=Path, help="the unanswerable task's workspace")
     ap.add_argument("--data-root", type=Path, default=Path("../shared/data"))
@@ -148,7 +149,7 @@ def main() -> int:
     )
     ap.add_argument("--reread", type=Path, help="a recorded run (its --out) to read again; answers nothing")
     ap.add_argument("--out", type=Path)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.reread:
         points = args.unanswered_below or str(load_settings().server.unanswered_below)
         return reread_file(args.reread, [float(x) for x in points.split(",")])
@@ -215,7 +216,7 @@ def main() -> int:
     out = {
         "answer_policy": reading.policy,
         "unanswered_below": reading.unanswered_below,
-        "command": "python scripts/abstention_test.py "
+        "command": "ragmend study abstention "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v not in (None, False)),
         "warm_start": [r.as_json() for r in warm],
         "summary": summary,
@@ -224,7 +225,3 @@ def main() -> int:
     atomic_write_json(args.out, out)
     print(json.dumps(summary, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

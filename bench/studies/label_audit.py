@@ -2,7 +2,7 @@
 the same answers (an audit file: the answers a person reads otherwise, by id). Reads the detect
 workspace's rows of a split (run the bench first); the figures are the bench's own `summarize`.
 
-    python scripts/label_audit.py --audit docs/audits/hotpotqa-test-labels-2026-11-28.json --split test
+    ragmend study label-audit --audit docs/audits/hotpotqa-test-labels-2026-11-28.json --split test
 
 Why: the target (>= 75% of wrong answers flagged, <= 15% of right ones) is read against a label
 that calls "NBC" wrong for "National Broadcasting Company"; this says how much of the distance
@@ -14,21 +14,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from ragmend.bench.suites.detect import summarize  # noqa: E402
-from ragmend.corpora.readers import read_jsonl  # noqa: E402
+from ragmend.bench.suites.detect import summarize
+from ragmend.corpora.readers import read_jsonl
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--audit", type=Path, required=True, help="the audit JSON (docs/audits/)")
     ap.add_argument("--split", default="test", choices=("dev", "test"))
     ap.add_argument("--workdir", type=Path, default=Path("var/detect"), help="the detect workspace")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     audit = json.loads(args.audit.read_text(encoding="utf-8"))
     reading = {x["id"]: bool(x["unsupported"]) for x in audit["relabelled"]}
@@ -51,7 +49,4 @@ def main() -> None:
             "auroc": s["auroc"],
         }
     print(json.dumps({"rows": str(path), "relabelled": len(reading), **out}, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

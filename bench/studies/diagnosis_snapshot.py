@@ -1,9 +1,9 @@
 """Every recorded case of `ragmend bench detect` diagnosed once, each Diagnosis written whole as one
 JSON line: the "before" and "after" of a change to diagnosis/ that must not change a diagnosis
-(compare two snapshots with scripts/diagnosis_compare.py).
+(compare two snapshots with bench/studies/diagnosis_compare.py).
 
     cd /tmp && PYTHONPATH=/work/baseline /work/main/.venv/bin/python \\
-        /work/main/scripts/diagnosis_snapshot.py --workdir /work/detect --split test \\
+        /work/main/bench/studies/diagnosis_snapshot.py --workdir /work/detect --split test \\
         --sets hotpotqa,unanswerable,fever --out /work/snapshots/before-test-qa.jsonl
 
 The cases are diagnosed as `ragmend bench detect` diagnoses them (cli/bench.py, bench_detect;
@@ -107,8 +107,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most N cases of each set")
     ap.add_argument("--out", type=Path, required=True, help="the snapshot (JSONL)")
     ap.add_argument("--data-root", type=Path, default=Path("/work/shared/data"), help="the shared data")
-    ap.add_argument("--config", type=Path, default=None, help="as `ragmend --config` (else $RAGMEND_CONFIG)")
-    ap.add_argument("--data-dir", type=Path, default=None, help="as `ragmend --data-dir`")
     args = ap.parse_args(argv)
     sets = chosen_sets(args.sets)
     t0 = time.perf_counter()
@@ -118,19 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"ragmend: {ragmend.__file__}\ndiagnoser: {diagnoser_module.__file__}", file=sys.stderr)
 
-    # The settings exactly as the CLI reads them (its global options, then bench_detect's workspace).
-    from ragmend.cli.common import Invocation, settings
+    # The settings as the CLI read them (its global options), the engine as bench detect builds it.
+    from ragmend.bench.suites.answers import detector_engine
+    from ragmend.cli.common import settings
 
-    Invocation.config = args.config
-    Invocation.overrides = {} if args.data_dir is None else {"data_dir": args.data_dir}
-    base = settings()
-
-    from ragmend.bench.suites.answers import unanswerable_workspace
-    from ragmend.engine import Engine
-
-    ws = unanswerable_workspace(args.workdir, args.data_root)
-    ws.prepare()
-    engine = Engine(ws.settings(base, kg={"enabled": False}, policy={"repair": False}))
+    ws, engine = detector_engine(settings(), args.workdir, args.data_root)
     cases = load_cases(ws, args.data_root, args.split, sets, args.limit)
     counts = {name: sum(c.set == name for c in cases) for name in sets}
     print(f"cases: {counts}", file=sys.stderr)
@@ -186,7 +176,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

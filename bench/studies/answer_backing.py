@@ -10,8 +10,8 @@ same shape: a number for a number), up to six; per answer its weakest claim's; A
 over the answers whose window offers such an alternative. A model that binds names to roles gives
 a right answer a larger margin than a wrong one.
 
-    python scripts/answer_backing.py --model bundled:ragmend-nli-minilm-l6 --split dev
-    python scripts/answer_backing.py --model data/nli-mpnet-ablation-indomain-within/model --split dev
+    ragmend study answer-backing --model bundled:ragmend-nli-minilm-l6 --split dev
+    ragmend study answer-backing --model data/nli-mpnet-ablation-indomain-within/model --split dev
 
 It asks whether a model that ranks a true sentence above its in-premise swap (docs/nli.md, "Names
 in another role") also supports the generator's right answers more than its wrong ones; the
@@ -23,22 +23,19 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from ragmend.bench.stats import auroc  # noqa: E402
-from ragmend.corpora.readers import read_jsonl  # noqa: E402
-from ragmend.diagnosis.premises import premise_windows  # noqa: E402
-from ragmend.diagnosis.spans import key_spans, normalise  # noqa: E402
-from ragmend.models.nli import NLIModel, load_nli  # noqa: E402
-from ragmend.rag.types import Passage  # noqa: E402
-from ragmend.settings import Settings  # noqa: E402
+from ragmend.bench.stats import auroc
+from ragmend.corpora.readers import read_jsonl
+from ragmend.diagnosis.premises import premise_windows
+from ragmend.diagnosis.spans import key_spans, normalise
+from ragmend.models.nli import NLIModel, load_nli
+from ragmend.rag.types import Passage
+from ragmend.settings import Settings
 
 MAX_ALTERNATIVES = 6
 
@@ -71,13 +68,13 @@ def swap_margin(nli: NLIModel, claim: str, window: str, entail: float, question:
     return entail - float(probs[:, 0].max())
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="bundled:ragmend-nli-minilm-l6", help="models.nli.model")
     ap.add_argument("--split", default="dev", choices=("dev", "test"))
     ap.add_argument("--workdir", type=Path, default=Path("var/detect"), help="the detect workspace")
     ap.add_argument("--window", type=int, default=2, help="sentences per window")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     nli = load_nli(Settings(models={"nli": {"model": args.model}}).models)
     answers = {a["id"]: a for a in read_jsonl(args.workdir / f"answers-{args.split}.jsonl")}
@@ -119,7 +116,4 @@ def main() -> None:
         "seconds": round(time.perf_counter() - t0, 1),
     }
     print(json.dumps(out))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

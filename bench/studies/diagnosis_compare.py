@@ -1,7 +1,7 @@
-"""Two diagnosis snapshots (scripts/diagnosis_snapshot.py) compared case by case: how many cases are
+"""Two diagnosis snapshots (bench/studies/diagnosis_snapshot.py) compared case by case: how many cases are
 identical, how many differ, and for the first differing ones the JSON paths that differ.
 
-    python scripts/diagnosis_compare.py BEFORE.jsonl AFTER.jsonl [--ignore KEY ...] [--show N] [--common-only]
+    ragmend study diagnosis-compare BEFORE.jsonl AFTER.jsonl [--ignore KEY ...] [--show N] [--common-only]
 
 Cases are matched by (set, id); a case in one file only counts as differing. Values are compared
 as their JSON is written (1 and 1.0, or true and 1, differ; NaN equals NaN). Keys given with
@@ -165,7 +165,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(report(result, args.show))
     return 0 if (result.common_identical if args.common_only else result.all_identical) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 its gold paragraphs (the titles of its supporting facts) the retrieved passages hold: both, one,
 or neither. Reads the detect workspace's rows and answers of a split (run the bench first).
 
-    python scripts/answerable_ie_by_gold.py --split dev
+    ragmend study answerable-ie --split dev
 
 The bench's own split (`ie_rate_answerable_by_evidence`) asks whether the gold answer's words
 occur in the passages; this one asks whether the passages the answer needs were retrieved.
@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from ragmend.corpora.readers import read_jsonl  # noqa: E402
-from ragmend.corpora.tasks import HOTPOTQA_FILE  # noqa: E402
+from ragmend.corpora.readers import read_jsonl
+from ragmend.corpora.tasks import HOTPOTQA_FILE
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--split", default="dev", choices=("dev", "test"))
     ap.add_argument("--workdir", type=Path, default=Path("var/detect"), help="the detect workspace")
-    ap.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
-    args = ap.parse_args()
+    ap.add_argument("--data-root", type=Path, default=Path("../shared/data"))
+    args = ap.parse_args(argv)
 
     items = json.loads((args.data_root / HOTPOTQA_FILE).read_text(encoding="utf-8"))
     gold = {x["_id"]: {title for title, _ in x["supporting_facts"]} for x in items}
@@ -43,7 +40,4 @@ def main() -> None:
         counts[part][0] += r["failure"] == "IE"
         counts[part][1] += 1
     print(json.dumps({"split": args.split, **{k: {"ie": v[0], "n": v[1]} for k, v in counts.items()}}))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

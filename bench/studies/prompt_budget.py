@@ -2,7 +2,7 @@
 task's workspace (its corpus, index, prompt and generation length, as `ragmend eval` builds them),
 the same DEV items answered under each budget, side by side in one run.
 
-    python scripts/prompt_budget_dev.py --task hotpotqa --limit 60 --budgets 0,64,128,192 \\
+    ragmend study prompt-budget --task hotpotqa --limit 60 --budgets 0,64,128,192 \\
         --workdir var/eval --out reports/prompt-budget-dev.json
 
 Per budget: the task's score (HotpotQA EM and F1, FEVER accuracy), the prompt tokens and the
@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 
 from ragmend.bench.harness.item_runs import item_arguments, open_item_run
 from ragmend.fileio import atomic_write_json
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = item_arguments(__doc__, limit=60)
     ap.add_argument(
         "--split",
@@ -29,7 +30,7 @@ def main() -> int:
         help="dev to choose a budget; test only to report a chosen one beside whole passages",
     )
     ap.add_argument("--budgets", default="0,64,128,192")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     run = open_item_run(args, split=args.split, generation_cache=False)
     task, items, engine = run.task, run.items, run.engine
     budgets = [int(b) for b in args.budgets.split(",")]
@@ -59,7 +60,3 @@ def main() -> int:
     atomic_write_json(args.out, out)
     print(json.dumps(out["budgets"], indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -3,7 +3,7 @@ towards. Every DEV item is answered once as Naive RAG answers it (the workspace'
 evidence), diagnosed, then answered again under each arm's patch of the configuration; every
 answer is scored against the gold answer.
 
-    python scripts/repair_arms_dev.py --task hotpotqa --limit 100 --workdir /work/eval \\
+    ragmend study repair-arms --task hotpotqa --limit 100 --workdir /work/eval \\
         --arms focus,decompose,rerank,depth --out reports/repair-arms/dev-hotpotqa.json
 
 Per arm: the task's score over all items, over the items the diagnosis flagged, how many wrong
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from ragmend.actions.catalogue import BY_NAME
@@ -23,10 +24,10 @@ from ragmend.engine.services import EngineServices
 from ragmend.fileio import atomic_write_json
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = item_arguments(__doc__, limit=100)
     ap.add_argument("--arms", default="focus,decompose")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     run = open_item_run(args)
     task, items, engine = run.task, run.items, run.engine
     services = EngineServices(engine)
@@ -102,7 +103,3 @@ def summarize(rows: list[dict[str, Any]], arms: list[str]) -> dict[str, Any]:
 def _pct(values: Any) -> float:
     vs = [float(v) for v in values]
     return round(100 * sum(vs) / len(vs), 2) if vs else 0.0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
