@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ragmend.cli.common import err
+from ragmend.cli.common import err, settings
 
 
 def study(
@@ -30,5 +30,5 @@ def study(
     if name not in STUDIES:
         err.print(f"[bold red]error:[/] unknown study {name!r}; studies: {', '.join(STUDIES)}")
         raise typer.Exit(2)
-    code = run(name, [*ctx.args])
+    code = run(name, [*ctx.args], settings)
     raise typer.Exit(code)

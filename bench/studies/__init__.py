@@ -7,8 +7,11 @@ bench/suites/answers.py); none is part of a served request.
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from ragmend.settings import Settings
 
 # name -> (module under ragmend.bench.studies, what it measures)
 STUDIES: dict[str, tuple[str, str]] = {
@@ -30,14 +33,16 @@ STUDIES: dict[str, tuple[str, str]] = {
 }
 
 
-def run(name: str, argv: Sequence[str]) -> int:
-    """Run study `name` with its own command-line options; KeyError for an unknown name."""
+def run(name: str, argv: Sequence[str], settings: Callable[[], Settings]) -> int:
+    """Run study `name` with its own command-line options; KeyError for an unknown name.
+    `settings`: the configuration as the command line reads it, for a study that takes it."""
     module, _ = STUDIES[name]
     main = importlib.import_module(f"ragmend.bench.studies.{module}").main
     program = sys.argv[0]
     sys.argv[0] = f"ragmend study {name}"  # what argparse names in its usage and errors
     try:
-        code: int = main(list(argv))
+        takes = "settings" in inspect.signature(main).parameters
+        code: int = main(list(argv), settings=settings) if takes else main(list(argv))
     finally:
         sys.argv[0] = program
     return code

@@ -29,10 +29,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ragmend.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from ragmend.corpora.readers import Split
@@ -97,7 +99,7 @@ def load_cases(
     return [c for name in sets for c in by_set.get(name, [])]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, settings: Callable[[], Settings] = load_settings) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--workdir", type=Path, required=True, help="bench detect's --workdir (answers, index)")
     ap.add_argument("--split", choices=("dev", "test"), required=True)
@@ -118,7 +120,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # The settings as the CLI read them (its global options), the engine as bench detect builds it.
     from ragmend.bench.suites.answers import detector_engine
-    from ragmend.cli.common import settings
 
     ws, engine = detector_engine(settings(), args.workdir, args.data_root)
     cases = load_cases(ws, args.data_root, args.split, sets, args.limit)
