@@ -16,6 +16,7 @@ from ragmend.settings import Settings
 # name -> (module under ragmend.bench.studies, what it measures)
 STUDIES: dict[str, tuple[str, str]] = {
     "abstention": ("abstention", "unanswerable questions: the share abstained, and right answers lost"),
+    "api-snapshot": ("api_snapshot", "what a client of both HTTP APIs receives on fixed requests, masked"),
     "answer-backing": ("answer_backing", "how well NLI support alone separates wrong answers from right"),
     "answerable-ie": (
         "answerable_ie_by_gold",
