@@ -1,13 +1,13 @@
 """What a client of both HTTP APIs receives, on a fixed set of requests, written as JSON lines with
 the ids, times, costs and learned scores masked: the "before" and "after" of a change that must
-not change what a user sees (compare two snapshots with `ragmend study diagnosis-compare`-style
-`diff`, or `cmp`).
+not change what a user sees (compare two snapshots with `cmp` or `diff`).
 
     PYTHONPATH=<tree> python -m ragmend.cli study api-snapshot --out <tree>.jsonl
 
-A real server (uvicorn on a free port) over the bundled sample corpus with the tiny generator in
-both roles, the router and the repair policy frozen (so no decision depends on a measured time),
-answered over real HTTP: /v1/answer, /v1/chat/completions plain, streamed and verified first,
+A real server (`ragmend serve` on a free port, a process of its own) over the bundled sample
+corpus with the tiny generator in both roles, the router and the repair policy frozen and budgets
+no pass overruns (so no decision depends on a measured time), answered over real HTTP:
+/v1/answer, /v1/chat/completions plain, streamed and verified first,
 /v1/models, /healthz, /readyz and the error paths (an invalid body, an unknown model, a body over
 the limit, bad JSON).
 """
@@ -19,8 +19,6 @@ import json
 import re
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,19 @@ MASKED = re.compile(
     r"(^id$|_id$|^created$|_s$|_ms$|seconds|latency|memory|timing|reward|factor|cost|time_left|score"
     r"|exploit|explor|pulls|generation|version|path$)"
 )
+# The server's configuration beside `--profile tiny`: the router and the repair policy frozen, and
+# budgets no pass can overrun, so no decision depends on a measured time.
+CONFIG = {
+    "kg": {"enabled": False},
+    "policy": {
+        "learn": False,
+        "latency_budget_s": 3600.0,
+        "request_latency_budget_s": 7200.0,
+        "rss_memory_budget_bytes": 2**40,
+    },
+    "router": {"learn": False},
+    "server": {"request_timeout_s": 7200.0},
+}
 QUESTIONS = (
     "Who designed the Eiffel Tower?",
     "When was the Eiffel Tower completed?",
@@ -90,49 +101,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="the snapshot (JSONL)")
     args = ap.parse_args(argv)
 
-    import uvicorn
+    import yaml
 
     import ragmend
-    from ragmend.bench.speed.startup import free_port
-    from ragmend.server.app import create_app
-    from ragmend.settings import load_settings, profile_models
+    from ragmend.bench.speed.startup import free_port, start_server, stop, wait_ready
 
     print(f"ragmend: {ragmend.__file__}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="ragmend-api-snapshot-") as tmp:
-        settings = load_settings(
-            data_dir=Path(tmp),
-            models=profile_models("tiny"),
-            kg={"enabled": False},
-            policy={"learn": False},
-            router={"learn": False},
-        )
-        app = create_app(settings)
+        config = Path(tmp) / "ragmend.yaml"
+        config.write_text(yaml.safe_dump(CONFIG))
         port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        url = f"http://127.0.0.1:{port}"
+        proc = start_server(
+            config, {"data_dir": Path(tmp) / "data", "models": {"generator": {"profile": "tiny"}}}, port
+        )
         try:
-            _wait_ready(url)
-            lines = [_exchange(url, *r) for r in requests(settings.server.model_name)]
+            wait_ready(port, proc, timeout_s=900)
+            url = f"http://127.0.0.1:{port}"
+            lines = [_exchange(url, *r) for r in requests("ragmend")]
         finally:
-            server.should_exit = True
-            thread.join(timeout=60)
+            stop(proc)
     args.out.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
     print(f"wrote {len(lines)} exchanges to {args.out}", file=sys.stderr)
     return 0
-
-
-def _wait_ready(url: str, timeout_s: float = 600) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("the server did not become ready")
 
 
 def _exchange(url: str, name: str, method: str, path: str, body: Any) -> dict[str, Any]:
