@@ -26,11 +26,12 @@ from ragmend.settings import LIVE, CollectionSettings, Settings
 
 ENV_PREFIX = "RAGMEND_"
 ENV_DELIMITER = "__"
+# A bound's constraint type, the attribute holding its value, and its sign.
 _BOUNDS = (
-    (annotated_types.Ge, ">="),
-    (annotated_types.Gt, ">"),
-    (annotated_types.Le, "<="),
-    (annotated_types.Lt, "<"),
+    (annotated_types.Ge, "ge", ">="),
+    (annotated_types.Gt, "gt", ">"),
+    (annotated_types.Le, "le", "<="),
+    (annotated_types.Lt, "lt", "<"),
 )
 
 
@@ -157,10 +158,10 @@ def _shown(value: Any) -> str:
 
 def _range(field: FieldInfo) -> str:
     return ", ".join(
-        f"{sign} {getattr(m, type(m).__name__.lower())}"
+        f"{sign} {getattr(m, attr)}"
         for m in field.metadata
-        for t, sign in _BOUNDS
-        if isinstance(m, t)
+        for kind, attr, sign in _BOUNDS
+        if isinstance(m, kind)
     )
 
 

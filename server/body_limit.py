@@ -36,6 +36,16 @@ class BodyLimit:
     def error(self) -> HTTPException:
         return HTTPException(413, f"request body is over the limit of {self.max_bytes} bytes")
 
+    def _declared(self, length: str | None) -> tuple[int, str] | None:
+        """(status, message) for a declared length that cannot be read, or None."""
+        if length is None:
+            return None
+        if not length.isdigit():
+            return 400, "invalid Content-Length header"
+        if int(length) > self.max_bytes:
+            return 413, f"request body is {length} bytes, over the limit of {self.max_bytes}"
+        return None
+
     def _refused(self, status: int) -> None:
         if self.on_refusal is not None:
             self.on_refusal(status)
@@ -44,15 +54,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = Headers(scope=scope).get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            status = 400 if not length.isdigit() else 413
+        refusal = self._declared(Headers(scope=scope).get("content-length"))
+        if refusal is not None:
+            status, message = refusal
             self._refused(status)
-            message = (
-                "invalid Content-Length header"
-                if status == 400
-                else f"request body is {length} bytes, over the limit of {self.max_bytes}"
-            )
             await error_response(status, message)(scope, receive, send)
             return
         received = 0
