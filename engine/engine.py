@@ -24,6 +24,7 @@ from ragmend.diagnosis.hypotheses import split_sentences
 from ragmend.diagnosis.options import options_from_settings
 from ragmend.diagnosis.types import Diagnosis, Mode
 from ragmend.diagnosis.verdict import open_verdict
+from ragmend.engine.events import emit_answer
 from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import Repairer, RepairTrace, check_policy_actions
@@ -31,6 +32,7 @@ from ragmend.engine.router import Route, Router, check_plans
 from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
 from ragmend.errors import Cancelled, ConfigError, Conflict, InputError, NotFound, NotReady
+from ragmend.instrumentation import NO_EVENTS, Events
 from ragmend.kg.phrases import embed_with
 from ragmend.models.embeddings import token_counter
 from ragmend.models.generator import Generator, GeneratorTally
@@ -380,12 +382,14 @@ class Engine:
         overrides: dict[str, Any] | None = None,
         history: Sequence[Turn] = (),
         on_text: Callable[[str], None] | None = None,
+        events: Events = NO_EVENTS,
     ) -> Outcome:
         """One request: answer, diagnose, and when it failed, one budgeted repair (engine/repair.py).
         With a conversation's earlier turns in `history`, a follow-up is first made standalone
         (one short generator call, none for a first turn): the condensed question is what is
         retrieved, answered and diagnosed. `on_text` receives the first pass's answer as it is
-        generated (a streamed request; a repair pass is not streamed)."""
+        generated (a streamed request; a repair pass is not streamed). Once answered, what the
+        request did is told to `events` (engine/events.py)."""
         if not self.ready:  # before the generator is touched: that would load it on this thread
             raise NotReady("ragmend is still loading its models and index")
         asked = validate_query(query, self.settings.rag.max_query_chars)
@@ -402,7 +406,7 @@ class Engine:
         usage = dict(generated.usage)
         for purpose, tokens in escalated.usage.items():  # the stronger generator's calls count too
             usage[purpose] = usage[purpose].plus(tokens) if purpose in usage else tokens
-        return dataclasses.replace(
+        outcome = dataclasses.replace(
             outcome,
             generator_s=generated.seconds + escalated.seconds,
             generator_busy_s=generated.busy_s + escalated.busy_s,
@@ -410,6 +414,8 @@ class Engine:
             condensed_from=asked if query != asked else None,
             collection=self.namespace,
         )
+        emit_answer(events, outcome, self.settings.policy.request_latency_budget_s)
+        return outcome
 
     def _respond(
         self,

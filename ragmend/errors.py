@@ -2,7 +2,7 @@
 
 Each error carries a message meant for the person who caused it, and what each surface needs
 to report it: the HTTP status and the error body's `type` (server/errors.py builds the body), the
-`kind` that ragmend_errors_total counts it under (server/metrics.py), and the CLI's exit code. No
+`kind` that ragmend_errors_total counts it under (server/events.py ErrorAnswered), and the CLI's exit code. No
 layer below the server and the CLI needs to know about any of them. A subclass inherits all of
 them unless it names its own.
 """

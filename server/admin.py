@@ -21,9 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ragmend.engine import Engine
 from ragmend.errors import ConfigError, InputError, RagmendError
+from ragmend.instrumentation import Events
 from ragmend.policy.facade import LIVE_POLICY_KEYS
+from ragmend.server.events import ConfigChanged
 from ragmend.server.mapping import index_refresh, policy_change, policy_view
-from ragmend.server.metrics import Metrics
 from ragmend.server.schemas import ConfigView, IndexRefresh, PolicyChange, PolicyView
 from ragmend.settings import PolicySettings
 
@@ -50,25 +51,25 @@ PolicyPatch: type[BaseModel] = create_model(  # type: ignore[call-overload]
 )
 
 
-def admin_change(metrics: Metrics, what: str, fn: Callable[[], T]) -> T:
-    """Run one admin change: logged and counted, whether it worked or not."""
+def admin_change(events: Events, what: str, fn: Callable[[], T]) -> T:
+    """Run one admin change: logged and told (ConfigChanged), whether it worked or not."""
     try:
         result = fn()
     except RagmendError as e:
-        metrics.observe_config_change("admin", False)
+        events.emit(ConfigChanged("admin", False))
         log.warning("admin: %s refused: %s", what, e)
         if isinstance(e, ConfigError):  # an invalid value in the request: the caller's to fix
             raise InputError(str(e)) from None
         raise
-    metrics.observe_config_change("admin", True)
+    events.emit(ConfigChanged("admin", True))
     return result
 
 
-def admin_router(engine: Engine, metrics: Metrics, config_file: Path | None = None) -> APIRouter:
+def admin_router(engine: Engine, events: Events, config_file: Path | None = None) -> APIRouter:
     router = APIRouter(prefix="/admin", tags=["admin"])
 
     def change(what: str, fn: Callable[[], T]) -> T:
-        return admin_change(metrics, what, fn)
+        return admin_change(events, what, fn)
 
     @router.get("/policy", summary="The repair policy: settings in force and per-arm statistics")
     async def get_policy() -> PolicyView:

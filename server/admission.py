@@ -47,8 +47,7 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from anyio import CapacityLimiter, to_thread
 from fastapi import Request
@@ -56,10 +55,17 @@ from fastapi import Request
 from ragmend import cancel
 from ragmend.cancel import Cancellation
 from ragmend.errors import Cancelled, Overloaded, RequestTimeout
+from ragmend.instrumentation import NO_EVENTS, Events
+from ragmend.server.events import (
+    MAX_LABELLED,
+    STOPPED_AT,
+    GeneratorTimeSpent,
+    RequestCancelled,
+    RequestRefused,
+    ServiceEstimated,
+    SlotsChanged,
+)
 from ragmend.settings import ServerSettings
-
-if TYPE_CHECKING:
-    from prometheus_client import Counter, Gauge
 
 log = logging.getLogger("ragmend.admission")
 T = TypeVar("T")
@@ -71,12 +77,6 @@ FIRST_QUANTILE = 0.95  # a request is admitted on the first pass's 95th percenti
 # deadline is the waste admission exists to avoid, while a refusal costs the client a retry.
 HEADROOM = 1.25
 MAX_RETRY_AFTER_S = 3600
-MAX_LABELLED = 8  # first-pass estimates exported per running count up to this (the last: "8 or more")
-# The label values of the series admission keeps (server/metrics.py declares them).
-REFUSED_AT = ("arrival", "queue", "start")
-CANCEL_REASONS = ("deadline", "disconnect")
-STOPPED_AT = ("retrieval", "generator", "diagnosis", "repair", "finished", "failed", "other")
-ESTIMATES = (*(f"first_pass_{n}" for n in range(1, MAX_LABELLED + 1)), "slot_interval")
 
 
 @runtime_checkable
@@ -127,21 +127,11 @@ class ServiceTimes:
         return statistics.fmean(self._gaps) if len(self._gaps) >= MIN_SAMPLES else None
 
 
-@dataclass(frozen=True)
-class AdmissionMetrics:
-    """The Prometheus series admission keeps (server/metrics.py makes them); any may be None."""
-
-    queue_depth: Gauge | None = None
-    in_flight: Gauge | None = None
-    refused: Counter | None = None  # label `at`: arrival, queue, start
-    cancelled: Counter | None = None  # labels `reason` (deadline, disconnect), `stopped_at`
-    generator_seconds: Counter | None = None  # label `outcome`: answered, wasted
-    predicted: Gauge | None = None  # label `estimate`: first_pass_<n running>, slot_interval
-
-
 class Admission:
     """Slots for model work, a FIFO of waiters, and the request deadline. Event-loop only: every
-    method runs on the loop (thread completions come back to it through task callbacks)."""
+    method runs on the loop (thread completions come back to it through task callbacks). What it
+    does is told to `events` (server/events.py: slots, refusals, cancellations, generator time,
+    its estimates)."""
 
     def __init__(
         self,
@@ -150,13 +140,13 @@ class Admission:
         timeout_s: float,
         retry_after_s: int = 5,
         *,
-        metrics: AdmissionMetrics | None = None,
+        events: Events = NO_EVENTS,
     ):
         self.max_concurrency = max_concurrency
         self.max_queue = max_queue
         self.timeout_s = timeout_s
         self.retry_after_s = retry_after_s
-        self.metrics = metrics or AdmissionMetrics()
+        self.events = events
         self.service = ServiceTimes()
         self._running = 0  # slots taken: requests working, and cancelled work still stopping
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -164,9 +154,9 @@ class Admission:
         self._limiter: CapacityLimiter | None = None  # made on the loop, at first use
 
     @classmethod
-    def from_settings(cls, server: ServerSettings, *, metrics: AdmissionMetrics | None = None) -> Admission:
+    def from_settings(cls, server: ServerSettings, *, events: Events = NO_EVENTS) -> Admission:
         s = server
-        return cls(s.max_concurrency, s.max_queue, s.request_timeout_s, s.retry_after_s, metrics=metrics)
+        return cls(s.max_concurrency, s.max_queue, s.request_timeout_s, s.retry_after_s, events=events)
 
     # --- state --------------------------------------------------------------------------------
 
@@ -180,11 +170,7 @@ class Admission:
         return len(self._waiters)
 
     def _publish(self) -> None:
-        m = self.metrics
-        if m.queue_depth is not None:
-            m.queue_depth.set(len(self._waiters))
-        if m.in_flight is not None:
-            m.in_flight.set(self._running)
+        self.events.emit(SlotsChanged(self._running, len(self._waiters)))
 
     def token(self, client_timeout_s: float | None = None) -> Cancellation:
         """A new request's deadline: the server's, or the client's when it is shorter."""
@@ -202,8 +188,7 @@ class Admission:
         return None if first is None else first * HEADROOM
 
     def _refuse(self, at: str, message: str, retry_after_s: float | None = None) -> Overloaded:
-        if self.metrics.refused is not None:
-            self.metrics.refused.labels(at).inc()
+        self.events.emit(RequestRefused(at))
         retry = self.retry_after_s if retry_after_s is None else retry_after_s
         return Overloaded(message, max(1, min(MAX_RETRY_AFTER_S, math.ceil(retry))))
 
@@ -373,25 +358,21 @@ class Admission:
             log.info("cancelled request ended with %s", type(exc).__name__)
 
     def _count_cancelled(self, reason: str, generator_s: float, stopped_at: str) -> None:
-        m = self.metrics
-        if m.cancelled is not None:
-            m.cancelled.labels(reason, stopped_at if stopped_at in STOPPED_AT else "other").inc()
-        if m.generator_seconds is not None and generator_s > 0:
-            m.generator_seconds.labels("wasted").inc(generator_s)
+        self.events.emit(RequestCancelled(reason, stopped_at if stopped_at in STOPPED_AT else "other"))
+        if generator_s > 0:
+            self.events.emit(GeneratorTimeSpent("wasted", generator_s))
 
     def _observe(self, kind: str, running: int, result: object) -> None:
         """A delivered answer: its first pass for the estimates, its generator seconds as answered."""
         if not isinstance(result, Served):
             return
         self.service.observe_first(kind, running, result.first_pass_s)
-        m = self.metrics
-        if m.generator_seconds is not None and result.generator_busy_s > 0:
-            m.generator_seconds.labels("answered").inc(result.generator_busy_s)
-        if m.predicted is not None:
-            if (f := self.service.first_s(kind, running)) is not None:
-                m.predicted.labels(f"first_pass_{min(running, MAX_LABELLED)}").set(f)
-            if (gap := self.service.slot_interval()) is not None:
-                m.predicted.labels("slot_interval").set(gap)
+        if result.generator_busy_s > 0:
+            self.events.emit(GeneratorTimeSpent("answered", result.generator_busy_s))
+        if (f := self.service.first_s(kind, running)) is not None:
+            self.events.emit(ServiceEstimated(f"first_pass_{min(running, MAX_LABELLED)}", f))
+        if (gap := self.service.slot_interval()) is not None:
+            self.events.emit(ServiceEstimated("slot_interval", gap))
 
     def limiter(self) -> CapacityLimiter:
         if self._limiter is None:

@@ -21,12 +21,14 @@ from fastapi import FastAPI
 from ragmend import __version__
 from ragmend.engine import Engine
 from ragmend.engine.collections import Collections
+from ragmend.instrumentation import EventLog, Events
 from ragmend.server.admin import admin_router
 from ragmend.server.admission import Admission
 from ragmend.server.answer_api import router as answer_router
 from ragmend.server.auth import BearerAuth
 from ragmend.server.body_limit import BodyLimit
 from ragmend.server.collections_api import collections_router
+from ragmend.server.events import ErrorAnswered
 from ragmend.server.feedback_api import Feedback, feedback_router
 from ragmend.server.handlers import install_handlers
 from ragmend.server.health_api import router as health_router
@@ -52,7 +54,7 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app. `load_on_start=False` leaves loading to the caller (engine.load()).
 
-    `metrics` defaults to a Metrics of this engine with its own registry (server/metrics.py).
+    `metrics` defaults to a Metrics of this engine with its own registry (server/metrics/).
     `config_path`: the file the settings came from (with `config_overrides`, the command line's):
     watched and reloaded on change and SIGHUP (server/reload.py). The settings in force are the
     engine's (`engine.settings`, replaced by a reload): auth reads its keys there at each request.
@@ -64,9 +66,12 @@ def create_app(
     collections = Collections(engine)
     feedback = Feedback(collections)  # the answers users may vote on (POST /v1/feedback)
     metrics = metrics or Metrics.for_engine(engine)
+    # What the engine, admission and the HTTP layer do is told as events: the metrics and the
+    # debug log are their handlers (ragmend/instrumentation.py).
+    events = Events((metrics, EventLog()))
     # Bounded concurrency and queue, and the request deadline, of the model-calling endpoints.
-    admission = Admission.from_settings(settings.server, metrics=metrics.admission())
-    reloader = ConfigReloader(config_path, engine, metrics, config_overrides) if config_path else None
+    admission = Admission.from_settings(settings.server, events=events)
+    reloader = ConfigReloader(config_path, engine, events, config_overrides) if config_path else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,17 +95,18 @@ def create_app(
     app.state.engine = engine
     app.state.collections = collections
     app.state.metrics = metrics
+    app.state.events = events
     app.state.admission = admission
     app.state.reloader = reloader
-    app.state.serving = AnswerServing(ServedModels(collections), metrics, feedback, admission)
-    _add_middleware(app, settings, engine, metrics)
-    install_handlers(app, metrics)
+    app.state.serving = AnswerServing(ServedModels(collections), events, feedback, admission)
+    _add_middleware(app, settings, engine, events)
+    install_handlers(app, events)
     app.include_router(health_router)  # /healthz, /readyz, /metrics
     app.include_router(answer_router)  # /v1/answer
     app.include_router(openai_router)  # /v1/chat/completions, /v1/models
     app.include_router(feedback_router(feedback))  # /v1/feedback
-    app.include_router(admin_router(engine, metrics, Path(config_path) if config_path else None))
-    app.include_router(collections_router(collections, metrics))  # /admin/collections
+    app.include_router(admin_router(engine, events, Path(config_path) if config_path else None))
+    app.include_router(collections_router(collections, events))  # /admin/collections
     return app
 
 
@@ -118,16 +124,16 @@ def _load(engine: Engine, collections: Collections) -> None:
         log.exception("opening a declared collection failed")
 
 
-def _add_middleware(app: FastAPI, settings: Settings, engine: Engine, metrics: Metrics) -> None:
+def _add_middleware(app: FastAPI, settings: Settings, engine: Engine, events: Events) -> None:
     # Added first, so innermost: a BaseHTTPMiddleware between it and the routes would wrap its 413
     # (raised while the body is read) in an ExceptionGroup, which FastAPI answers with a 400.
     def body_refused(status: int) -> None:
-        metrics.observe_error("payload_too_large" if status == 413 else "http", status=status)
+        events.emit(ErrorAnswered("payload_too_large" if status == 413 else "http", status))
 
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes, on_refusal=body_refused)
     # Outermost: a request without the key is refused before any body is read (server/auth.py).
     app.add_middleware(
         BearerAuth,
         server_settings=lambda: engine.settings.server,
-        on_refusal=lambda status: metrics.observe_error("auth", status=status),
+        on_refusal=lambda status: events.emit(ErrorAnswered("auth", status)),
     )

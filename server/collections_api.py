@@ -21,10 +21,10 @@ from starlette.datastructures import UploadFile
 from ragmend.engine.collection_registry import CollectionSpec
 from ragmend.engine.collections import Collections
 from ragmend.errors import InputError, PayloadTooLarge
+from ragmend.instrumentation import Events
 from ragmend.rag.documents import SourceDocument, parse_jsonl
 from ragmend.server.admin import admin_change
 from ragmend.server.mapping import collection_view, document_list, index_refresh
-from ragmend.server.metrics import Metrics
 from ragmend.server.schemas import (
     CollectionCreate,
     CollectionList,
@@ -83,7 +83,7 @@ async def _documents(request: Request, max_bytes: int) -> list[SourceDocument]:
     return docs
 
 
-def collections_router(collections: Collections, metrics: Metrics) -> APIRouter:
+def collections_router(collections: Collections, events: Events) -> APIRouter:
     router = APIRouter(prefix="/admin/collections", tags=["admin"])
 
     def model_name() -> str:
@@ -103,7 +103,7 @@ def collections_router(collections: Collections, metrics: Metrics) -> APIRouter:
         def create() -> CollectionView:
             return collection_view(collections.create(spec), model_name())
 
-        return await to_thread.run_sync(admin_change, metrics, "collection create", create)
+        return await to_thread.run_sync(admin_change, events, "collection create", create)
 
     @router.get("/{name}", summary="One collection")
     async def get_collection(name: str) -> CollectionView:
@@ -111,7 +111,7 @@ def collections_router(collections: Collections, metrics: Metrics) -> APIRouter:
 
     @router.delete("/{name}", status_code=204, summary="Delete a created collection and its data")
     async def delete_collection(name: str) -> None:
-        await to_thread.run_sync(admin_change, metrics, "collection delete", lambda: collections.delete(name))
+        await to_thread.run_sync(admin_change, events, "collection delete", lambda: collections.delete(name))
 
     @router.get("/{name}/documents", summary="The documents of a collection's current generation")
     async def list_documents(name: str) -> DocumentList:
@@ -135,7 +135,7 @@ def collections_router(collections: Collections, metrics: Metrics) -> APIRouter:
             log.info("admin: %d document(s) sent to %s: %s", len(docs), name, report.generation)
             return index_refresh(report)
 
-        return await to_thread.run_sync(admin_change, metrics, "documents add", add)
+        return await to_thread.run_sync(admin_change, events, "documents add", add)
 
     @router.delete("/{name}/documents", summary="Delete documents by id (?id=a&id=b)")
     async def delete_documents(
@@ -146,13 +146,13 @@ def collections_router(collections: Collections, metrics: Metrics) -> APIRouter:
             log.info("admin: %d document(s) deleted from %s: %s", len(ids), name, report.generation)
             return index_refresh(report)
 
-        return await to_thread.run_sync(admin_change, metrics, "documents delete", delete)
+        return await to_thread.run_sync(admin_change, events, "documents delete", delete)
 
     @router.post("/{name}/refresh", summary="Re-read the collection's own configured sources")
     async def refresh(name: str) -> IndexRefresh:
         def run() -> IndexRefresh:
             return index_refresh(collections.get(name).refresh_index())
 
-        return await to_thread.run_sync(admin_change, metrics, "collection refresh", run)
+        return await to_thread.run_sync(admin_change, events, "collection refresh", run)
 
     return router

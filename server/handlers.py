@@ -1,5 +1,5 @@
 """The app's exception handlers: every error answered in the API's shape (server/errors.py) and
-counted in the metrics."""
+told as an event (server/events.py ErrorAnswered)."""
 
 from __future__ import annotations
 
@@ -11,30 +11,31 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragmend.errors import RagmendError, describe_validation
+from ragmend.instrumentation import Events
 from ragmend.server.errors import error_response, exception_response
-from ragmend.server.metrics import Metrics
+from ragmend.server.events import ErrorAnswered
 
 log = logging.getLogger("ragmend.server")
 
 
-def install_handlers(app: FastAPI, metrics: Metrics) -> None:
+def install_handlers(app: FastAPI, events: Events) -> None:
     @app.exception_handler(Exception)
     async def unhandled_error(request: Request, exc: Exception) -> JSONResponse:
         # A bug, not bad input: logged with its traceback, counted, and answered in the API's shape
         # (the message names no internals).
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        metrics.observe_error("internal", status=500)
+        events.emit(ErrorAnswered("internal", 500))
         return error_response(500, "internal server error (logged)")
 
     @app.exception_handler(RagmendError)
     async def ragmend_error(request: Request, exc: RagmendError) -> JSONResponse:
-        metrics.observe_exception(exc, exc.http_status)
+        events.emit(ErrorAnswered.of_exception(exc, exc.http_status))
         return exception_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Starlette's own errors (404, 405, an unparsable body) in the same shape as ours.
-        metrics.observe_error("http", status=exc.status_code)
+        events.emit(ErrorAnswered("http", exc.status_code))
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if message == "There was an error parsing the body":
             message = "the request body is not valid UTF-8 JSON"
@@ -42,6 +43,6 @@ def install_handlers(app: FastAPI, metrics: Metrics) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        metrics.observe_error("validation", status=400)
+        events.emit(ErrorAnswered("validation", 400))
         message = describe_validation(exc, drop={"body"}, empty="body")
         return error_response(400, message or "invalid request", "invalid_request_error")

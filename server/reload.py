@@ -33,7 +33,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ragmend.errors import RagmendError
-from ragmend.server.metrics import Metrics
+from ragmend.instrumentation import Events
+from ragmend.server.events import ConfigChanged
 from ragmend.settings import ServerSettings, live_keys, load_settings
 
 if TYPE_CHECKING:
@@ -63,12 +64,12 @@ class ConfigReloader:
         self,
         path: Path | str,
         engine: Engine,
-        metrics: Metrics,
+        events: Events,
         overrides: Mapping[str, Any] | None = None,
     ):
         self.path = Path(path)
         self._engine = engine
-        self._metrics = metrics
+        self._events = events
         self._overrides = dict(overrides or {})  # what the command line set: it keeps winning
         self._reload_lock = threading.Lock()  # one reload at a time (file, signal, a caller)
         self._wake = threading.Event()
@@ -111,7 +112,7 @@ class ConfigReloader:
                     ", ".join(applied) if applied else "no tunable change",
                 )
                 result = ReloadResult(source, True, tuple(applied))
-            self._metrics.observe_config_change(source, result.ok)
+            self._events.emit(ConfigChanged(source, result.ok))
             self.last = result
             return result
 

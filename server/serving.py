@@ -8,7 +8,7 @@ the OpenAI-compatible one (/v1/chat/completions) share, kept on the app's state.
 
 `answer` admits the request (bounded concurrency and queue; a 503 before any work when it cannot
 finish in time, a 504 late), runs it in a worker thread, stops its work when the client
-disconnects, and in that thread observes it in the metrics and remembers it for a vote.
+disconnects, and in that thread tells the app's events what it did and remembers it for a vote.
 """
 
 from __future__ import annotations
@@ -24,20 +24,20 @@ from ragmend.cancel import Cancellation
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.presentation import Reading
+from ragmend.instrumentation import Events
 from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission
 from ragmend.server.deadline import client_timeout_s, until_disconnected
 from ragmend.server.feedback_api import Feedback
-from ragmend.server.metrics import Metrics
 from ragmend.server.served_models import ServedModels
 
 Asked = tuple[str, dict[str, Any] | None, tuple[Turn, ...]]  # query, overrides, history
 
 
 class AnswerServing:
-    def __init__(self, models: ServedModels, metrics: Metrics, feedback: Feedback, admission: Admission):
+    def __init__(self, models: ServedModels, events: Events, feedback: Feedback, admission: Admission):
         self.models = models
-        self.metrics = metrics
+        self.events = events
         self.feedback = feedback
         self.admission = admission
         self.started = int(time.time())  # the served models' `created`
@@ -60,10 +60,9 @@ class AnswerServing:
         response_id: str,
         on_text: Callable[[str], None] | None = None,
     ) -> Outcome:
-        """The engine's answer, observed and remembered, in the worker thread: observing may read
-        the policy's budgets, and a vote may follow the reply at once."""
-        outcome = engine.respond(query, overrides, history, on_text)
-        self.metrics.observe(outcome)
+        """The engine's answer, told to the events and remembered, in the worker thread: a vote
+        may follow the reply at once."""
+        outcome = engine.respond(query, overrides, history, on_text, events=self.events)
         self.feedback.remember(response_id, outcome)
         return outcome
 

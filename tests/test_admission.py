@@ -20,6 +20,7 @@ import pytest
 from ragmend import cancel
 from ragmend.engine import Engine
 from ragmend.errors import Cancelled, GeneratorTimeout, Overloaded, RequestTimeout
+from ragmend.instrumentation import Events
 from ragmend.models.generator import Generator
 from ragmend.models.registry import ModelRegistry
 from ragmend.server.admission import Admission
@@ -87,7 +88,7 @@ async def until(condition: Any, timeout_s: float = 10.0) -> None:
 
 def test_at_most_max_concurrency_work_at_once_and_the_rest_wait_in_order() -> None:
     metrics = Metrics(Settings(), nvml_status=lambda: "unavailable: test")
-    admission = Admission(2, 10, 30.0, metrics=metrics.admission())
+    admission = Admission(2, 10, 30.0, events=Events((metrics,)))
     gate = Gate()
     release = [threading.Event() for _ in range(6)]
 
@@ -147,7 +148,7 @@ def test_a_full_queue_is_refused_at_once_with_retry_after() -> None:
 
 def test_the_deadline_passing_in_the_queue_is_a_503_and_at_work_a_504_that_stops_the_work() -> None:
     metrics = Metrics(Settings(), nvml_status=lambda: "unavailable: test")
-    admission = Admission(1, 5, 0.3, metrics=metrics.admission())
+    admission = Admission(1, 5, 0.3, events=Events((metrics,)))
     gate = Gate()
 
     async def main() -> None:
@@ -189,7 +190,7 @@ def test_a_slot_freed_by_a_cancelled_request_goes_to_the_next_at_once() -> None:
 
 def test_a_client_that_goes_away_cancels_its_work_and_its_generator_seconds_are_wasted() -> None:
     metrics = Metrics(Settings(), nvml_status=lambda: "unavailable: test")
-    admission = Admission(1, 5, 30.0, metrics=metrics.admission())
+    admission = Admission(1, 5, 30.0, events=Events((metrics,)))
     seen: list[cancel.Cancellation] = []
 
     def work() -> Done:
@@ -219,7 +220,7 @@ def test_work_that_cannot_finish_in_time_is_refused_before_it_starts() -> None:
     service is refused on arrival, and one that would wait in the queue past its deadline too;
     each with a Retry-After, and neither started."""
     metrics = Metrics(Settings(), nvml_status=lambda: "unavailable: test")
-    admission = Admission(1, 10, 30.0, metrics=metrics.admission())
+    admission = Admission(1, 10, 30.0, events=Events((metrics,)))
     gate = Gate()
 
     def served(i: int) -> Done:
@@ -257,7 +258,7 @@ def test_work_that_cannot_finish_in_time_is_refused_before_it_starts() -> None:
 
 def test_a_request_whose_time_ran_short_in_the_queue_is_refused_at_its_slot() -> None:
     metrics = Metrics(Settings(), nvml_status=lambda: "unavailable: test")
-    admission = Admission(1, 10, 30.0, metrics=metrics.admission())
+    admission = Admission(1, 10, 30.0, events=Events((metrics,)))
     gate = Gate()
 
     async def main() -> None:

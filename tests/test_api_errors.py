@@ -93,7 +93,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with LiveServer(app) as live:
         srv = Server(live, app)
 
-        def respond(query: str, overrides: Any = None, history: Any = (), on_text: Any = None) -> Any:
+        def respond(
+            query: str, overrides: Any = None, history: Any = (), on_text: Any = None, events: Any = None
+        ) -> Any:
             srv.respond()
             raise AssertionError("every case raises")
 

@@ -24,9 +24,12 @@ from prometheus_client.samples import Sample
 
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import Cost
+from ragmend.actions.plans import PLAN_NAMES
 from ragmend.budgets import MB, Budgets
+from ragmend.diagnosis.question_form import QUESTION_KINDS
 from ragmend.diagnosis.types import (
     FAILURE_TYPES,
+    STAGES,
     AlternativeCheck,
     Diagnosis,
     EGCFeatures,
@@ -36,19 +39,23 @@ from ragmend.diagnosis.types import (
     Verdict,
 )
 from ragmend.engine import Engine
+from ragmend.engine import events as ev
+from ragmend.engine.events import emit_answer
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.engine.repair import SKIP_CODES, RepairSkip, RepairTrace
 from ragmend.engine.router import Route, Router
-from ragmend.errors import GeneratorError, ModelUnavailable, NotReady, PayloadTooLarge
-from ragmend.models.generation import TokenCount
+from ragmend.errors import METRIC_KINDS, GeneratorError, ModelUnavailable, NotReady, PayloadTooLarge
+from ragmend.instrumentation import Events
+from ragmend.models.generation import PURPOSES, TokenCount
+from ragmend.models.registry import ROLES
 from ragmend.policy import Policy
 from ragmend.policy.reward import compute_reward
 from ragmend.policy.store import MemoryStore
 from ragmend.policy.types import Decision
 from ragmend.rag.types import Answer, RAGConfig, StageTimings
-from ragmend.server import metrics as m
-from ragmend.server.admission import ESTIMATES
+from ragmend.server import events as sv
 from ragmend.server.app import create_app
+from ragmend.server.events import ConfigChanged, ErrorAnswered
 from ragmend.server.metrics import Metrics
 from ragmend.settings import COLLECTION_NAME, PolicySettings, Settings, load_settings, settings_with
 from tests.conftest import PARTS, REPO, LiveServer, sample_questions
@@ -57,53 +64,59 @@ DEPLOY = REPO / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "ragmend-budgets-and-repairs.json"
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 CHART = DEPLOY / "helm" / "ragmend"
-ACTIONS = m.Metrics(Settings()).actions
+ACTIONS = ev.ACTIONS
+OTHER = "other"
+
+
+def closed(values: Iterable[str]) -> tuple[str, ...]:
+    return (*values, OTHER)
+
 
 # The closed set every label of every family may take (label values outside it are a bug), keyed
 # by the family names the text parser gives (counters without _total).
 CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
-    ("ragmend_request_duration_seconds", "stage"): m.REQUEST_STAGES,
-    ("ragmend_answers", "pass"): m.PASSES,
-    ("ragmend_answers", "failure"): m.FAILURE_LABELS,
-    ("ragmend_failure_stages", "pass"): m.PASSES,
-    ("ragmend_answer_support", "pass"): m.PASSES,
-    ("ragmend_answer_p_unsupported", "pass"): m.PASSES,
-    ("ragmend_generator_tokens", "purpose"): m.PURPOSES,
-    ("ragmend_generator_tokens", "kind"): m.TOKEN_KINDS,
-    ("ragmend_failure_stages", "stage"): m.STAGE_LABELS,
-    ("ragmend_diagnosis_checks", "pass"): m.PASSES,
-    ("ragmend_diagnosis_checks", "check"): (*m.CHECKS, m.OTHER),
-    ("ragmend_repair_actions", "failure"): (*FAILURE_TYPES, m.OTHER),
-    ("ragmend_budget_violations", "budget"): (*m.BUDGETS, m.OTHER),
-    ("ragmend_repair_kept", "kept"): (*m.KEPT, m.OTHER),
-    ("ragmend_repairs_skipped", "reason"): m.SKIP_REASONS,
-    ("ragmend_policy_arm_score", "part"): m.SCORE_PARTS,
-    ("ragmend_memory_source", "source"): m.MEMORY_SOURCES,
-    ("ragmend_errors", "kind"): m.ERROR_KINDS,
-    ("ragmend_errors", "code_class"): m.CODE_CLASSES,
-    ("ragmend_model_errors", "role"): m.MODEL_ROLES,
-    ("ragmend_config_reloads", "result"): m.RELOAD_RESULTS,
-    ("ragmend_config_changes", "source"): (*m.CHANGE_SOURCES, m.OTHER),
-    ("ragmend_config_changes", "result"): m.CHANGE_RESULTS,
-    ("ragmend_nvml_status", "status"): m.NVML_STATES,
+    ("ragmend_request_duration_seconds", "stage"): ev.REQUEST_STAGES,
+    ("ragmend_answers", "pass"): ev.PASSES,
+    ("ragmend_answers", "failure"): closed((*FAILURE_TYPES, "undiagnosed", "not_judged")),
+    ("ragmend_failure_stages", "pass"): ev.PASSES,
+    ("ragmend_answer_support", "pass"): ev.PASSES,
+    ("ragmend_answer_p_unsupported", "pass"): ev.PASSES,
+    ("ragmend_generator_tokens", "purpose"): PURPOSES,
+    ("ragmend_generator_tokens", "kind"): ("prompt", "completion"),
+    ("ragmend_failure_stages", "stage"): closed((*STAGES, "undiagnosed", "not_judged")),
+    ("ragmend_diagnosis_checks", "pass"): ev.PASSES,
+    ("ragmend_diagnosis_checks", "check"): closed(ev.CHECKS),
+    ("ragmend_repair_actions", "failure"): closed(FAILURE_TYPES),
+    ("ragmend_budget_violations", "budget"): closed(("action_latency", "action_memory", "request")),
+    ("ragmend_repair_kept", "kept"): closed(("repaired", "original", "abstained")),
+    ("ragmend_repairs_skipped", "reason"): closed((*SKIP_CODES, "disabled")),
+    ("ragmend_policy_arm_score", "part"): ("score", "exploit", "explore"),
+    ("ragmend_memory_source", "source"): ("nvml", "rss", "unavailable"),
+    ("ragmend_errors", "kind"): closed((*METRIC_KINDS, "http", "validation", "auth", "internal")),
+    ("ragmend_errors", "code_class"): ("4xx", "5xx"),
+    ("ragmend_model_errors", "role"): closed((*ROLES, "rebel", "unknown")),
+    ("ragmend_config_reloads", "result"): ("success", "failure"),
+    ("ragmend_config_changes", "source"): closed(("admin", "file", "signal")),
+    ("ragmend_config_changes", "result"): ("ok", "error"),
+    ("ragmend_nvml_status", "status"): ("available", "unavailable"),
     ("ragmend_policy_info", "kind"): ("linucb", "lints", "beta_ts"),
     ("ragmend_policy_info", "mode"): ("learn", "frozen"),
     ("ragmend_policy_info", "reward_variant"): ("paper", "unweighted", "unconstrained"),
     ("ragmend_policy_info", "repair"): ("on", "off"),
-    ("ragmend_requests_refused", "at"): m.REFUSED_AT,
-    ("ragmend_requests_cancelled", "reason"): m.CANCEL_REASONS,
-    ("ragmend_requests_cancelled", "stopped_at"): m.STOPPED_AT,
+    ("ragmend_requests_refused", "at"): sv.REFUSED_AT,
+    ("ragmend_requests_cancelled", "reason"): sv.CANCEL_REASONS,
+    ("ragmend_requests_cancelled", "stopped_at"): sv.STOPPED_AT,
     ("ragmend_generator_request_seconds", "outcome"): ("answered", "wasted"),
-    ("ragmend_admission_predicted_seconds", "estimate"): ESTIMATES,
-    ("ragmend_router_plans", "plan"): m.PLAN_LABELS,
-    ("ragmend_router_plans", "kind"): m.KIND_LABELS,
-    ("ragmend_router_plans", "chosen_by"): m.CHOSEN_BY,
-    ("ragmend_router_first_pass_seconds", "plan"): m.PLAN_LABELS,
-    ("ragmend_router_reward", "plan"): m.PLAN_LABELS,
-    ("ragmend_router_plan_score", "plan"): m.PLAN_LABELS,
-    ("ragmend_router_plan_score", "part"): m.SCORE_PARTS,
-    ("ragmend_router_plan_pulls", "plan"): m.PLAN_LABELS,
-    ("ragmend_router_plan_mean_reward", "plan"): m.PLAN_LABELS,
+    ("ragmend_admission_predicted_seconds", "estimate"): sv.ESTIMATES,
+    ("ragmend_router_plans", "plan"): closed((*PLAN_NAMES, "configured")),
+    ("ragmend_router_plans", "kind"): closed(QUESTION_KINDS),
+    ("ragmend_router_plans", "chosen_by"): ("router", "request", "off", "nothing_fits"),
+    ("ragmend_router_first_pass_seconds", "plan"): closed((*PLAN_NAMES, "configured")),
+    ("ragmend_router_reward", "plan"): closed((*PLAN_NAMES, "configured")),
+    ("ragmend_router_plan_score", "plan"): closed((*PLAN_NAMES, "configured")),
+    ("ragmend_router_plan_score", "part"): ("score", "exploit", "explore"),
+    ("ragmend_router_plan_pulls", "plan"): closed((*PLAN_NAMES, "configured")),
+    ("ragmend_router_plan_mean_reward", "plan"): closed((*PLAN_NAMES, "configured")),
 }
 ACTION_LABELLED = {
     "ragmend_repair_actions",
@@ -245,6 +258,11 @@ def value(text: str, name: str, **labels: str) -> float:
     )
 
 
+def observe(metrics: Metrics, outcome: Outcome) -> None:
+    """What the engine tells of an answered request (engine/events.py), handled by `metrics`."""
+    emit_answer(Events((metrics,)), outcome, Settings().policy.request_latency_budget_s)
+
+
 def scrape(metrics: Metrics) -> str:
     return metrics.exposition().decode()
 
@@ -260,14 +278,14 @@ def metrics() -> Metrics:
 
 def test_each_metrics_object_has_its_own_registry() -> None:
     a, b = Metrics(Settings()), Metrics(Settings())
-    a.observe(Outcome(answer(), diagnosis(), seconds=3.5))
+    observe(a, Outcome(answer(), diagnosis(), seconds=3.5))
     assert value(scrape(a), "ragmend_answers_total", failure="NoFailure") == 2  # first + final
     assert value(scrape(b), "ragmend_answers_total") == 0
     assert not [n for n in REGISTRY._names_to_collectors if n.startswith("ragmend_")]
 
 
 def test_an_answer_without_failure(metrics: Metrics) -> None:
-    metrics.observe(Outcome(answer(), diagnosis(seconds=0.4), seconds=3.5))
+    observe(metrics, Outcome(answer(), diagnosis(seconds=0.4), seconds=3.5))
     text = scrape(metrics)
     assert value(text, "ragmend_answers_total", **{"pass": "first", "failure": "NoFailure"}) == 1
     assert value(text, "ragmend_answers_total", **{"pass": "final", "failure": "NoFailure"}) == 1
@@ -285,8 +303,8 @@ def test_an_answer_without_failure(metrics: Metrics) -> None:
 
 
 def test_answer_support_per_pass_and_none_without_claims(metrics: Metrics) -> None:
-    metrics.observe(Outcome(answer(), diagnosis(support=0.82), seconds=1.0))
-    metrics.observe(Outcome(answer(), diagnosis(support=None), seconds=1.0))  # an abstention
+    observe(metrics, Outcome(answer(), diagnosis(support=0.82), seconds=1.0))
+    observe(metrics, Outcome(answer(), diagnosis(support=None), seconds=1.0))  # an abstention
     text = scrape(metrics)
     for p in ("first", "final"):
         assert value(text, "ragmend_answer_support_count", **{"pass": p}) == 1
@@ -296,8 +314,8 @@ def test_answer_support_per_pass_and_none_without_claims(metrics: Metrics) -> No
 
 
 def test_the_verdict_probability_is_observed_per_pass(metrics: Metrics) -> None:
-    metrics.observe(Outcome(answer(), diagnosis("WR", p_unsupported=0.73), seconds=1.0))
-    metrics.observe(Outcome(answer(), diagnosis(), seconds=1.0))  # no verdict model: not observed
+    observe(metrics, Outcome(answer(), diagnosis("WR", p_unsupported=0.73), seconds=1.0))
+    observe(metrics, Outcome(answer(), diagnosis(), seconds=1.0))  # no verdict model: not observed
     text = scrape(metrics)
     for p in ("first", "final"):
         assert value(text, "ragmend_answer_p_unsupported_count", **{"pass": p}) == 1
@@ -314,14 +332,14 @@ def test_the_checks_that_found_against_an_answer_are_counted(metrics: Metrics) -
     off = replace(
         diagnosis("WR"), off_question="kind", alternatives=pick, kg=KGSignal("conflict", (conflict,))
     )
-    metrics.observe(Outcome(answer(), off, seconds=1.0))
+    observe(metrics, Outcome(answer(), off, seconds=1.0))
     passed = replace(diagnosis(), kg=KGSignal("consistent", (entailed,)))
-    metrics.observe(Outcome(answer(), passed, seconds=1.0))
+    observe(metrics, Outcome(answer(), passed, seconds=1.0))
     # The verdict's rules count; its score is no check.
     scored = diagnosis("WR", p_unsupported=0.7)
     assert scored.verdict is not None
     unbacked = replace(scored, verdict=replace(scored.verdict, unsupported_by=("score", "unbacked")))
-    metrics.observe(Outcome(answer(), unbacked, seconds=1.0))
+    observe(metrics, Outcome(answer(), unbacked, seconds=1.0))
     text = scrape(metrics)
     for check in ("kind", "alternatives", "unbacked", "graph_conflict", "graph_entailed"):
         assert value(text, "ragmend_diagnosis_checks_total", **{"pass": "first", "check": check}) == 1, check
@@ -333,7 +351,7 @@ def test_the_checks_that_found_against_an_answer_are_counted(metrics: Metrics) -
 
 def test_a_repair_records_action_cost_reward_and_outcome(metrics: Metrics) -> None:
     outcome = repaired_outcome(seconds=9.0, action="depth", failure="IE", latency_s=4.0, memory_bytes=2 * MB)
-    metrics.observe(outcome)
+    observe(metrics, outcome)
     text = scrape(metrics)
     assert value(text, "ragmend_answers_total", **{"pass": "first", "failure": "IE"}) == 1
     assert value(text, "ragmend_answers_total", **{"pass": "final", "failure": "NoFailure"}) == 1
@@ -360,7 +378,8 @@ def test_a_repair_records_action_cost_reward_and_outcome(metrics: Metrics) -> No
 
 
 def test_unmeasured_memory_and_a_failed_repair(metrics: Metrics) -> None:
-    metrics.observe(repaired_outcome(memory_bytes=None, source="unavailable", success=False, kept="original"))
+    unmeasured = repaired_outcome(memory_bytes=None, source="unavailable", success=False, kept="original")
+    observe(metrics, unmeasured)
     text = scrape(metrics)
     assert value(text, "ragmend_action_memory_bytes_count") == 0  # never an invented number
     assert value(text, "ragmend_memory_source", source="unavailable") == 1
@@ -372,15 +391,15 @@ def test_unmeasured_memory_and_a_failed_repair(metrics: Metrics) -> None:
 def test_budget_violations_by_budget_and_the_request_counted_once(metrics: Metrics) -> None:
     budget = Settings().policy.request_latency_budget_s
     over = ("action_latency", "action_memory", "request")
-    metrics.observe(
-        repaired_outcome(seconds=budget + 5, latency_s=13.0, memory_bytes=8 * MB, over_budget=over)
+    observe(
+        metrics, repaired_outcome(seconds=budget + 5, latency_s=13.0, memory_bytes=8 * MB, over_budget=over)
     )
     text = scrape(metrics)
     for b in over:
         assert value(text, "ragmend_budget_violations_total", budget=b) == 1, b
     # A request without repair over the end-to-end budget is a violation too.
-    metrics.observe(Outcome(answer(generate_s=budget), diagnosis(), seconds=budget + 1))
-    metrics.observe(Outcome(answer(), diagnosis(), seconds=budget - 1))
+    observe(metrics, Outcome(answer(generate_s=budget), diagnosis(), seconds=budget + 1))
+    observe(metrics, Outcome(answer(), diagnosis(), seconds=budget - 1))
     assert value(scrape(metrics), "ragmend_budget_violations_total", budget="request") == 2
 
 
@@ -393,8 +412,8 @@ def test_skips_are_classified_and_undiagnosed_answers_labelled(metrics: Metrics)
         None,  # the answer failed and policy.repair is off
     ]
     for skip in skips:
-        metrics.observe(Outcome(answer(), failed, repair=skip, seconds=5.0))
-    metrics.observe(Outcome(answer(), None, seconds=4.0))  # diagnosis.enabled off
+        observe(metrics, Outcome(answer(), failed, repair=skip, seconds=5.0))
+    observe(metrics, Outcome(answer(), None, seconds=4.0))  # diagnosis.enabled off
     text = scrape(metrics)
     for reason in ("request_budget_spent", "no_feasible_action", "other", "disabled"):
         assert value(text, "ragmend_repairs_skipped_total", reason=reason) == 1, reason
@@ -404,13 +423,13 @@ def test_skips_are_classified_and_undiagnosed_answers_labelled(metrics: Metrics)
 
 
 def test_errors_by_kind_status_class_and_model_role(metrics: Metrics) -> None:
-    metrics.observe_exception(GeneratorError("generator 'x' failed"), 502)
-    metrics.observe_exception(ModelUnavailable("NLI model file missing"), 503)
-    metrics.observe_exception(NotReady("loading"), 503)
-    metrics.observe_exception(PayloadTooLarge("too big"), 413)
-    metrics.observe_exception(RuntimeError("boom"), 500)
-    metrics.observe_error("validation", status=400)
-    metrics.observe_error("made-up kind", status=500, role="made-up role")
+    metrics.handle(ErrorAnswered.of_exception(GeneratorError("generator 'x' failed"), 502))
+    metrics.handle(ErrorAnswered.of_exception(ModelUnavailable("NLI model file missing"), 503))
+    metrics.handle(ErrorAnswered.of_exception(NotReady("loading"), 503))
+    metrics.handle(ErrorAnswered.of_exception(PayloadTooLarge("too big"), 413))
+    metrics.handle(ErrorAnswered.of_exception(RuntimeError("boom"), 500))
+    metrics.handle(ErrorAnswered("validation", 400))
+    metrics.handle(ErrorAnswered("made-up kind", 500, "made-up role"))
     text = scrape(metrics)
     expected = {
         ("generator", "5xx"): 1,
@@ -426,15 +445,15 @@ def test_errors_by_kind_status_class_and_model_role(metrics: Metrics) -> None:
     assert value(text, "ragmend_model_errors_total", role="generator") == 1
     assert value(text, "ragmend_model_errors_total", role="unknown") == 1
     assert value(text, "ragmend_model_errors_total", role="other") == 1
-    metrics.observe_reload(True)
-    metrics.observe_reload(False)
+    metrics.handle(ConfigChanged("signal", True))  # a SIGHUP's reload counts as a reload
+    metrics.handle(ConfigChanged("signal", False))
     text = scrape(metrics)
     assert value(text, "ragmend_config_reloads_total", result="success") == 1
     assert value(text, "ragmend_config_reloads_total", result="failure") == 1
-    metrics.observe_config_change("admin", True)
-    metrics.observe_config_change("file", False)  # a reload from the file counts as a reload too
-    metrics.observe_config_change("made-up source", True)
-    metrics.observe_error("auth", status=401)
+    metrics.handle(ConfigChanged("admin", True))
+    metrics.handle(ConfigChanged("file", False))  # a reload from the file counts as a reload too
+    metrics.handle(ConfigChanged("made-up source", True))
+    metrics.handle(ErrorAnswered("auth", 401))
     text = scrape(metrics)
     assert value(text, "ragmend_config_changes_total", source="admin", result="ok") == 1
     assert value(text, "ragmend_config_changes_total", source="file", result="error") == 1
@@ -449,7 +468,7 @@ def test_generator_tokens_by_purpose(metrics: Metrics) -> None:
         "repair": TokenCount(650, 18, 1),
         "made_up": TokenCount(5, 1, 1),  # not a purpose: counted as other
     }
-    metrics.observe(dataclasses.replace(repaired_outcome(), usage=usage))
+    observe(metrics, dataclasses.replace(repaired_outcome(), usage=usage))
     text = scrape(metrics)
     assert value(text, "ragmend_generator_tokens_total", purpose="answer", kind="prompt") == 600
     assert value(text, "ragmend_generator_tokens_total", purpose="repair", kind="completion") == 18
@@ -460,8 +479,8 @@ def test_generator_tokens_by_purpose(metrics: Metrics) -> None:
 def test_label_values_stay_in_their_closed_sets(metrics: Metrics) -> None:
     query = 'Who wrote "x"} 1\nragmend_injected_total 99 #'
     odd = repaired_outcome(action="made_up_action", failure="XX", over_budget=("gpu_budget",))
-    metrics.observe(odd)
-    metrics.observe(Outcome(answer(query=query), diagnosis("YY", "somewhere"), seconds=2.0))
+    observe(metrics, odd)
+    observe(metrics, Outcome(answer(query=query), diagnosis("YY", "somewhere"), seconds=2.0))
     text = scrape(metrics)
     assert "made_up_action" not in text and "injected" not in text and "Who wrote" not in text
     assert value(text, "ragmend_repair_actions_total", failure="other", action="other") == 1
@@ -539,7 +558,7 @@ def assert_closed_label_sets(text: str) -> None:
                     assert v == "default" or re.fullmatch(COLLECTION_NAME, v), f"{name}{{{label}={v!r}}}"
                     continue
                 if label == "action" and name in ACTION_LABELLED:
-                    allowed: Iterable[str] = (*ACTIONS, m.OTHER)
+                    allowed: Iterable[str] = (*ACTIONS, OTHER)
                 else:
                     assert (name, label) in CLOSED, f"{name}{{{label}}} has no closed set"
                     allowed = CLOSED[(name, label)]
@@ -606,7 +625,8 @@ def test_metrics_over_http_after_a_real_answer(live_server: LiveServer) -> None:
         assert value(after, "ragmend_memory_source", source=repair["cost"]["memory_source"]) == 1
     elif repair is not None:
         # The reply shows the sentence; the metric counts the skip's code: exactly one of them.
-        assert sum(delta("ragmend_repairs_skipped_total", reason=r) for r in m.SKIP_REASONS) == 1
+        reasons = CLOSED[("ragmend_repairs_skipped", "reason")]
+        assert sum(delta("ragmend_repairs_skipped_total", reason=r) for r in reasons) == 1
     # Every generator call's tokens, by purpose: the reply's usage, counted once.
     for purpose, used in body["usage"]["by_purpose"].items():
         for kind in ("prompt", "completion"):
@@ -643,7 +663,7 @@ def test_metrics_of_a_server_still_loading(engine: Engine) -> None:
 
 
 def test_a_metrics_fault_never_fails_the_request(metrics: Metrics) -> None:
-    metrics.observe(Outcome(None, None))  # type: ignore[arg-type]  # not an Outcome the engine makes
+    observe(metrics, Outcome(None, None))  # type: ignore[arg-type]  # not an Outcome the engine makes
     assert value(scrape(metrics), "ragmend_answers_total") == 0
 
 
@@ -666,9 +686,9 @@ def full_exposition() -> str:
         index_generation=lambda: "gen-000001",
         nvml_status=lambda: "unavailable: test",
     )
-    metrics.observe(repaired_outcome(over_budget=("action_latency",)))
-    metrics.observe_exception(GeneratorError("x"), 502)
-    metrics.observe_reload(True)
+    observe(metrics, repaired_outcome(over_budget=("action_latency",)))
+    metrics.handle(ErrorAnswered.of_exception(GeneratorError("x"), 502))
+    metrics.handle(ConfigChanged("file", True))
     return scrape(metrics)
 
 

@@ -9,7 +9,8 @@ corpus with the tiny generator in both roles, the router and the repair policy f
 no pass overruns (so no decision depends on a measured time), answered over real HTTP:
 /v1/answer, /v1/chat/completions plain, streamed and verified first,
 /v1/models, /healthz, /readyz and the error paths (an invalid body, an unknown model, a body over
-the limit, bad JSON).
+the limit, bad JSON); last, GET /metrics: every series by name and labels, with the value of each
+counter and each histogram's count (what a time or a learned score decides is masked).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def requests(model: str) -> list[tuple[str, str, str, Any]]:
         ("error: unknown model", "POST", "/v1/chat/completions", {**chat, "model": "no-such-model"}),
         ("error: bad json", "POST", "/v1/answer", b"{not json"),
         ("error: too large", "POST", "/v1/answer", b'{"query": "' + b"x" * 2_000_000 + b'"}'),
+        ("metrics", "GET", "/metrics", None),
     ]
 
 
@@ -136,6 +138,26 @@ def _exchange(url: str, name: str, method: str, path: str, body: Any) -> dict[st
         received: Any = [e if e == "[DONE]" else masked(json.loads(e)) for e in events]
     elif kind == "application/json":
         received = masked(r.json())
+    elif path == "/metrics":
+        received = exposed_series(r.text)
     else:
-        received = r.text if path != "/metrics" else "<metrics>"
+        received = r.text
     return {"name": name, "status": r.status_code, "content_type": kind, "body": received}
+
+
+# Series whose values no time or learned score decides: counts of requests, answers and repairs.
+COUNTED = re.compile(r"(_total|_count)$")
+
+
+def exposed_series(text: str) -> list[str]:
+    """Every sample of a Prometheus exposition as `name{labels} value`, sorted; the value masked
+    unless the sample is a counter or a histogram's count (and not a time)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    lines = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()) if k != "version")
+            counted = COUNTED.search(s.name) and "seconds" not in s.name
+            lines.append(f"{s.name}{{{labels}}} {s.value if counted else '<masked>'}")
+    return sorted(lines)
