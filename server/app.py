@@ -22,14 +22,15 @@ from ragmend import __version__
 from ragmend.engine import Engine
 from ragmend.engine.collections import Collections
 from ragmend.instrumentation import EventLog, Events
-from ragmend.server.admin import admin_router
+from ragmend.server.admin import router as admin_router
 from ragmend.server.admission import Admission
 from ragmend.server.answer_api import router as answer_router
 from ragmend.server.auth import BearerAuth
 from ragmend.server.body_limit import BodyLimit
-from ragmend.server.collections_api import collections_router
+from ragmend.server.collections_api import router as collections_router
 from ragmend.server.events import ErrorAnswered
-from ragmend.server.feedback_api import Feedback, feedback_router
+from ragmend.server.feedback_api import Feedback
+from ragmend.server.feedback_api import router as feedback_router
 from ragmend.server.handlers import install_handlers
 from ragmend.server.health_api import router as health_router
 from ragmend.server.lifecycle import shut_down
@@ -98,15 +99,17 @@ def create_app(
     app.state.events = events
     app.state.admission = admission
     app.state.reloader = reloader
+    app.state.feedback = feedback
+    app.state.config_file = Path(config_path) if config_path else None
     app.state.serving = AnswerServing(ServedModels(collections), events, feedback, admission)
     _add_middleware(app, settings, engine, events)
     install_handlers(app, events)
     app.include_router(health_router)  # /healthz, /readyz, /metrics
     app.include_router(answer_router)  # /v1/answer
     app.include_router(openai_router)  # /v1/chat/completions, /v1/models
-    app.include_router(feedback_router(feedback))  # /v1/feedback
-    app.include_router(admin_router(engine, events, Path(config_path) if config_path else None))
-    app.include_router(collections_router(collections, events))  # /admin/collections
+    app.include_router(feedback_router)  # /v1/feedback
+    app.include_router(admin_router)  # /admin/policy, /admin/index, /admin/config
+    app.include_router(collections_router)  # /admin/collections
     return app
 
 

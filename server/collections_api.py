@@ -21,7 +21,6 @@ from starlette.datastructures import UploadFile
 from ragmend.engine.collection_registry import CollectionSpec
 from ragmend.engine.collections import Collections
 from ragmend.errors import InputError, PayloadTooLarge
-from ragmend.instrumentation import Events
 from ragmend.rag.documents import SourceDocument, parse_jsonl
 from ragmend.server.admin import admin_change
 from ragmend.server.mapping import collection_view, document_list, index_refresh
@@ -32,6 +31,7 @@ from ragmend.server.schemas import (
     DocumentList,
     IndexRefresh,
 )
+from ragmend.server.state import CollectionsDep, EventsDep
 
 log = logging.getLogger("ragmend.admin")
 
@@ -83,76 +83,90 @@ async def _documents(request: Request, max_bytes: int) -> list[SourceDocument]:
     return docs
 
 
-def collections_router(collections: Collections, events: Events) -> APIRouter:
-    router = APIRouter(prefix="/admin/collections", tags=["admin"])
+router = APIRouter(prefix="/admin/collections", tags=["admin"])
 
-    def model_name() -> str:
-        return collections.default.settings.server.model_name
 
-    def view(name: str) -> CollectionView:
-        return collection_view(collections.info(name), model_name())
+def _model_name(collections: Collections) -> str:
+    return collections.default.settings.server.model_name
 
-    @router.get("", summary="Every collection: the default corpus, declared and created ones")
-    async def list_collections() -> CollectionList:
-        return await to_thread.run_sync(lambda: CollectionList(data=[view(n) for n in collections]))
 
-    @router.post("", status_code=201, summary="Create a collection (built from its sources, if any)")
-    async def create_collection(body: CollectionCreate) -> CollectionView:
-        spec = CollectionSpec(body.name, tuple(Path(p) for p in body.sources), body.policy)
+def _view(collections: Collections, name: str) -> CollectionView:
+    return collection_view(collections.info(name), _model_name(collections))
 
-        def create() -> CollectionView:
-            return collection_view(collections.create(spec), model_name())
 
-        return await to_thread.run_sync(admin_change, events, "collection create", create)
+@router.get("", summary="Every collection: the default corpus, declared and created ones")
+async def list_collections(collections: CollectionsDep) -> CollectionList:
+    return await to_thread.run_sync(lambda: CollectionList(data=[_view(collections, n) for n in collections]))
 
-    @router.get("/{name}", summary="One collection")
-    async def get_collection(name: str) -> CollectionView:
-        return await to_thread.run_sync(view, name)
 
-    @router.delete("/{name}", status_code=204, summary="Delete a created collection and its data")
-    async def delete_collection(name: str) -> None:
-        await to_thread.run_sync(admin_change, events, "collection delete", lambda: collections.delete(name))
+@router.post("", status_code=201, summary="Create a collection (built from its sources, if any)")
+async def create_collection(
+    body: CollectionCreate, collections: CollectionsDep, events: EventsDep
+) -> CollectionView:
+    spec = CollectionSpec(body.name, tuple(Path(p) for p in body.sources), body.policy)
 
-    @router.get("/{name}/documents", summary="The documents of a collection's current generation")
-    async def list_documents(name: str) -> DocumentList:
-        def read() -> DocumentList:
-            engine = collections.get(name)
-            return document_list(name, engine.store.current_generation(), engine.documents())
+    def create() -> CollectionView:
+        return collection_view(collections.create(spec), _model_name(collections))
 
-        return await to_thread.run_sync(read)
+    return await to_thread.run_sync(admin_change, events, "collection create", create)
 
-    @router.post(
-        "/{name}/documents",
-        summary="Add or replace documents (JSONL body or upload); the others are kept",
-        openapi_extra=_DOCUMENTS_BODY,
-    )
-    async def add_documents(name: str, request: Request) -> IndexRefresh:
-        engine = await to_thread.run_sync(collections.get, name)  # 404 before the body is read
-        docs = await _documents(request, engine.settings.rag.max_file_bytes)
 
-        def add() -> IndexRefresh:
-            report = collections.upsert_documents(name, docs)
-            log.info("admin: %d document(s) sent to %s: %s", len(docs), name, report.generation)
-            return index_refresh(report)
+@router.get("/{name}", summary="One collection")
+async def get_collection(name: str, collections: CollectionsDep) -> CollectionView:
+    return await to_thread.run_sync(_view, collections, name)
 
-        return await to_thread.run_sync(admin_change, events, "documents add", add)
 
-    @router.delete("/{name}/documents", summary="Delete documents by id (?id=a&id=b)")
-    async def delete_documents(
-        name: str, ids: Annotated[list[str], Query(alias="id", min_length=1)]
-    ) -> IndexRefresh:
-        def delete() -> IndexRefresh:
-            report = collections.upsert_documents(name, [], delete=ids)
-            log.info("admin: %d document(s) deleted from %s: %s", len(ids), name, report.generation)
-            return index_refresh(report)
+@router.delete("/{name}", status_code=204, summary="Delete a created collection and its data")
+async def delete_collection(name: str, collections: CollectionsDep, events: EventsDep) -> None:
+    await to_thread.run_sync(admin_change, events, "collection delete", lambda: collections.delete(name))
 
-        return await to_thread.run_sync(admin_change, events, "documents delete", delete)
 
-    @router.post("/{name}/refresh", summary="Re-read the collection's own configured sources")
-    async def refresh(name: str) -> IndexRefresh:
-        def run() -> IndexRefresh:
-            return index_refresh(collections.get(name).refresh_index())
+@router.get("/{name}/documents", summary="The documents of a collection's current generation")
+async def list_documents(name: str, collections: CollectionsDep) -> DocumentList:
+    def read() -> DocumentList:
+        engine = collections.get(name)
+        return document_list(name, engine.store.current_generation(), engine.documents())
 
-        return await to_thread.run_sync(admin_change, events, "collection refresh", run)
+    return await to_thread.run_sync(read)
 
-    return router
+
+@router.post(
+    "/{name}/documents",
+    summary="Add or replace documents (JSONL body or upload); the others are kept",
+    openapi_extra=_DOCUMENTS_BODY,
+)
+async def add_documents(
+    name: str, request: Request, collections: CollectionsDep, events: EventsDep
+) -> IndexRefresh:
+    engine = await to_thread.run_sync(collections.get, name)  # 404 before the body is read
+    docs = await _documents(request, engine.settings.rag.max_file_bytes)
+
+    def add() -> IndexRefresh:
+        report = collections.upsert_documents(name, docs)
+        log.info("admin: %d document(s) sent to %s: %s", len(docs), name, report.generation)
+        return index_refresh(report)
+
+    return await to_thread.run_sync(admin_change, events, "documents add", add)
+
+
+@router.delete("/{name}/documents", summary="Delete documents by id (?id=a&id=b)")
+async def delete_documents(
+    name: str,
+    ids: Annotated[list[str], Query(alias="id", min_length=1)],
+    collections: CollectionsDep,
+    events: EventsDep,
+) -> IndexRefresh:
+    def delete() -> IndexRefresh:
+        report = collections.upsert_documents(name, [], delete=ids)
+        log.info("admin: %d document(s) deleted from %s: %s", len(ids), name, report.generation)
+        return index_refresh(report)
+
+    return await to_thread.run_sync(admin_change, events, "documents delete", delete)
+
+
+@router.post("/{name}/refresh", summary="Re-read the collection's own configured sources")
+async def refresh(name: str, collections: CollectionsDep, events: EventsDep) -> IndexRefresh:
+    def run() -> IndexRefresh:
+        return index_refresh(collections.get(name).refresh_index())
+
+    return await to_thread.run_sync(admin_change, events, "collection refresh", run)

@@ -8,9 +8,10 @@ response id before it is sent; a vote names that id. Authenticated like the answ
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 
 from anyio import to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 
 from ragmend.engine.collections import Collections
 from ragmend.engine.outcome import Outcome
@@ -62,21 +63,27 @@ class Feedback:
             self._ledger.close()
 
 
-def feedback_router(feedback: Feedback) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["Feedback"])
+def feedback_of(request: Request) -> Feedback:
+    """FastAPI dependency: the app's Feedback (set by create_app)."""
+    feedback: Feedback = request.app.state.feedback
+    return feedback
 
-    @router.post(
-        "/feedback",
-        response_model=FeedbackResponse,
-        summary="Vote on an answer (score 0-1 or thumbs up/down): a delayed reward for its repair",
-        responses={
-            400: {"model": ErrorResponse, "description": "Not a vote: the message names the field."},
-            404: {"model": ErrorResponse, "description": "No answer with this id is known."},
-            409: {"model": ErrorResponse, "description": "The answer already has another vote."},
-            410: {"model": ErrorResponse, "description": "The answer is past policy.feedback_ttl_s."},
-        },
-    )
-    async def post_feedback(body: FeedbackRequest) -> FeedbackResponse:
-        return await to_thread.run_sync(feedback.vote, body)
 
-    return router
+router = APIRouter(prefix="/v1", tags=["Feedback"])
+
+
+@router.post(
+    "/feedback",
+    response_model=FeedbackResponse,
+    summary="Vote on an answer (score 0-1 or thumbs up/down): a delayed reward for its repair",
+    responses={
+        400: {"model": ErrorResponse, "description": "Not a vote: the message names the field."},
+        404: {"model": ErrorResponse, "description": "No answer with this id is known."},
+        409: {"model": ErrorResponse, "description": "The answer already has another vote."},
+        410: {"model": ErrorResponse, "description": "The answer is past policy.feedback_ttl_s."},
+    },
+)
+async def post_feedback(
+    body: FeedbackRequest, feedback: Annotated[Feedback, Depends(feedback_of)]
+) -> FeedbackResponse:
+    return await to_thread.run_sync(feedback.vote, body)
