@@ -497,6 +497,30 @@ def bench_judge(
     run(work)
 
 
+@bench_app.command("check")
+def bench_check(
+    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    limit: Annotated[
+        int | None, typer.Option(help="RAGTruth TEST responses (a fixed sample; default all 2,598).")
+    ] = None,
+    batch: Annotated[int, typer.Option(help="Answers per /v1/diagnose/batch request.")] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """POST /v1/diagnose on RAGTruth TEST: the same verdicts as the in-process diagnoser (bench
+    detect's call), and seconds per answer single and batched, over a real server.
+
+    Example: ragmend bench check --limit 300 --json
+    """
+    from ragmend.bench.speed.check import run_check_bench
+
+    def work() -> None:
+        settings()  # the configuration is valid before the server starts on it
+        result = run_check_bench(Invocation.config, data_root, limit, batch, log=lambda m: err.print(m))
+        show(result, as_json)
+
+    run(work)
+
+
 @bench_app.command("startup")
 def bench_startup(
     runs: Annotated[int, typer.Option(help="Server starts to time.")] = 3,

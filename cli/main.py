@@ -17,6 +17,7 @@ from ragmend.cli.bench import bench_app
 from ragmend.cli.common import Invocation, err, make_engine, out, progress_bar, run, settings, show
 from ragmend.cli.config import config_app
 from ragmend.cli.db import db_app
+from ragmend.cli.diagnose import diagnose
 from ragmend.cli.eval import evaluate
 from ragmend.cli.nli import nli_app
 from ragmend.cli.policy import policy_app
@@ -38,6 +39,7 @@ app.add_typer(nli_app, name="nli")
 app.add_typer(policy_app, name="policy")
 app.add_typer(verdict_app, name="verdict")
 app.command()(train)
+app.command()(diagnose)
 app.command("eval")(evaluate)
 app.command(
     "study",

@@ -6,6 +6,7 @@ is answered, so a request that fails or is cancelled is told by the server's eve
     RepairRan         a repair pass: its action, cost, reward, what it left (one or two per request)
     RepairSkipped     a failed answer that got no repair, and why
     RequestAnswered   the request's stage times, its generator tokens, its budget
+    AnswerChecked     an answer ragmend did not write, diagnosed (/v1/diagnose, engine/checking.py)
 
 Each field that a metric uses as a label takes its values from the closed set named beside it
 here; those sets are what the metrics declare their labels with (server/metrics/).
@@ -66,6 +67,7 @@ KINDS = QUESTION_KINDS
 CHOSEN_BY: tuple[ChosenBy, ...] = get_args(ChosenBy)
 TOKEN_PURPOSES = PURPOSES
 TOKEN_KINDS = ("prompt", "completion")
+CHECK_VERDICTS = ("supported", "unsupported", "not_judged")
 
 
 # --- the events -------------------------------------------------------------------------------------
@@ -127,6 +129,17 @@ class RequestAnswered(Event):
     stage_seconds: tuple[tuple[str, float], ...]  # (REQUEST_STAGES, seconds) of the stages measured
     tokens: tuple[tuple[str, int, int], ...]  # (TOKEN_PURPOSES, prompt, completion) per purpose
     over_request_budget: bool  # the whole request outran policy.request_latency_budget_s
+
+
+@dataclass(frozen=True)
+class AnswerChecked(Event):
+    verdict: str  # CHECK_VERDICTS: unsupported when the diagnosis finds a failure
+    seconds: float  # the check: retrieval (when it retrieved) and diagnosis
+
+
+def checked_event(d: Diagnosis, seconds: float) -> AnswerChecked:
+    verdict = "not_judged" if not d.judged else "unsupported" if d.failed else "supported"
+    return AnswerChecked(verdict, seconds)
 
 
 # --- an Outcome as events -----------------------------------------------------------------------------

@@ -708,6 +708,20 @@ class ServerSettings(_Section):
     model_name: str = Field(
         "ragmend", min_length=1, description="The model id the OpenAI-compatible API serves and accepts."
     )
+    check_max_answer_chars: int = Field(
+        20_000, ge=1, description="Longest answer (and question) POST /v1/diagnose checks, in characters."
+    )
+    check_max_passages: int = Field(
+        50, ge=1, le=1000, description="Most passages one answer of POST /v1/diagnose may come with."
+    )
+    check_max_passage_chars: int = Field(
+        50_000,
+        ge=1,
+        description="Longest passage of POST /v1/diagnose, in characters (judged whole, never cut).",
+    )
+    check_max_batch: int = Field(
+        64, ge=1, le=10_000, description="Most answers one POST /v1/diagnose/batch may check."
+    )
     answer_policy: Annotated[AnswerPolicy, LIVE] = Field(
         "abstain_unanswered",
         description="What the user reads when the final answer is still unsupported: annotate (the "

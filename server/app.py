@@ -28,6 +28,7 @@ from ragmend.server.answer_api import router as answer_router
 from ragmend.server.auth import BearerAuth
 from ragmend.server.body_limit import BodyLimit
 from ragmend.server.collections_api import router as collections_router
+from ragmend.server.diagnose_api import router as diagnose_router
 from ragmend.server.events import ErrorAnswered
 from ragmend.server.feedback_api import Feedback
 from ragmend.server.feedback_api import router as feedback_router
@@ -108,6 +109,7 @@ def create_app(
     app.include_router(answer_router)  # /v1/answer
     app.include_router(openai_router)  # /v1/chat/completions, /v1/models
     app.include_router(feedback_router)  # /v1/feedback
+    app.include_router(diagnose_router)  # /v1/diagnose, /v1/diagnose/batch
     app.include_router(admin_router)  # /admin/policy, /admin/index, /admin/config
     app.include_router(collections_router)  # /admin/collections
     return app

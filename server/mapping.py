@@ -18,10 +18,12 @@ from ragmend.policy import reward as policy_reward
 from ragmend.policy import types as policy_types
 from ragmend.policy.facade import action_budgets
 from ragmend.rag import types as rag
+from ragmend.server import diagnose_schemas as check_api
 from ragmend.server import schemas as api
 
 if TYPE_CHECKING:
     from ragmend.engine import Engine
+    from ragmend.engine.checking import Checked
     from ragmend.engine.collections import CollectionInfo
     from ragmend.engine.outcome import Outcome
     from ragmend.rag.ingest import IngestReport
@@ -459,4 +461,18 @@ def document_list(name: str, generation: str | None, docs: Mapping[str, DocEntry
             api.DocumentView(id=doc_id, title=d.title, source=d.source, chunks=len(d.node_ids))
             for doc_id, d in sorted(docs.items())
         ],
+    )
+
+
+def checked_response(c: Checked, check_id: str, model: str) -> check_api.DiagnoseResponse:
+    d = c.diagnosis
+    return check_api.DiagnoseResponse(
+        id=check_id,
+        model=model,
+        diagnosis=diagnosis(d),
+        supported=None if not d.judged else not d.failed,
+        passages=[passage(p) for p in c.passages],
+        retrieved=c.retrieved,
+        truncated_passages=list(c.truncated),
+        seconds=c.seconds,
     )

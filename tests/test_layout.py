@@ -38,6 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "corpora": {CORE, "rag", "kg", "diagnosis"},
     "train": {CORE, "rag", "kg", "diagnosis", "policy", "actions", "engine", "corpora"},
     "bench": {CORE, "rag", "kg", "diagnosis", "policy", "actions", "engine", "corpora", "train"},
+    "integrations": {CORE},  # clients of the HTTP API: ragmend from other stacks
     "cli": {CORE, *PARTS} - {"cli"},  # the top: every part
 }
 

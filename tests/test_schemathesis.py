@@ -8,11 +8,13 @@ The schemathesis CLI runs in a subprocess against the live server (real HTTP), i
   so they get a run of their own with a key, against a server over a copy of the data directory:
   generated requests reset and import the policy's state and refresh the index, which must not
   change what the rest of the session sees.
-- the model-calling routes (/v1/answer, /v1/chat/completions): a valid request is a real
-  retrieval, generation, diagnosis and maybe a repair, 5-15 s each on 2 cores, so only invalid
+- the model-calling routes (/v1/answer, /v1/chat/completions, /v1/diagnose and its batch): a
+  valid request is a real retrieval, generation, diagnosis and maybe a repair, 5-15 s each on 2
+  cores (a check: up to 64 answers against passages of up to 50,000 characters), so only invalid
   bodies are generated (negative mode; they are refused before any model work), up to
-  MODEL_EXAMPLES per route. Valid requests over real HTTP are tests/test_openai_api.py's and
-  tests/test_server.py's. That keeps this file at about 10 s once the live server is up.
+  MODEL_EXAMPLES per route. Valid requests over real HTTP are tests/test_openai_api.py's,
+  tests/test_server.py's and tests/test_diagnose_api.py's. That keeps this file at about 10 s
+  once the live server is up.
 
 A failure prints schemathesis' report with the request that produced the 5xx and how to replay it.
 """
@@ -33,7 +35,7 @@ from ragmend.settings import settings_with
 from tests.conftest import LiveServer
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
-MODEL_ROUTES = ("/v1/answer", "/v1/chat/completions")
+MODEL_ROUTES = ("/v1/answer", "/v1/chat/completions", "/v1/diagnose", "/v1/diagnose/batch")
 FAST_EXAMPLES = 25
 MODEL_EXAMPLES = 40
 ADMIN_KEY = "schemathesis-admin-key-0123456789"

@@ -245,6 +245,20 @@ ADMISSION_PREDICTED = Declared(
     (Label("estimate", served.ESTIMATES, ()),),
 )
 
+CHECKED_ANSWERS = Declared(
+    "ragmend_checked_answers_total",
+    "counter",
+    "Answers checked by POST /v1/diagnose (each item of a batch), by verdict: supported, "
+    "unsupported (the diagnosis found a failure), not_judged (not English).",
+    (Label("verdict", answered.CHECK_VERDICTS),),
+)
+CHECK_SECONDS = Declared(
+    "ragmend_check_duration_seconds",
+    "histogram",
+    "Seconds per checked answer (/v1/diagnose): retrieval, when it retrieved, and diagnosis.",
+    buckets=STAGE_BUCKETS,
+)
+
 # Repairs
 REPAIR_ACTIONS = Declared(
     "ragmend_repair_actions_total",

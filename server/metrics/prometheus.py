@@ -81,6 +81,7 @@ class Metrics:
             answered.RepairRan: self._repair_ran,
             answered.RepairSkipped: self._repair_skipped,
             answered.RequestAnswered: self._request_answered,
+            answered.AnswerChecked: self._answer_checked,
             served.SlotsChanged: self._slots_changed,
             served.RequestRefused: lambda e: self._inc(d.REFUSED, e.at),
             served.RequestCancelled: lambda e: self._inc(d.CANCELLED, e.reason, e.stopped_at),
@@ -209,6 +210,10 @@ class Metrics:
             self._inc(d.GENERATOR_TOKENS, purpose, "completion", by=completion)
         if e.over_request_budget:
             self._inc(d.BUDGET_VIOLATIONS, "request")
+
+    def _answer_checked(self, e: answered.AnswerChecked) -> None:
+        self._inc(d.CHECKED_ANSWERS, e.verdict)
+        self._observe(d.CHECK_SECONDS, e.seconds)
 
     def _scores(self, declared: d.Declared, scores: Sequence[answered.Scored]) -> None:
         for s in scores:
