@@ -117,6 +117,7 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_router_plan_score", "part"): ("score", "exploit", "explore"),
     ("ragmend_router_plan_pulls", "plan"): closed((*PLAN_NAMES, "configured")),
     ("ragmend_router_plan_mean_reward", "plan"): closed((*PLAN_NAMES, "configured")),
+    ("ragmend_checked_answers", "verdict"): ("supported", "unsupported", "not_judged"),
 }
 ACTION_LABELLED = {
     "ragmend_repair_actions",
