@@ -506,8 +506,9 @@ def bench_check(
     batch: Annotated[int, typer.Option(help="Answers per /v1/diagnose/batch request.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
-    """POST /v1/diagnose on RAGTruth TEST: the same verdicts as the in-process diagnoser (bench
-    detect's call), and seconds per answer single and batched, over a real server.
+    """POST /v1/diagnose on RAGTruth TEST: the same verdicts and spans as the in-process diagnoser
+    (bench detect's call), seconds per answer single and batched over a real server, and per task
+    the verdicts' response-level and the spans' character-level F1 against the labels.
 
     Example: ragmend bench check --limit 300 --json
     """

@@ -26,6 +26,7 @@ from typing import Any
 
 from ragmend.corpora.readers import Split, load_fever_claims, read_jsonl, split_of
 from ragmend.corpora.tasks import FEVER_FILE
+from ragmend.diagnosis.answer_spans import locate_claims
 from ragmend.fileio import atomic_write_text
 from ragmend.rag.types import Passage
 
@@ -154,34 +155,6 @@ def _render(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(_render(v) for v in value)
     return str(value).strip()
-
-
-def locate_claims(response: str, claims: Sequence[str]) -> list[tuple[int, int] | None]:
-    """Character span of each claim in the response, in order: where it begins as the claim does,
-    else the longest run of its last words found verbatim (an atomic part of a compound sentence:
-    "Bates has said the shooting was accidental." is placed at "has said the shooting was
-    accidental" after "Bates is charged with ... and"). None when neither is found (the splitter
-    drops citation marks and joins abbreviation pieces with one space)."""
-    out: list[tuple[int, int] | None] = []
-    cursor = 0
-    for claim in claims:
-        start = response.find(claim[:40], cursor)
-        span = (start, start + len(claim)) if start >= 0 else _tail_span(response, claim, cursor)
-        out.append(span)
-        if span:
-            cursor = span[0] + 1
-    return out
-
-
-def _tail_span(response: str, claim: str, cursor: int) -> tuple[int, int] | None:
-    """The span of the longest run of a claim's last words (three at least) in the response."""
-    words = claim.rstrip(". ").split()
-    for i in range(len(words) - 2):
-        tail = " ".join(words[i:])
-        at = response.find(tail, cursor)
-        if at >= 0:
-            return (at, at + len(tail))
-    return None
 
 
 def overlaps(span: tuple[int, int], labelled: Sequence[tuple[int, int]]) -> bool:

@@ -40,6 +40,7 @@ from ragmend.diagnosis.alternatives import (
     swap_alternative,
     without_echo,
 )
+from ragmend.diagnosis.answer_spans import unsupported_spans
 from ragmend.diagnosis.answerability import answerability_features
 from ragmend.diagnosis.comparison import TitleLookup, check_comparison, only_the_pick
 from ragmend.diagnosis.compound import atomic_claims, decompose
@@ -354,6 +355,7 @@ class Diagnoser:
             alternatives=alternatives,
             failure_steps=decision.steps,
             language=language,
+            unsupported_spans=unsupported_spans(response, e_r.hypotheses, failure != "NoFailure", verdict),
         )
 
     # -- the steps ------------------------------------------------------------------------------

@@ -70,6 +70,19 @@ class HypothesisVerdict:
 
 
 @dataclass(frozen=True)
+class AnswerSpan:
+    """A character range of the answer holding a claim the diagnosis found unsupported
+    (diagnosis/answer_spans.py)."""
+
+    start: int
+    end: int  # exclusive
+    text: str  # answer[start:end]
+    claim: int  # the claim's index among e_r's hypotheses
+    p_unsupported: float | None  # the claim's (None without a verdict)
+    state: NLIState  # the claim's NLI state
+
+
+@dataclass(frozen=True)
 class NLISignal:
     state: NLIState
     hypotheses: tuple[HypothesisVerdict, ...]
@@ -221,6 +234,8 @@ class Diagnosis:
     # Such a diagnosis finds no failure (nothing was checked) and triggers no repair.
     language: str = "en"
     not_judged: str | None = None
+    # Where the answer is unsupported, claim by claim; empty when it passes or was not judged.
+    unsupported_spans: tuple[AnswerSpan, ...] = ()
 
     @property
     def kappa(self) -> Kappa:

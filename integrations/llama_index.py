@@ -8,7 +8,7 @@ answer").
     result = evaluator.evaluate(query=question, response=answer, contexts=passages)
     result.passing   # False: the diagnosis found a failure; None: not judged (not English)
     result.score     # 1 - the verdict's P(unsupported)
-    result.feedback  # the failure type, the stage and the claims no passage supports
+    result.feedback  # the failure type, the stage and where the response is unsupported
 
 `evaluate_response(query, response)` reads a llama-index Response's text and its source nodes.
 Without contexts the server retrieves passages from its own corpus for the query.
@@ -129,12 +129,11 @@ def result(
 
 
 def feedback(d: dict[str, Any]) -> str:
-    """A sentence a person reads: the verdict, why, and the claims no passage supports."""
+    """A sentence a person reads: the verdict, why, and where the response is unsupported."""
     if d["failure"] == "NoFailure":
         return "supported: every claim of the response is supported by the passages"
-    unsupported = [h["hypothesis"] for h in d["e_r"]["hypotheses"] if h["state"] != "entail"]
-    claims = "; ".join(unsupported) if unsupported else "(none singled out)"
-    return f"unsupported ({d['failure']}, {d['stage']}): {d['stage_reason']}. Claims not supported: {claims}"
+    where = " | ".join(s["text"] for s in d.get("unsupported_spans", ())) or "(none singled out)"
+    return f"unsupported ({d['failure']}, {d['stage']}): {d['stage_reason']}. Unsupported: {where}"
 
 
 def _message(r: httpx.Response) -> str:

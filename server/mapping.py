@@ -168,6 +168,17 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
         failure_steps=[api.FailureStep(step=s.step, failure=s.failure) for s in d.failure_steps],
         language=d.language,
         not_judged=d.not_judged,
+        unsupported_spans=[
+            api.UnsupportedSpan(
+                start=s.start,
+                end=s.end,
+                text=s.text,
+                claim=s.claim,
+                p_unsupported=s.p_unsupported,
+                state=s.state,
+            )
+            for s in d.unsupported_spans
+        ],
     )
 
 

@@ -182,6 +182,19 @@ class HypothesisVerdict(BaseModel):
     )
 
 
+class UnsupportedSpan(BaseModel):
+    """A character range of the answer holding a claim the diagnosis found unsupported."""
+
+    start: int = Field(description="the span's first character in the answer (0-based)")
+    end: int = Field(description="one past its last character: the span is answer[start:end]")
+    text: str = Field(description="the answer's text in the span")
+    claim: int = Field(description="the claim it holds: an index into e_r.hypotheses")
+    p_unsupported: float | None = Field(
+        description="the claim's calibrated probability of being unsupported (null without a verdict)"
+    )
+    state: NLIState = Field(description="the claim's NLI state over the passages")
+
+
 class NLISignal(BaseModel):
     """An NLI signal: e_q (does the evidence answer the question) or e_r (does it support the answer)."""
 
@@ -350,6 +363,14 @@ class Diagnosis(BaseModel):
         description="why the answer was not judged (the question or the answer is not English: the "
         "diagnosis reads English only); its failure is then NoFailure, since nothing was checked, and "
         "no repair follows. Null: it was judged",
+    )
+    unsupported_spans: list[UnsupportedSpan] = Field(
+        default_factory=list,
+        description="where the answer is unsupported, for an answer that fails: each claim whose own "
+        "P(unsupported) reaches the verdict's threshold (without a verdict: each claim no passage "
+        "entails), else its weakest claim, located in the answer (a sentence, or the sentence an "
+        "atomic claim came from; a bare answer: the whole answer). Empty when the answer passes or "
+        "was not judged",
     )
 
 

@@ -45,6 +45,10 @@ def test_a_supported_and_an_unsupported_answer(live_server: LiveServer, engine: 
     assert r["supported"] is True and r["diagnosis"]["failure"] == "NoFailure"
     assert w["supported"] is False and w["diagnosis"]["failure"] != "NoFailure"
     assert w["diagnosis"]["verdict"]["p_unsupported"] > r["diagnosis"]["verdict"]["p_unsupported"]
+    # Where the wrong one is unsupported: its one sentence, as offsets into the answer.
+    assert r["diagnosis"]["unsupported_spans"] == []
+    (span,) = w["diagnosis"]["unsupported_spans"]
+    assert WRONG[span["start"] : span["end"]] == span["text"] == WRONG and span["claim"] == 0
     # The engine's own diagnoser, called in-process on the same texts, decides the same.
     from ragmend.engine.checking import GivenPassage, given_passages
 

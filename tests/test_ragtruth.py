@@ -22,7 +22,8 @@ from ragmend.bench.suites.ragtruth import (
     summarize_group,
     verdict_row,
 )
-from ragmend.corpora.cases import locate_claims, source_documents
+from ragmend.corpora.cases import source_documents
+from ragmend.diagnosis.answer_spans import locate_claims
 from ragmend.diagnosis.compound import decompose
 from ragmend.engine import Engine
 from ragmend.errors import InputError

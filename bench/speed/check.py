@@ -6,8 +6,10 @@ Three passes over the same responses, one after the other (never side by side on
 2. a real server (`ragmend serve`, a process of its own, over real HTTP): one request an answer;
 3. the same server: `/v1/diagnose/batch` of `batch` answers a request.
 The server and the in-process engine read one configuration (the caller's, with the knowledge
-graph off, as bench detect runs): the report says how many verdicts (failure type) and
-P(unsupported) agree, and the seconds per answer (p50, p99) and answers per second of each pass.
+graph off, as bench detect runs): the report says how many verdicts (failure type),
+P(unsupported) and unsupported spans agree, the seconds per answer (p50, p99) and answers per
+second of each pass, and, per RAGTruth task, what the endpoint's verdicts and spans score against
+the labels (response-level precision / recall / F1; character-level span F1).
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import yaml
 
 from ragmend.bench.speed.startup import free_port, start_server, stop, wait_ready
 from ragmend.bench.stats import median
+from ragmend.bench.suites.detect import decision_figures, span_figures
 from ragmend.corpora.cases import RAGTRUTH_TEST, Case, ragtruth_cases
 from ragmend.engine import Engine
 from ragmend.settings import load_settings
 
-Verdict = tuple[str, float | None]  # failure type, P(unsupported)
+Spans = tuple[tuple[int, int], ...]
+Verdict = tuple[str, float | None, Spans]  # failure type, P(unsupported), unsupported spans
 
 
 def request_body(case: Case) -> dict[str, Any]:
@@ -64,6 +68,7 @@ def run_check_bench(
         "responses": len(cases),
         "data": f"{RAGTRUTH_TEST} ({'all' if limit is None else f'a sample of {limit}'})",
         "agreement": {"single": _agreement(inproc, single), "batched": _agreement(inproc, batched)},
+        "scores": _scores(cases, single),
         "in_process": _speed(inproc_s),
         "single": _speed(single_s),
         f"batched_{batch}": _speed(batched_s, batch),
@@ -92,7 +97,8 @@ def _in_process(settings_file: Path, cases: Sequence[Case], log: Callable[[str],
             t0 = time.perf_counter()
             d = engine.diagnoser.diagnose(case.query, case.passages, case.response)
             seconds.append(time.perf_counter() - t0)
-            out.append((d.failure, d.verdict.p_unsupported if d.verdict else None))
+            spans = tuple((s.start, s.end) for s in d.unsupported_spans)
+            out.append((d.failure, d.verdict.p_unsupported if d.verdict else None, spans))
             if n % 50 == 0:
                 log(f"in-process: {n}/{len(cases)}")
         return out, seconds
@@ -119,8 +125,9 @@ def _over_http(url: str, cases: Sequence[Case], batch: int, log: Callable[[str],
             wall = time.perf_counter() - t0
             seconds += [wall / len(group)] * len(group)
             for reply in replies:
-                v = reply["diagnosis"]["verdict"]
-                out.append((reply["diagnosis"]["failure"], v["p_unsupported"] if v else None))
+                d = reply["diagnosis"]
+                spans = tuple((s["start"], s["end"]) for s in d["unsupported_spans"])
+                out.append((d["failure"], d["verdict"]["p_unsupported"] if d["verdict"] else None, spans))
             if (start // batch + 1) % max(1, 50 // batch) == 0:
                 log(f"{'single' if batch == 1 else f'batches of {batch}'}: {len(out)}/{len(cases)}")
     return out, seconds
@@ -129,8 +136,31 @@ def _over_http(url: str, cases: Sequence[Case], batch: int, log: Callable[[str],
 def _agreement(a: Sequence[Verdict], b: Sequence[Verdict]) -> dict[str, Any]:
     same_failure = sum(x[0] == y[0] for x, y in zip(a, b, strict=True))
     same_p = sum(_same(x[1], y[1]) for x, y in zip(a, b, strict=True))
+    same_spans = sum(x[2] == y[2] for x, y in zip(a, b, strict=True))
     flagged = (sum(x[0] != "NoFailure" for x in a), sum(y[0] != "NoFailure" for y in b))
-    return {"same_failure": same_failure, "same_p_unsupported": same_p, "of": len(a), "flagged": flagged}
+    return {
+        "same_failure": same_failure,
+        "same_p_unsupported": same_p,
+        "same_spans": same_spans,
+        "of": len(a),
+        "flagged": flagged,
+    }
+
+
+def _scores(cases: Sequence[Case], verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """Per RAGTruth task and overall: the verdicts against the labels (response level) and the
+    spans against the labelled spans (character level)."""
+    out: dict[str, Any] = {}
+    for task in [*sorted({c.group for c in cases}), "all"]:
+        rows = [(c, v) for c, v in zip(cases, verdicts, strict=True) if task in ("all", c.group)]
+        flagged = np.array([v[0] != "NoFailure" for _, v in rows])
+        labels = np.array([c.unsupported for c, _ in rows])
+        out[task] = {
+            "n": len(rows),
+            "response": decision_figures(flagged, labels),
+            "spans": span_figures([v[2] for _, v in rows], [c.spans for c, _ in rows]),
+        }
+    return out
 
 
 def _same(p: float | None, q: float | None) -> bool:

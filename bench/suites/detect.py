@@ -147,6 +147,28 @@ def decision_figures(flagged: np.ndarray, y: np.ndarray) -> dict[str, float | No
     }
 
 
+Spans = Sequence[tuple[int, int]]
+
+
+def span_figures(predicted: Sequence[Spans], gold: Sequence[Spans]) -> dict[str, float | None]:
+    """Character-level precision, recall and F1 of unsupported spans over all responses (the
+    span-level measure LettuceDetect reports): a character counts once however many spans hold it.
+
+    >>> span_figures([[(0, 10)]], [[(5, 15)]])
+    {'f1': 0.5, 'precision': 0.5, 'recall': 0.5}
+    """
+    hit = marked = labelled = 0
+    for pred, true in zip(predicted, gold, strict=True):
+        p = {i for a, b in pred for i in range(a, b)}
+        t = {i for a, b in true for i in range(a, b)}
+        hit, marked, labelled = hit + len(p & t), marked + len(p), labelled + len(t)
+    return {
+        "f1": round(2 * hit / (marked + labelled), 4) if marked + labelled else None,
+        "precision": round(hit / marked, 4) if marked else None,
+        "recall": round(hit / labelled, 4) if labelled else None,
+    }
+
+
 def ie_rate(rows: Sequence[Mapping[str, Any]], key: str = "failure") -> float:
     """The share of rows typed IE, by the verdict (`failure`) or by Algorithm 1's rule."""
     return round(float(np.mean([r[key] == "IE" for r in rows])), 4)

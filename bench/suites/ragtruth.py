@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from ragmend.bench.stats import auroc, auroc_interval, stratified_auroc
-from ragmend.corpora.cases import TASK_QUERIES, locate_claims, overlaps, source_documents
+from ragmend.corpora.cases import TASK_QUERIES, overlaps, source_documents
+from ragmend.diagnosis.answer_spans import locate_claims
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
 from ragmend.errors import InputError
