@@ -58,6 +58,14 @@ lint: install
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
 
+# The hallucination detector's training data (ragmend/assets/detector/DATA_CARD.md): the shared
+# grounded-hallucination sets and ragmend's controlled edits, DEV splits only, balanced by task
+# shape, label and length; train.jsonl, dev.jsonl and stats.json in $(DETECTOR_DATA).
+DETECTOR_DATA ?= data/detector
+.PHONY: detector-data
+detector-data: install
+	$(VENV)/bin/ragmend detector data --out $(DETECTOR_DATA)
+
 # ragmend's own NLI model, from scratch (ragmend/assets/nli-minilm-l6/MODEL_CARD.md): the
 # long-premise route (docs/nli.md "Long premises"): in-domain and long-premise pairs
 # from the DEV splits, MiniLM-L6 on every permissive pair with its own label plus the long ones,

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from ragmend.cli.common import err, make_engine, progress_bar, run, settings
 from ragmend.errors import InputError, describe_validation
 from ragmend.fileio import atomic_write_text
+from ragmend.jsonl import numbered_objects
 
 
 def diagnose(
@@ -105,16 +106,7 @@ class Checker:
 
 def _numbered(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     text = sys.stdin.read() if str(path) == "-" else _read(path)
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            body = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{n}: not JSON ({e.msg})") from None
-        if not isinstance(body, dict):
-            raise InputError(f"{path}:{n}: not a JSON object")
-        yield n, body
+    yield from numbered_objects(text.splitlines(), path, "a /v1/diagnose body")
 
 
 def _read(path: Path) -> str:

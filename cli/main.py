@@ -17,6 +17,7 @@ from ragmend.cli.bench import bench_app
 from ragmend.cli.common import Invocation, err, make_engine, out, progress_bar, run, settings, show
 from ragmend.cli.config import config_app
 from ragmend.cli.db import db_app
+from ragmend.cli.detector import detector_app
 from ragmend.cli.diagnose import diagnose
 from ragmend.cli.eval import evaluate
 from ragmend.cli.nli import nli_app
@@ -35,6 +36,7 @@ app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 app.add_typer(config_app, name="config")
 app.add_typer(db_app, name="db")
+app.add_typer(detector_app, name="detector")
 app.add_typer(nli_app, name="nli")
 app.add_typer(policy_app, name="policy")
 app.add_typer(verdict_app, name="verdict")

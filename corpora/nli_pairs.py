@@ -93,6 +93,7 @@ class Swap:
     old: str
     new: str
     label: str
+    at: int = 0  # where `new` begins in `text`
 
 
 class EntitySwapper:
@@ -170,7 +171,11 @@ def _first_swap(
         if choices:
             new = rng.choice(choices)
             return Swap(
-                doc.text[: ent.start_char] + new + doc.text[ent.end_char :], ent.text, new, ent.label_
+                doc.text[: ent.start_char] + new + doc.text[ent.end_char :],
+                ent.text,
+                new,
+                ent.label_,
+                ent.start_char,
             )
     return None
 

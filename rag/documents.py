@@ -7,13 +7,13 @@ ingest with a message naming it and leaves the index as it was.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
 from ragmend.errors import InputError
+from ragmend.jsonl import numbered_objects
 
 # An ATX heading ("# Title", "## Title"; "#hashtag" is not one).
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
@@ -162,15 +162,7 @@ def parse_jsonl(data: bytes, where: Path | str, source: str) -> list[SourceDocum
     path = where
     text = _decode(data, where)
     docs = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{n}: not valid JSON: {e.msg}") from e
-        if not isinstance(row, dict):
-            raise InputError(f"{path}:{n}: each line must be an object with id, title, text")
+    for n, row in numbered_objects(text.splitlines(), path, "an object with id, title, text"):
         missing = [
             k for k in ("id", "text") if not isinstance(row.get(k), str | int) or str(row.get(k)) == ""
         ]

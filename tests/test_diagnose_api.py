@@ -172,6 +172,6 @@ def test_the_command_checks_one_answer_and_a_file_it_resumes(tmp_path: Path) -> 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"answer": "x"}\nnot json\n')
     failed = ragmend(tmp_path, str(bad), "--out", str(tmp_path / "bad-out.jsonl"))
-    assert failed.returncode == 2 and "bad.jsonl:2: not JSON" in " ".join(failed.stderr.split())
+    assert failed.returncode == 2 and "bad.jsonl:2: not valid JSON" in " ".join(failed.stderr.split())
     neither = ragmend(tmp_path)
     assert neither.returncode == 2 and "a requests file or --answer" in " ".join(neither.stderr.split())

@@ -72,7 +72,7 @@ def test_jsonl(tmp_path: Path) -> None:
     [
         ('{"id": "a", "text": "ok"}\n{not json}\n', r"c\.jsonl:2: not valid JSON"),
         ('{"id": "a"}\n', "missing or empty field"),
-        ('["a", "b"]\n', "must be an object"),
+        ('["a", "b"]\n', "not a JSON object"),
         ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "duplicate document id"),
     ],
 )
@@ -161,3 +161,11 @@ def test_corrupt_pdf_is_named(tmp_path: Path) -> None:
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a pdf")
     with pytest.raises(InputError, match=r"broken\.pdf is not a readable PDF"):
         load_source(tmp_path, MAX)
+
+
+def test_the_jsonl_reader_examples_run() -> None:
+    import doctest
+
+    from ragmend import jsonl
+
+    assert doctest.testmod(jsonl).failed == 0

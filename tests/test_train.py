@@ -309,7 +309,7 @@ def test_user_data_is_refused_row_by_row_with_exit_code_2(tmp_path: Path) -> Non
             read_user_data(path)
         return str(e.value)
 
-    assert "rows.jsonl:2: not JSON" in refused('{"question": "a?", "answer": "b"}\n{oops\n')
+    assert "rows.jsonl:2: not valid JSON" in refused('{"question": "a?", "answer": "b"}\n{oops\n')
     assert "must both be non-empty" in refused('{"question": "a?"}\n')
     assert "label must be one of" in refused('{"claim": "x", "label": "TRUE"}\n')
     assert "questions and claims in one file" in refused(

@@ -11,7 +11,6 @@ alone would be wrong.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from ragmend.corpora.tasks import EvalItem
 from ragmend.diagnosis.types import CLAIM_LABELS
 from ragmend.engine.outcome import Outcome
 from ragmend.errors import InputError
+from ragmend.jsonl import numbered_objects
 
 DataKind = Literal["qa", "claim"]
 
@@ -48,13 +48,7 @@ def read_user_data(path: Path, limit: int | None = None) -> UserData:
     kinds: set[DataKind] = set()
     items: list[EvalItem] = []
     with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{n}: not JSON ({e.msg})") from None
+        for n, row in numbered_objects(f, path, "a {question, answer} or {claim, label} row"):
             kind, item = _item(row, f"{path}:{n}", n)
             kinds.add(kind)
             if len(kinds) > 1:
@@ -67,9 +61,7 @@ def read_user_data(path: Path, limit: int | None = None) -> UserData:
     return UserData(kinds.pop(), tuple(items))
 
 
-def _item(row: Any, where: str, n: int) -> tuple[DataKind, EvalItem]:
-    if not isinstance(row, dict):
-        raise InputError(f"{where}: a row must be an object with question and answer, or claim and label")
+def _item(row: dict[str, Any], where: str, n: int) -> tuple[DataKind, EvalItem]:
     if "question" in row or "answer" in row:
         question, answer = row.get("question"), row.get("answer")
         if not (
