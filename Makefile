@@ -62,9 +62,19 @@ clean:
 # grounded-hallucination sets and ragmend's controlled edits, DEV splits only, balanced by task
 # shape, label and length; train.jsonl, dev.jsonl and stats.json in $(DETECTOR_DATA).
 DETECTOR_DATA ?= data/detector
-.PHONY: detector-data
+.PHONY: detector-data detector-model
 detector-data: install
 	$(VENV)/bin/ragmend detector data --out $(DETECTOR_DATA)
+
+# The detector itself: MiniLM-L6 token classifier on that data (--device auto takes a GPU where
+# torch sees one; resumable), int8 ONNX into ragmend/assets/detector, RAGTruth at the threshold
+# its train sample picks (docs/diagnosis.md, "The learned detector").
+DETECTOR_MODEL ?= data/detector-model
+DETECTOR_ASSET := ragmend/assets/detector
+detector-model: detector-data
+	$(VENV)/bin/ragmend detector train --data $(DETECTOR_DATA) --out $(DETECTOR_MODEL) --epochs 1 --max-length 320
+	$(VENV)/bin/ragmend detector export --model $(DETECTOR_MODEL)/model --out $(DETECTOR_ASSET)
+	$(VENV)/bin/ragmend detector eval --model $(DETECTOR_ASSET)
 
 # ragmend's own NLI model, from scratch (ragmend/assets/nli-minilm-l6/MODEL_CARD.md): the
 # long-premise route (docs/nli.md "Long premises"): in-domain and long-premise pairs

@@ -69,12 +69,14 @@ def test_the_recipe_trains_a_model_that_detects(tmp_path: Path) -> None:
     cfg = DetectorTrainConfig(epochs=1, batch_size=4, max_length=64, max_response_tokens=16)
     result = train_detector(cfg, rows, tmp_path)
     assert result["finished"] and result["steps"] == 2
-    d = TorchDetector(result["model"]).detect("Who met Bob?", ["Ann met Bob in Paris."], "Carl met Bob.")
+    trained = TorchDetector(result["model"])
+    assert (trained.windows.max_length, trained.windows.max_response_tokens) == (64, 16)  # as it learned
+    d = trained.detect("Who met Bob?", ["Ann met Bob in Paris."], "Carl met Bob.")
     assert 0.0 <= d.p_unsupported <= 1.0 and [a for a, _, _ in d.token_probs] == [0, 5, 9, 12]
     # Its int8 ONNX export reads the same windows and agrees with it.
     exported = export_detector(Path(result["model"]), tmp_path / "onnx")
     assert exported["max_abs_token_prob_diff"] <= 0.2 and (tmp_path / "onnx" / "model.onnx").exists()
     again = open_detector(tmp_path / "onnx")
-    assert isinstance(again, OnnxDetector)
+    assert isinstance(again, OnnxDetector) and again.windows.max_length == 64
     e = again.detect("Who met Bob?", ["Ann met Bob in Paris."], "Carl met Bob.")
     assert [a for a, _, _ in e.token_probs] == [0, 5, 9, 12]

@@ -21,7 +21,7 @@ def export_detector(
     PyTorch on sample responses (the largest token probability difference)."""
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-    from ragmend.models.detector import OnnxDetector, TorchDetector
+    from ragmend.models.detector import OnnxDetector, TorchDetector, window_settings
     from ragmend.models.runtime import quiet_transformers
 
     quiet_transformers()
@@ -29,6 +29,8 @@ def export_detector(
         raise InputError(f"{model_dir} is not a transformers model directory (no config.json)")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForTokenClassification.from_pretrained(model_dir).eval()
+    max_length, response_tokens = window_settings(model_dir)
+    model.config.update({"window_max_length": max_length, "window_response_tokens": response_tokens})
 
     def check(work: Path) -> dict[str, float]:
         ref, got = TorchDetector(str(model_dir)), OnnxDetector(work)

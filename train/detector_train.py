@@ -140,6 +140,10 @@ def train_detector(
         return {"finished": False, "step": step, "total_steps": total, "checkpoint": str(ckpt)}
     final = out_dir / "model"
     model.eval()
+    # Inference reads windows of the size the model learned on (models/detector.py window_settings).
+    model.config.update(
+        {"window_max_length": cfg.max_length, "window_response_tokens": cfg.max_response_tokens}
+    )
     model.save_pretrained(final)
     tokenizer.save_pretrained(final)
     (final / "train_config.json").write_text(json.dumps(asdict(cfg), indent=2))

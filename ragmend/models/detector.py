@@ -150,6 +150,24 @@ def detection(windows: Sequence[Window], probs: Sequence[np.ndarray], threshold:
     return Detection(round(top, 4), tuple(spans), len(windows), tokens)
 
 
+def window_settings(model_dir: Path) -> tuple[int, int]:
+    """The window sizes a model was trained with: its config.json's `window_max_length` and
+    `window_response_tokens` (what training writes), else its train_config.json's, else the
+    defaults."""
+    import json
+
+    for name, keys in (
+        ("config.json", ("window_max_length", "window_response_tokens")),
+        ("train_config.json", ("max_length", "max_response_tokens")),
+    ):
+        path = model_dir / name
+        if path.exists():
+            d = json.loads(path.read_text())
+            if keys[0] in d:
+                return int(d[keys[0]]), int(d.get(keys[1], MAX_RESPONSE_TOKENS))
+    return MAX_LENGTH, MAX_RESPONSE_TOKENS
+
+
 class _Detector:
     """Windows in, per-token P(unsupported) out; subclasses run the model (`_probs`)."""
 
@@ -180,7 +198,9 @@ class TorchDetector(_Detector):
 
         self._torch = torch
         self.model = AutoModelForTokenClassification.from_pretrained(model_dir).to(device).eval()
-        self.windows = Windows(Tokenizer.from_file(f"{model_dir}/tokenizer.json"))
+        self.windows = Windows(
+            Tokenizer.from_file(f"{model_dir}/tokenizer.json"), *window_settings(Path(model_dir))
+        )
         self.threshold, self.device, self.batch_size = threshold, device, batch_size
 
     def _probs(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
@@ -210,7 +230,9 @@ class OnnxDetector(_Detector):
             str(model_dir / "model.onnx"), onnx_session_options(threads), providers=["CPUExecutionProvider"]
         )
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self.windows = Windows(Tokenizer.from_file(str(model_dir / "tokenizer.json")))
+        self.windows = Windows(
+            Tokenizer.from_file(str(model_dir / "tokenizer.json")), *window_settings(model_dir)
+        )
         self.threshold, self.batch_size = threshold, batch_size
 
     def _probs(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
