@@ -54,7 +54,7 @@ def test_training_labels_follow_the_spans(windows: Windows) -> None:
     g = Grounded("x", "edit", "qa", "Who?", ("Ann met Bob.",), "Ann met Carl.", True, ((8, 12),), "x")
     e = example(windows, g)
     marked = [c for c, y in zip(e.window.response_chars, e.token_labels, strict=True) if y == 1]
-    assert marked and all(g.response[a:b] in "Carl" for a, b in marked if a is not None)
+    assert marked and all(c is not None and g.response[c[0] : c[1]] in "Carl" for c in marked)
     unknown = example(windows, Grounded("y", "begin", "dialogue", "", ("k",), "a b", True, None, "y"))
     assert set(unknown.token_labels) == {IGNORE}
 

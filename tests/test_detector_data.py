@@ -75,7 +75,7 @@ def test_an_edit_marks_what_it_changed(swapper: EntitySwapper) -> None:
         (),
         "x",
     )
-    kinds = Counter()
+    kinds: Counter[str] = Counter()
     for seed in range(12):
         e = edit_response(
             g, swapper, {"hotpot": ["Helmut Kohl was born in Ludwigshafen."]}, random.Random(seed)
