@@ -4,7 +4,8 @@ how a result is printed (`show`: JSON with --json, else a rich table or rich's c
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,6 +87,16 @@ def make_engine(s: Settings, collection: str | None = None) -> Any:
     from ragmend.engine.collections import Collections
 
     return Collections(engine).open(collection)
+
+
+@contextmanager
+def training_progress() -> Iterator[Callable[[int, int, float], None]]:
+    """A progress bar for a trainer's `progress(step, total, loss)` callback, open while in use."""
+    with progress_bar() as bar:
+        task = bar.add_task("training", total=None)
+        yield lambda step, total, loss: bar.update(
+            task, completed=step, total=total, description=f"training (loss {loss:.3f})"
+        )
 
 
 def progress_bar() -> Progress:

@@ -66,7 +66,7 @@ def detector_train(
 
     Example: ragmend detector train --data data/detector --out data/detector-model
     """
-    from ragmend.cli.common import err, progress_bar
+    from ragmend.cli.common import err, training_progress
     from ragmend.models.runtime import torch_device
     from ragmend.train.detector_train import DetectorTrainConfig, read_rows, train_detector
 
@@ -74,17 +74,14 @@ def detector_train(
         rows = read_rows(data_dir / "train.jsonl")[:limit]
         err.print(f"{len(rows)} training rows")
         cfg = DetectorTrainConfig(epochs=epochs, max_length=max_length)
-        with progress_bar() as bar:
-            task = bar.add_task("training", total=None)
+        with training_progress() as progress:
             result = train_detector(
                 cfg,
                 rows,
                 out_dir,
                 device=torch_device(device),
                 max_steps=max_steps,
-                progress=lambda step, total, loss: bar.update(
-                    task, completed=step, total=total, description=f"training (loss {loss:.3f})"
-                ),
+                progress=progress,
             )
         print(json.dumps(result, indent=2))
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ragmend.cli.common import SHARED_DATA, err, progress_bar, run, settings
+from ragmend.cli.common import SHARED_DATA, err, progress_bar, run, settings, training_progress
 
 DEVICE_HELP = "auto (CUDA where torch sees a GPU), cpu or cuda[:n]."
 
@@ -74,8 +74,7 @@ def nli_train(
         cfg = load_train_config(config, epochs=epochs, max_length=max_length, seed=seed)
         pairs = resolve_mix(cfg, data_root, Path.cwd())
         err.print(f"{len(pairs)} pairs from {len(cfg.mix)} sources")
-        with progress_bar() as bar:
-            task = bar.add_task("training", total=None)
+        with training_progress() as progress:
             result = train_nli(
                 cfg,
                 pairs,
@@ -83,9 +82,7 @@ def nli_train(
                 allow_hub=s.models.allow_hub,
                 max_steps=max_steps,
                 device=where,
-                progress=lambda step, total, loss: bar.update(
-                    task, completed=step, total=total, description=f"training (loss {loss:.3f})"
-                ),
+                progress=progress,
             )
         print(json.dumps(result, indent=2))
 

@@ -8,14 +8,13 @@ response's first part (ragmend/models/detector.py, the same windows inference re
 - per response, on every row: the response's highest token score against whether it is
   unsupported (binary cross-entropy on the max-pooled logit margin), which is all a row whose
   spans are unknown (BEGIN's, FaithDial's) teaches.
-Resumable: a checkpoint every `checkpoint_every` steps, written atomically; a rerun continues.
+Resumable: a checkpoint every `checkpoint_every` steps (train/checkpoint.py); a rerun continues.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from ragmend.corpora.readers import read_jsonl
 from ragmend.errors import InputError
 from ragmend.models import bundled
 from ragmend.models.detector import Window, Windows
+from ragmend.train import checkpoint
 
 Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
 IGNORE = -100
@@ -114,7 +114,8 @@ def train_detector(
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
     ckpt = out_dir / "checkpoint.pt"
-    step = _resume(ckpt, cfg, len(examples), model, optimizer, scheduler, device)
+    stamp = {"fingerprint": cfg.fingerprint(), "rows": len(examples)}
+    step = checkpoint.resume(ckpt, stamp, model, optimizer, scheduler, device)
     torch.manual_seed(cfg.seed)
     model.train()
     order = list(range(len(examples)))
@@ -124,17 +125,13 @@ def train_detector(
         random.Random(cfg.seed + epoch).shuffle(order)  # the same order on resume
         batch = [examples[i] for i in order[offset * cfg.batch_size : (offset + 1) * cfg.batch_size]]
         loss = _loss(torch, model, windows, batch, cfg.response_weight, device)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
+        checkpoint.optimizer_step(loss, model, optimizer, scheduler)
         step += 1
         losses.append(float(loss.item()))
         if progress:
             progress(step, total, losses[-1])
         if step % cfg.checkpoint_every == 0 or step == max_steps:
-            _save(ckpt, cfg, len(examples), step, model, optimizer, scheduler)
+            checkpoint.save(ckpt, stamp, step, model, optimizer, scheduler)
     seconds = time.perf_counter() - t0
     if step < total:
         return {"finished": False, "step": step, "total_steps": total, "checkpoint": str(ckpt)}
@@ -179,32 +176,3 @@ def _loss(
     margin = (logits[..., 1] - logits[..., 0]).masked_fill(~response, -1e4).max(dim=1).values
     target = torch.tensor([float(e.unsupported) for e in batch], device=device)
     return loss + weight * torch.nn.functional.binary_cross_entropy_with_logits(margin, target)
-
-
-def _resume(
-    path: Path, cfg: DetectorTrainConfig, n: int, model: Any, optimizer: Any, scheduler: Any, device: str
-) -> int:
-    import torch
-
-    if not path.exists():
-        return 0
-    state = torch.load(path, weights_only=False, map_location=device)
-    if state["fingerprint"] != cfg.fingerprint() or state["rows"] != n:
-        raise InputError(f"{path} belongs to another configuration or data; remove it to start over")
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    return int(state["step"])
-
-
-def _save(
-    path: Path, cfg: DetectorTrainConfig, n: int, step: int, model: Any, optimizer: Any, scheduler: Any
-) -> None:
-    import torch
-
-    tmp = path.with_suffix(".tmp")
-    state = {"fingerprint": cfg.fingerprint(), "rows": n, "step": step, "model": model.state_dict()}
-    torch.save({**state, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)  # a kill mid-save leaves the previous checkpoint

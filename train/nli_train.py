@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from ragmend.corpora.readers import NLI_LABELS, NLI_SETS, NLIPair, load_nli, spl
 from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 from ragmend.models import bundled
+from ragmend.train import checkpoint
 
 Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
 
@@ -204,15 +204,8 @@ def train_nli(
     total = steps_per_epoch * cfg.epochs
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
-    step = 0
-    if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False, map_location=device)
-        if state["fingerprint"] != cfg.fingerprint() or state["n_pairs"] != len(pairs):
-            raise InputError(f"{ckpt_path} belongs to another configuration or data; remove it to start over")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        step = int(state["step"])
+    stamp = {"fingerprint": cfg.fingerprint(), "n_pairs": len(pairs)}
+    step = checkpoint.resume(ckpt_path, stamp, model, optimizer, scheduler, device)
     torch.manual_seed(cfg.seed)
     model.train()
     targets = soft_targets(pairs, cfg.soft_weight)
@@ -236,17 +229,13 @@ def train_nli(
         # Cross-entropy against a distribution: the usual loss for one-hot rows, distillation
         # (KL to the teacher up to its constant entropy) for soft ones.
         loss = -(target * torch.log_softmax(logits.float(), dim=-1)).sum(dim=-1).mean()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
+        checkpoint.optimizer_step(loss, model, optimizer, scheduler)
         step += 1
         losses.append(loss.item())
         if progress:
             progress(step, total, losses[-1])
         if step % cfg.checkpoint_every == 0 or step == max_steps:
-            _save_checkpoint(ckpt_path, cfg, len(pairs), step, model, optimizer, scheduler)
+            checkpoint.save(ckpt_path, stamp, step, model, optimizer, scheduler)
     seconds = time.perf_counter() - t0
     if step < total:
         return {"finished": False, "step": step, "total_steps": total, "checkpoint": str(ckpt_path)}
@@ -285,25 +274,3 @@ def soft_targets(pairs: list[NLIPair], soft_weight: float) -> np.ndarray:
 
 def write_pairs(path: Path, pairs: list[NLIPair]) -> None:
     atomic_write_text(path, "".join(json.dumps(p.as_json(), ensure_ascii=False) + "\n" for p in pairs))
-
-
-def _save_checkpoint(
-    path: Path, cfg: TrainConfig, n_pairs: int, step: int, model: Any, optimizer: Any, scheduler: Any
-) -> None:
-    import torch
-
-    tmp = path.with_suffix(".tmp")
-    torch.save(
-        {
-            "fingerprint": cfg.fingerprint(),
-            "n_pairs": n_pairs,
-            "step": step,
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-        },
-        tmp,
-    )
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)  # a kill mid-save leaves the previous checkpoint
