@@ -20,6 +20,7 @@ from ragmend.cli.db import db_app
 from ragmend.cli.detector import detector_app
 from ragmend.cli.diagnose import diagnose
 from ragmend.cli.eval import evaluate
+from ragmend.cli.feedback import feedback_app
 from ragmend.cli.nli import nli_app
 from ragmend.cli.policy import policy_app
 from ragmend.cli.study import study
@@ -37,6 +38,7 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(config_app, name="config")
 app.add_typer(db_app, name="db")
 app.add_typer(detector_app, name="detector")
+app.add_typer(feedback_app, name="feedback")
 app.add_typer(nli_app, name="nli")
 app.add_typer(policy_app, name="policy")
 app.add_typer(verdict_app, name="verdict")

@@ -48,6 +48,9 @@ class Served:
     plan: str | None = None
     plan_context: tuple[float, ...] | None = None
     plan_cost_factor: float = 1.0
+    # The chat client's own id of the message that showed the answer (server.message_id_header):
+    # a rating a client stores under its message id reaches the answer through it.
+    message_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,10 @@ class FeedbackLedger(Protocol):
 
     def vote(self, response_id: str, score: float, comment: str | None, ttl_s: float) -> Vote:
         """Record one vote atomically (NotFound / Gone / Conflict as above)."""
+        ...
+
+    def response_for(self, message_id: str) -> str:
+        """The response id of the latest answer a client showed as `message_id` (NotFound)."""
         ...
 
     def close(self) -> None: ...
@@ -120,10 +127,21 @@ def _row(served: Served) -> tuple[Any, ...]:
         served.plan,
         text(served.plan_context),
         served.plan_cost_factor,
+        served.message_id,
     )
 
 
-_COLUMNS = "response_id, namespace, arm, context, cost_factor, created, plan, plan_context, plan_cost_factor"
+_COLUMNS = (
+    "response_id, namespace, arm, context, cost_factor, created, plan, plan_context, plan_cost_factor, "
+    "message_id"
+)
+
+
+def _unknown_message(message_id: str) -> NotFound:
+    return NotFound(
+        f"no answer shown as message {message_id!r} is known to this server (or its feedback store): "
+        "the client's message id reaches ragmend in the header server.message_id_header"
+    )
 
 
 class SQLiteLedger:
@@ -132,9 +150,14 @@ class SQLiteLedger:
     _SCHEMA = """CREATE TABLE IF NOT EXISTS served (
         response_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, arm TEXT, context TEXT,
         cost_factor REAL NOT NULL, created REAL NOT NULL, score REAL, comment TEXT, voted REAL,
-        plan TEXT, plan_context TEXT, plan_cost_factor REAL)"""
+        plan TEXT, plan_context TEXT, plan_cost_factor REAL, message_id TEXT)"""
     # Columns a ledger written before them lacks, added on open.
-    _ADDED = (("plan", "TEXT"), ("plan_context", "TEXT"), ("plan_cost_factor", "REAL"))
+    _ADDED = (
+        ("plan", "TEXT"),
+        ("plan_context", "TEXT"),
+        ("plan_cost_factor", "REAL"),
+        ("message_id", "TEXT"),
+    )
     _PRUNE_EVERY = 256  # remembered answers between two deletions of the expired ones
 
     def __init__(self, path: Path | str, ttl_s: float):
@@ -155,13 +178,14 @@ class SQLiteLedger:
         for name, kind in self._ADDED:
             if name not in have:
                 self._db.execute(f"ALTER TABLE served ADD COLUMN {name} {kind}")
+        self._db.execute("CREATE INDEX IF NOT EXISTS served_by_message ON served (message_id)")
         self._lock = threading.Lock()
         self._since_prune = 0
 
     def remember(self, served: Served) -> None:
         with self._lock:
             self._db.execute(
-                f"INSERT OR IGNORE INTO served ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR IGNORE INTO served ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 _row(served),
             )
             self._since_prune += 1
@@ -193,6 +217,16 @@ class SQLiteLedger:
                 self._db.execute("PRAGMA synchronous=NORMAL")
         return Vote(served, score, new)
 
+    def response_for(self, message_id: str) -> str:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT response_id FROM served WHERE message_id = ? ORDER BY created DESC LIMIT 1",
+                (message_id,),
+            ).fetchone()
+        if row is None:
+            raise _unknown_message(message_id)
+        return str(row["response_id"])
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -211,7 +245,7 @@ class PostgresLedger:
         with self._db.use() as conn:
             conn.execute(
                 f"INSERT INTO ragmend_feedback ({_COLUMNS}) "
-                "VALUES (%s, %s, %s, %s, %s, to_timestamp(%s), %s, %s, %s) ON CONFLICT DO NOTHING",
+                "VALUES (%s, %s, %s, %s, %s, to_timestamp(%s), %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 _row(served),
             )
 
@@ -246,6 +280,17 @@ class PostgresLedger:
                     (score, comment, response_id),
                 )
         return Vote(served, score, new)
+
+    def response_for(self, message_id: str) -> str:
+        with self._db.use() as conn:
+            row = conn.execute(
+                "SELECT response_id FROM ragmend_feedback WHERE message_id = %s "
+                "ORDER BY created DESC LIMIT 1",
+                (message_id,),
+            ).fetchone()
+        if row is None:
+            raise _unknown_message(message_id)
+        return str(row[0])
 
     def close(self) -> None:
         self._db.close()

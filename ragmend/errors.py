@@ -169,6 +169,14 @@ class StoreUnavailable(RagmendError):
     metric_kind = "store"
 
 
+class PeerUnavailable(RagmendError):
+    """Another service a command talks to (a chat UI, a ragmend server) cannot be reached, or
+    failed to answer."""
+
+    http_status = 502
+    exit_code = 3
+
+
 def _descendants(cls: type[RagmendError]) -> list[type[RagmendError]]:
     out = [cls]
     for sub in cls.__subclasses__():

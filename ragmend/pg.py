@@ -135,6 +135,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ADD COLUMN plan_cost_factor DOUBLE PRECISION",
         ),
     ),
+    # The chat client's message id an answer was shown under (server.message_id_header), which a
+    # rating synced from that client names.
+    Migration(
+        7,
+        "feedback by the client's message id",
+        (
+            "ALTER TABLE ragmend_feedback ADD COLUMN message_id TEXT",
+            "CREATE INDEX ragmend_feedback_by_message ON ragmend_feedback (message_id)",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -747,6 +747,14 @@ class ServerSettings(_Section):
         "marked correction follows a repair); true holds the stream until the diagnosis and any "
         "repair are done. Per request: stream_options.verify_first.",
     )
+    message_id_header: Annotated[str, LIVE] = Field(
+        "X-OpenWebUI-Message-Id",
+        max_length=100,
+        pattern=r"^[A-Za-z0-9-]*$",
+        description="The request header with the chat client's own id of the message that shows the "
+        "answer (Open WebUI: a connection header set to {{MESSAGE_ID}}), kept with the answer so that "
+        "a rating stored under that id (ragmend feedback sync) reaches it; empty: not read.",
+    )
 
     @field_validator("api_keys", "admin_keys")
     @classmethod

@@ -1,5 +1,8 @@
 """Drive Open WebUI, a chat UI people already use, against a running ragmend in a real browser
-(Debian's chromium, headless, through selenium): a three-turn conversation, then a screenshot.
+(Debian's chromium, headless, through selenium): a three-turn conversation; the first answer's
+sources opened in Open WebUI's panel; the third, flagged, rated thumbs down; then `ragmend
+feedback sync` posts that rating to ragmend, and the policy's update counts before and after it
+are read from ragmend's metrics. Screenshots in docs/img/.
 
 Run by scripts/demo_chat.sh (`make demo-chat`), which installs Open WebUI in its own venv and
 starts both servers. Not part of the test suite: it needs the UI's venv and the browser, and one
@@ -9,7 +12,10 @@ run takes minutes on 2 CPU cores (each turn is a CPU generation, diagnosis and m
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
+import subprocess
 import sys
 import time
 import urllib.request
@@ -24,7 +30,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 TURNS = (
     "Andrew Jaspan was the co-founder of what not-for-profit media outlet?",
     "When did it launch?",
-    "How many people does it reach?",
+    "Who won the 2026 Tour de France?",  # outside the corpus: the diagnosis flags it
 )
 # What the browser is started with: this machine has no network, so Chromium's background
 # connections (updates, sync, safe browsing) are switched off instead of failing at every start.
@@ -89,25 +95,135 @@ def converse(driver: WebDriver, ui: str, ragmend: str, turns: tuple[str, ...], t
     return [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#response-content-container")]
 
 
+def screenshot(driver: WebDriver, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(path))
+    print(f"screenshot: {path}", flush=True)
+
+
+def open_sources(driver: WebDriver, reply: int) -> str:
+    """Open the sources of the `reply`-th answer (0-based) and its first source's panel; the
+    panel's text."""
+    toggles = driver.find_elements(
+        By.XPATH, '//button[starts-with(@aria-label, "Toggle") and contains(@aria-label, "source")]'
+    )
+    if len(toggles) <= reply:
+        raise RuntimeError(f"reply {reply + 1} shows no sources (found {len(toggles)} source toggles)")
+    toggles[reply].click()
+    time.sleep(1)
+    chips = driver.find_elements(By.XPATH, '//button[starts-with(@id, "source-")]')
+    if not chips:
+        raise RuntimeError("the sources list did not open")
+    chips[0].click()
+    time.sleep(2)
+    dialogs = driver.find_elements(By.CSS_SELECTOR, '[role="dialog"], .modal')
+    return dialogs[-1].text if dialogs else ""
+
+
+def close_panel(driver: WebDriver) -> None:
+    webdriver.ActionChains(driver).send_keys(Keys.ESCAPE).perform()
+    time.sleep(1)
+
+
+def thumbs_down(driver: WebDriver) -> None:
+    """Rate the last answer down, as a user clicks it (Open WebUI stores the rating at once)."""
+    buttons = driver.find_elements(By.XPATH, '//button[@aria-label="Bad Response"]')
+    if not buttons:
+        raise RuntimeError("no thumbs-down button on the page")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", buttons[-1])
+    buttons[-1].click()
+    time.sleep(3)
+
+
+def pulls(ragmend: str) -> dict[str, float]:
+    """How many updates each repair arm and each router plan has learned (ragmend's metrics)."""
+    with urllib.request.urlopen(f"{ragmend}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    found = re.findall(
+        r'^ragmend_(policy_arm|router_plan)_pulls\{(?:action|plan)="([^"]+)"\} (\S+)$', text, re.M
+    )
+    return {f"{kind}:{name}": float(value) for kind, name, value in found}
+
+
+def admin_key(ui: str) -> str:
+    """An API key of Open WebUI's admin (the demo runs it without sign-in: its one user)."""
+
+    def post(path: str, body: dict[str, str] | None, token: str | None = None) -> dict[str, str]:
+        request = urllib.request.Request(
+            f"{ui}{path}",
+            data=json.dumps(body or {}).encode(),
+            headers={
+                "Content-Type": "application/json",
+                **({"Authorization": f"Bearer {token}"} if token else {}),
+            },
+        )
+        with urllib.request.urlopen(request, timeout=30) as r:
+            answer: dict[str, str] = json.loads(r.read())
+            return answer
+
+    token = post("/api/v1/auths/signin", {"email": "admin@localhost", "password": "admin"})["token"]
+    return post("/api/v1/auths/api_key", None, token)["api_key"]
+
+
+def feedback_sync(ragmend_cli: str, ui: str, ragmend: str, key: str, state: Path) -> dict[str, int]:
+    command = [
+        ragmend_cli,
+        "feedback",
+        "sync",
+        "--openwebui",
+        ui,
+        "--ragmend",
+        ragmend,
+        "--state",
+        str(state),
+    ]
+    print("$ OPENWEBUI_API_KEY=... " + " ".join(command[1:]).replace(ragmend_cli, "ragmend"), flush=True)
+    done = subprocess.run(
+        command, env={**os.environ, "OPENWEBUI_API_KEY": key}, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"ragmend feedback sync failed ({done.returncode}): {done.stderr}")
+    print(done.stdout.strip(), flush=True)
+    report: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ui", default="http://127.0.0.1:8080")
     parser.add_argument("--ragmend", default="http://127.0.0.1:8000")
-    parser.add_argument("--out", type=Path, default=Path("docs/img/demo-chat.png"))
+    parser.add_argument("--ragmend-cli", default=".venv/bin/ragmend", help="the ragmend command")
+    parser.add_argument("--img", type=Path, default=Path("docs/img"), help="where the screenshots go")
+    parser.add_argument("--state", type=Path, default=Path("var/openwebui/sync.json"))
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per turn")
     args = parser.parse_args(argv)
     driver = browser()
     try:
         replies = converse(driver, args.ui, args.ragmend, TURNS, args.timeout)
         driver.execute_script("window.scrollTo(0, 0);")
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(args.out))
+        screenshot(driver, args.img / "demo-chat.png")
+        panel = open_sources(driver, 0)
+        print(f"source panel: {panel[:300]!r}", flush=True)
+        screenshot(driver, args.img / "demo-chat-sources.png")
+        close_panel(driver)
+        before = pulls(args.ragmend)
+        thumbs_down(driver)
+        screenshot(driver, args.img / "demo-chat-flagged.png")
     finally:
         driver.quit()
     if len(replies) != len(TURNS) or not all(replies):
         print(f"expected {len(TURNS)} replies, the page shows {len(replies)}", file=sys.stderr)
         return 1
-    print(f"screenshot: {args.out}")
+    args.state.unlink(missing_ok=True)
+    key = admin_key(args.ui)
+    first = feedback_sync(args.ragmend_cli, args.ui, args.ragmend, key, args.state)
+    again = feedback_sync(args.ragmend_cli, args.ui, args.ragmend, key, args.state)
+    after = pulls(args.ragmend)
+    changed = {name: (before.get(name, 0.0), n) for name, n in after.items() if n != before.get(name, 0.0)}
+    print(f"policy updates changed by the sync: {changed}", flush=True)
+    if first.get("voted") != 1 or again.get("read") != 0 or not changed:
+        print("expected one vote learned, and nothing more on the second sync", file=sys.stderr)
+        return 1
     return 0
 
 

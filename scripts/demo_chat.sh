@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 UI_VENV=${OPENWEBUI_VENV:-var/openwebui/venv}
 RAGMEND_PORT=${RAGMEND_PORT:-8000}
 UI_PORT=${UI_PORT:-8080}
-OUT=${OUT:-docs/img/demo-chat.png}
+IMG=${IMG:-docs/img}
 LOGS=var/openwebui
 mkdir -p "$LOGS"
 
@@ -42,12 +42,16 @@ data=$(mktemp -d)
 # Open WebUI signs its sessions with WEBUI_SECRET_KEY; without one it writes .webui_secret_key into
 # its working directory (this checkout). A fresh key each run, as its state is fresh each run.
 secret=$(python3 -c "import secrets; print(secrets.token_hex(32))")
-# No hub here: Open WebUI's own document search cannot load its embedding model (it logs the
+# The connection sends each reply's message id (OPENAI_API_CONFIGS' header), which ragmend keeps
+# with the answer, so a rating synced from Open WebUI finds it; API keys on, so the sync can use
+# an admin's key. No hub here: Open WebUI's own document search cannot load its embedding model (it logs the
 # error and serves chat). Its side calls (titles, tags, follow-up suggestions) are off: each would
 # be a whole RAG request to ragmend. Its built-in tools are off: ragmend refuses `tools` (400).
 env DATA_DIR="$data" WEBUI_SECRET_KEY="$secret" OFFLINE_MODE=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
   WEBUI_AUTH=False ENABLE_OLLAMA_API=False ENABLE_OPENAI_API=True \
   OPENAI_API_BASE_URL="http://127.0.0.1:$RAGMEND_PORT/v1" OPENAI_API_KEY=none \
+  OPENAI_API_CONFIGS='{"0": {"headers": {"X-OpenWebUI-Message-Id": "{{MESSAGE_ID}}"}}}' \
+  ENABLE_API_KEYS=True \
   ENABLE_TITLE_GENERATION=False ENABLE_TAGS_GENERATION=False ENABLE_FOLLOW_UP_GENERATION=False \
   ENABLE_AUTOCOMPLETE_GENERATION=False ENABLE_SEARCH_QUERY_GENERATION=False \
   ENABLE_RETRIEVAL_QUERY_GENERATION=False ENABLE_EVALUATION_ARENA_MODELS=False \
@@ -60,4 +64,4 @@ pids+=($!)
 wait_for "http://127.0.0.1:$UI_PORT/" 300
 
 "$UI_VENV/bin/python" scripts/demo_chat.py --ui "http://127.0.0.1:$UI_PORT" \
-  --ragmend "http://127.0.0.1:$RAGMEND_PORT" --out "$OUT"
+  --ragmend "http://127.0.0.1:$RAGMEND_PORT" --img "$IMG"

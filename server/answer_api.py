@@ -25,5 +25,6 @@ async def answer(
         overrides = {**(overrides or {}), "instructions": instructions}
     engine = await serving.engine_for(body.model)
     response_id = f"answer-{uuid.uuid4().hex}"
-    outcome = await serving.answer(request, token, engine, (body.query, overrides, history), response_id)
+    reply = serving.reply_ids(request, engine, response_id)
+    outcome = await serving.answer(request, token, engine, (body.query, overrides, history), reply)
     return answer_response(outcome, serving.reading(engine), response_id=response_id)

@@ -8,6 +8,7 @@ response id before it is sent; a vote names that id. Authenticated like the answ
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Annotated
 
 from anyio import to_thread
@@ -35,21 +36,23 @@ class Feedback:
             self._ledger = open_ledger(self.collections.default.settings)
         return self._ledger
 
-    def remember(self, response_id: str, outcome: Outcome) -> None:
-        """Keep what a vote on this answer would credit. A store that cannot be written costs the
-        answer nothing: its vote will be refused as unknown, and the log says why."""
+    def remember(self, response_id: str, outcome: Outcome, message_id: str | None = None) -> None:
+        """Keep what a vote on this answer would credit (under the client's message id too, when
+        it sent one). A store that cannot be written costs the answer nothing: its vote will be
+        refused as unknown, and the log says why."""
         engine = self.collections.get(outcome.collection)
         try:
-            self.ledger.remember(engine.served(response_id, outcome))
+            self.ledger.remember(replace(engine.served(response_id, outcome), message_id=message_id))
         except (StoreUnavailable, OSError) as e:
             log.warning("feedback: answer %s not remembered (%s)", response_id, e)
 
     def vote(self, body: FeedbackRequest) -> FeedbackResponse:
         ttl_s = self.collections.default.settings.policy.feedback_ttl_s
-        vote = self.ledger.vote(body.response_id, body.value, body.comment, ttl_s)
+        response_id = body.response_id or self.ledger.response_for(body.message_id or "")
+        vote = self.ledger.vote(response_id, body.value, body.comment, ttl_s)
         learned = vote.new and self.collections.get(vote.served.namespace).credit(vote)
         return FeedbackResponse(
-            response_id=body.response_id,
+            response_id=response_id,
             score=vote.score,
             recorded=vote.new,
             credited=vote.served.arm,

@@ -33,6 +33,7 @@ from ragmend.engine.outcome import Outcome
 from ragmend.engine.presentation import Reading
 from ragmend.errors import ClientDisconnected, InputError, RagmendError
 from ragmend.rag.types import Turn
+from ragmend.server.chat_sources import CitedSources, status
 from ragmend.server.deadline import until_disconnected
 from ragmend.server.errors import UnsupportedParameter
 from ragmend.server.mapping import answer_response, conversation
@@ -41,6 +42,7 @@ from ragmend.server.openai_schemas import (
     ChatCompletion,
     ChatCompletionChunk,
     ChatCompletionRequest,
+    ChatEvent,
     Choice,
     ChunkChoice,
     Delta,
@@ -117,17 +119,21 @@ def completion(outcome: Outcome, model: str, reading: Reading, response_id: str)
     reason = cast(FinishReason, answer.finish_reason if answer.finish_reason in FINISH_REASONS else "stop")
     tokens = outcome.total_usage()  # every generator call of the request, not only the answer's
     extension = answer_response(outcome, reading, response_id=response_id)
+    cited = CitedSources.of(extension)
     return ChatCompletion(
         id=response_id,
         created=int(time.time()),
         model=model,
         # What the user reads: citations, and the answer policy's note where it is unsupported.
-        choices=[Choice(message=AssistantMessage(content=extension.answer), finish_reason=reason)],
+        choices=[
+            Choice(message=AssistantMessage(content=cited.renumber(extension.answer)), finish_reason=reason)
+        ],
         usage=Usage(
             prompt_tokens=tokens.prompt_tokens,
             completion_tokens=tokens.completion_tokens,
             total_tokens=tokens.prompt_tokens + tokens.completion_tokens,
         ),
+        sources=cited.sources(),
         ragmend=extension,
     )
 
@@ -155,9 +161,10 @@ def chunks(full: ChatCompletion, include_usage: bool) -> list[ChatCompletionChun
 
 
 def closing(full: ChatCompletion, include_usage: bool, tail: str = "") -> list[ChatCompletionChunk]:
-    """The end of a stream: what follows the text (`tail`), the finish reason, [usage], and the
-    `ragmend` extension on the last chunk."""
+    """The end of a stream: what follows the text (`tail`), the sources and the status line as
+    events, the finish reason, [usage], and the `ragmend` extension on the last chunk."""
     out = [chunk(full, Delta(content=tail))] if tail else []
+    out.extend(chunk(full, Delta()).model_copy(update={"event": event}) for event in chat_events(full))
     out.append(chunk(full, Delta(), full.choices[0].finish_reason))
     if include_usage:
         out.append(
@@ -168,6 +175,14 @@ def closing(full: ChatCompletion, include_usage: bool, tail: str = "") -> list[C
     # The extension goes on the last chunk, where a client has the whole answer it describes.
     out[-1] = out[-1].model_copy(update={"ragmend": full.ragmend})
     return out
+
+
+def chat_events(full: ChatCompletion) -> list[ChatEvent]:
+    """The events of a streamed reply: each source it cites, then how it was judged."""
+    events = [ChatEvent(type="source", data=source) for source in full.sources]
+    if (line := status(full.ragmend)) is not None:
+        events.append(ChatEvent(type="status", data=line))
+    return events
 
 
 async def held(result: ChatCompletion, include_usage: bool) -> AsyncIterator[str]:
@@ -197,8 +212,9 @@ def sse(chunk: ChatCompletionChunk, include_usage: bool) -> str:
         choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
     if not include_usage:
         data.pop("usage")  # with include_usage every chunk has "usage" (null but the last), as OpenAI's
-    if data["ragmend"] is None:
-        data.pop("ragmend")
+    for extension in ("event", "ragmend"):  # only on the chunks that carry them
+        if data[extension] is None:
+            data.pop(extension)
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
@@ -260,7 +276,8 @@ async def chat_completions(
     if body.stream and not verify_first:
         return await live(serving, token, request, engine, asked, body)
     response_id = completion_id()
-    outcome = await serving.answer(request, token, engine, asked, response_id)
+    reply = serving.reply_ids(request, engine, response_id)
+    outcome = await serving.answer(request, token, engine, asked, reply)
     result = completion(outcome, body.model or serving.models.served, serving.reading(engine), response_id)
     if not body.stream:
         return result
@@ -280,7 +297,8 @@ async def live(
     that disconnects, before or during the stream, stops the request's work."""
     pipe = TextPipe()
     response_id = completion_id()
-    task = asyncio.ensure_future(serving.run(token, engine, asked, response_id, pipe.put))
+    reply = serving.reply_ids(request, engine, response_id)
+    task = asyncio.ensure_future(serving.run(token, engine, asked, reply, pipe.put))
     try:
         first = await until_disconnected(request, pipe.first(task))
     except ClientDisconnected:
@@ -309,7 +327,8 @@ async def live(
             return
         done = completion(outcome, opening.model, serving.reading(engine), opening.id)
         done = done.model_copy(update={"created": opening.created})
-        for c in closing(done, include_usage, tail(outcome, done.ragmend)):
+        said = CitedSources.of(done.ragmend).renumber(tail(outcome, done.ragmend))
+        for c in closing(done, include_usage, said):
             yield sse(c, include_usage)
         yield "data: [DONE]\n\n"
 

@@ -183,6 +183,40 @@ RAGMEND_EXTENSION = (
 )
 
 
+class SourceRef(BaseModel):
+    id: str = Field(description="The passage's id.")
+    name: str = Field(description="Its document's title (the chip's text).")
+
+
+class SourceMeta(BaseModel):
+    source: str = Field(description="The passage's id: two passages of one document stay two sources.")
+    name: str = Field(description="Its document's title.")
+    doc_id: str
+
+
+class ChatSource(BaseModel):
+    """A passage the reply cites, in Open WebUI's source form (its citation chips and source
+    panel): `[n]` in the message is the n-th source."""
+
+    source: SourceRef
+    document: list[str] = Field(description="The passage's text.")
+    metadata: list[SourceMeta]
+
+
+class ChatStatus(BaseModel):
+    """How the diagnosis judged the reply, in one line (Open WebUI's status above a message)."""
+
+    description: str
+    done: bool = True
+
+
+class ChatEvent(BaseModel):
+    """An event of a streamed reply, in the form Open WebUI reads from a backend's chunk."""
+
+    type: Literal["source", "status"]
+    data: ChatSource | ChatStatus
+
+
 class ChatCompletion(BaseModel):
     id: str = Field(examples=["chatcmpl-6f1c0e3b9a2d4c7e8f5a1b2c3d4e5f60"])
     object: Literal["chat.completion"] = "chat.completion"
@@ -190,6 +224,11 @@ class ChatCompletion(BaseModel):
     model: str
     choices: list[Choice]
     usage: Usage
+    sources: list[ChatSource] = Field(
+        default_factory=list,
+        description="The passages the message cites, in the order of its [n] markers (Open WebUI's "
+        "source form; ignored by standard clients).",
+    )
     ragmend: AnswerResponse = Field(description=RAGMEND_EXTENSION)
 
 
@@ -215,6 +254,11 @@ class ChatCompletionChunk(BaseModel):
     choices: list[ChunkChoice]
     usage: Usage | None = Field(
         default=None, description="Only in the last chunk, with stream_options.include_usage."
+    )
+    event: ChatEvent | None = Field(
+        default=None,
+        description="Near the end, one chunk for each source the message cites and one for the "
+        "status line (Open WebUI's events; ignored by standard clients).",
     )
     ragmend: AnswerResponse | None = Field(
         default=None, description="Only in the last chunk. " + RAGMEND_EXTENSION

@@ -725,10 +725,18 @@ class FeedbackRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    response_id: str = Field(
+    response_id: str | None = Field(
+        None,
         min_length=1,
         max_length=200,
         description="The answer's id: `id` of a /v1/answer reply or of a chat completion (chatcmpl-...).",
+    )
+    message_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Or the chat client's id of the message that showed the answer (sent in "
+        "server.message_id_header with the request): the latest answer shown under it.",
     )
     score: float | None = Field(None, ge=0.0, le=1.0, description="How good the answer was, 0 to 1.")
     rating: Literal["up", "down"] | None = Field(None, description="Thumbs up (1) or down (0).")
@@ -738,6 +746,8 @@ class FeedbackRequest(BaseModel):
     def _one_vote(self) -> FeedbackRequest:
         if (self.score is None) == (self.rating is None):
             raise ValueError("give either score (0 to 1) or rating (up or down), not both and not neither")
+        if (self.response_id is None) == (self.message_id is None):
+            raise ValueError("name the answer by response_id or by message_id, one of the two")
         return self
 
     @property

@@ -3,7 +3,8 @@ the OpenAI-compatible one (/v1/chat/completions) share, kept on the app's state.
 
     token = serving.token(request)            # the request's deadline starts: the client's, capped
     engine = await serving.engine_for(model)  # the default corpus or a collection (404 otherwise)
-    outcome = await serving.answer(request, token, engine, query, overrides, history, response_id)
+    reply = serving.reply_ids(request, engine, response_id)  # its id, and the client's message id
+    outcome = await serving.answer(request, token, engine, (query, overrides, history), reply)
     reading = serving.reading(engine)         # how the answer is shown (the settings in force)
 
 `answer` admits the request (bounded concurrency and queue; a 503 before any work when it cannot
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from anyio import to_thread
 from fastapi import Request
@@ -24,6 +25,7 @@ from ragmend.cancel import Cancellation
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.presentation import Reading
+from ragmend.errors import InputError
 from ragmend.instrumentation import Events
 from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission
@@ -32,6 +34,15 @@ from ragmend.server.feedback_api import Feedback
 from ragmend.server.served_models import ServedModels
 
 Asked = tuple[str, dict[str, Any] | None, tuple[Turn, ...]]  # query, overrides, history
+MAX_MESSAGE_ID = 200
+
+
+class ReplyIds(NamedTuple):
+    """A reply's ids: ragmend's own (what POST /v1/feedback names) and the chat client's id of
+    the message that shows it (server.message_id_header), when it sent one."""
+
+    response_id: str
+    message_id: str | None = None
 
 
 class AnswerServing:
@@ -57,13 +68,13 @@ class AnswerServing:
         query: str,
         overrides: dict[str, Any] | None,
         history: tuple[Turn, ...],
-        response_id: str,
+        reply: ReplyIds,
         on_text: Callable[[str], None] | None = None,
     ) -> Outcome:
         """The engine's answer, told to the events and remembered, in the worker thread: a vote
         may follow the reply at once."""
         outcome = engine.respond(query, overrides, history, on_text, events=self.events)
-        self.feedback.remember(response_id, outcome)
+        self.feedback.remember(reply.response_id, outcome, reply.message_id)
         return outcome
 
     def run(
@@ -71,19 +82,29 @@ class AnswerServing:
         token: Cancellation,
         engine: Engine,
         asked: Asked,
-        response_id: str,
+        reply: ReplyIds,
         on_text: Callable[[str], None] | None = None,
     ) -> Awaitable[Outcome]:
         """The admitted run of `respond` (awaited by the caller; a live stream awaits it as a task)."""
         return self.admission.run(
-            self.respond, engine, *asked, response_id, on_text, token=token, kind=engine.namespace
+            self.respond, engine, *asked, reply, on_text, token=token, kind=engine.namespace
         )
 
     async def answer(
-        self, request: Request, token: Cancellation, engine: Engine, asked: Asked, response_id: str
+        self, request: Request, token: Cancellation, engine: Engine, asked: Asked, reply: ReplyIds
     ) -> Outcome:
         """The whole answer: admitted, run, and stopped if the client disconnects."""
-        return await until_disconnected(request, self.run(token, engine, asked, response_id))
+        return await until_disconnected(request, self.run(token, engine, asked, reply))
+
+    @staticmethod
+    def reply_ids(request: Request, engine: Engine, response_id: str) -> ReplyIds:
+        """The reply's own id and the client's id of the message that shows it, read from
+        server.message_id_header (too long a value is refused: it names the header)."""
+        header = engine.settings.server.message_id_header
+        value = request.headers.get(header, "").strip() if header else ""
+        if len(value) > MAX_MESSAGE_ID:
+            raise InputError(f"header {header}: a message id of at most {MAX_MESSAGE_ID} characters")
+        return ReplyIds(response_id, value or None)
 
     @staticmethod
     def reading(engine: Engine) -> Reading:

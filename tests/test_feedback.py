@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -39,6 +40,12 @@ def check_ledger(ledger: FeedbackLedger) -> None:
         ledger.vote("nope", 1.0, None, ttl_s=DAY)
     with pytest.raises(Gone, match="feedback_ttl_s"):
         ledger.vote("old", 1.0, None, ttl_s=DAY)
+    # A client's message id names the latest answer shown under it (a continued message).
+    ledger.remember(replace(served("m1"), message_id="msg-1"))
+    ledger.remember(replace(served("m2", created=time.time() + 1), message_id="msg-1"))
+    assert ledger.response_for("msg-1") == "m2"
+    with pytest.raises(NotFound, match="no answer shown as message 'nope'"):
+        ledger.response_for("nope")
     # An answer without a repair decision takes a vote but has no arm to credit.
     plain = ledger.vote("b", 0.0, None, ttl_s=DAY)
     assert plain.new and plain.reward is None

@@ -107,6 +107,7 @@ def test_live_settings_are_declared_on_the_fields() -> None:
         "unanswered_below",
         "citations",
         "stream_verify_first",
+        "message_id_header",
     }
     router = {"enabled", "plans", "kind", "alpha", "learn"}
     assert set(live_keys()) == (
