@@ -51,14 +51,3 @@ def signal_state(verdicts: Sequence[HypothesisVerdict]) -> NLIState:
     if all(s == "entail" for s in states):
         return "entail"
     return "neutral"
-
-
-def mixed_evidence(verdicts: Sequence[HypothesisVerdict], t: Thresholds) -> bool:
-    """Two different passages, one entailing and one contradicting the same hypothesis."""
-    for v in verdicts:
-        passages = [s for s in v.scores if s.passage != "joint"]
-        pro = {s.passage for s in passages if s.entail >= t.entail}
-        con = {s.passage for s in passages if s.contradict >= t.contradict}
-        if pro and con and (pro | con) != (pro & con):
-            return True
-    return False

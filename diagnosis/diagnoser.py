@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragmend.diagnosis.adjust import Checks, PremiseFacts, adjusted, claim_facts
-from ragmend.diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
+from ragmend.diagnosis.aggregate import hypothesis_state, signal_state
 from ragmend.diagnosis.alternatives import (
     Swap,
     check_alternatives,
@@ -44,6 +44,7 @@ from ragmend.diagnosis.answer_spans import unsupported_spans
 from ragmend.diagnosis.answerability import answerability_features
 from ragmend.diagnosis.comparison import TitleLookup, check_comparison, only_the_pick
 from ragmend.diagnosis.compound import atomic_claims, decompose
+from ragmend.diagnosis.conflict import conflict_on_claims
 from ragmend.diagnosis.egc import egc_features
 from ragmend.diagnosis.failure import (
     FailureSignals,
@@ -304,6 +305,19 @@ class Diagnoser:
         if hyp.swap is not None and contrast_verdict is not None:
             alternatives = check_alternatives(hyp.swap, claim_verdicts[0], contrast_verdict, t.entail)
 
+        # -- incompatible answers in the evidence ----------------------------------------------
+        conflict = (
+            conflict_on_claims(
+                claim_verdicts,
+                [(p.id, p.text) for p in passages],
+                o.conflict_threshold,
+                self._contradiction,
+                None if relevance is None else relevance_by_id(passages, relevance),
+            )
+            if qa
+            else None
+        )
+
         # -- the failure type, decided once ---------------------------------------------------
         decision = decide_failure(
             FailureSignals(
@@ -316,6 +330,7 @@ class Diagnoser:
                 comparison=comparison.outcome if comparison else None,
                 alternatives=alternatives.outcome if alternatives else None,
                 only_the_pick=only_the_pick(query, hyp.claims),
+                conflict=conflict is not None,
             )
         )
         if verdict is not None:
@@ -343,7 +358,7 @@ class Diagnoser:
             kg=kg,
             failure=failure,
             egc=egc,
-            evidence_conflict=mixed_evidence(verdicts, t),
+            evidence_conflict=conflict is not None,
             stage=stage,
             stage_reason=reason_line,
             label=hyp.label,
@@ -356,6 +371,7 @@ class Diagnoser:
             failure_steps=decision.steps,
             language=language,
             unsupported_spans=unsupported_spans(response, e_r.hypotheses, failure != "NoFailure", verdict),
+            conflict=conflict,
         )
 
     # -- the steps ------------------------------------------------------------------------------
@@ -386,6 +402,10 @@ class Diagnoser:
         other = response_claims(query, swap.other_response, o.max_claims, is_bare(response)) if swap else []
         contrast = other[0] if len(other) == 1 else None
         return Hypotheses(construction, nli_reads_query, query_hyps, claims, None, "", swap, contrast)
+
+    def _contradiction(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """P(contradict) of each (premise, hypothesis) pair, in one batch."""
+        return [float(p[2]) for p in self.nli.predict(pairs).probs]
 
     def _judge(self, hyp: Hypotheses, premises: Premises, t: Thresholds) -> list[HypothesisVerdict]:
         """Every hypothesis against its premises in ONE batched NLI call, each score adjusted by
@@ -586,6 +606,12 @@ def _support_off_question(
         return False
     about = {p.id: a for p, a in zip(passages, anchored, strict=True)}
     return not any(about[pid] for pid in support)
+
+
+def relevance_by_id(passages: Sequence[EvidencePassage], relevance: np.ndarray) -> dict[str, float]:
+    """Each passage's relevance (`relevance_of`'s probabilities) back as the cross-encoder's logit."""
+    p = np.clip(np.asarray(relevance, dtype=np.float64), 1e-12, 1 - 1e-12)
+    return {passage.id: float(x) for passage, x in zip(passages, np.log(p / (1 - p)), strict=True)}
 
 
 def relevance_of(logits: Sequence[float]) -> np.ndarray:

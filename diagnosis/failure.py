@@ -10,6 +10,8 @@ and records each one that ran with the type it left (Diagnosis.failure_steps):
   comparison    dates in the passages that pick the other alternative make the answer WR;
                 dates that agree with an answer that is its pick alone make it NoFailure
   alternatives  the evidence supporting the other alternative of a choice makes it WR
+  conflict      an answer that takes one side where the evidence holds incompatible answers
+                (diagnosis/conflict.py) is WR: it is not reported as supported
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class FailureSignals:
     comparison: Outcome | None = None  # a comparison in time against the passages' dates
     alternatives: Outcome | None = None  # a choice of attribute against the other alternative
     only_the_pick: bool = False  # the answer is its pick alone (comparison.only_the_pick)
+    conflict: bool = False  # the evidence holds incompatible answers on a claim of the answer
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,10 @@ def decide_failure(s: FailureSignals) -> FailureDecision:
     if s.alternatives == "disagrees":
         failure = settle(failure, "disagrees", addresses, s.only_the_pick)
         steps.append(FailureStep("alternatives", failure))
+    if s.conflict:
+        if failure == "NoFailure":
+            failure = "WR"
+        steps.append(FailureStep("conflict", failure))
     return FailureDecision(failure, rule, tuple(steps))
 
 

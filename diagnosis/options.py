@@ -44,6 +44,8 @@ class DiagnosisOptions:
     # the question's names and numbers.
     answerable_coverage: float
     answerability: AnswerabilityModel | None  # None: the best relevance against the threshold
+    # One passage entails a claim and another contradicts it at this: the evidence is in conflict.
+    conflict_threshold: float = 0.6
 
 
 def options_from_settings(settings: Settings) -> DiagnosisOptions:
@@ -71,6 +73,7 @@ def diagnosis_options(d: DiagnosisSettings, nli_max_length: int) -> DiagnosisOpt
         verdict=open_verdict(d.verdict),
         unsupported_threshold=d.unsupported_threshold,
         refute_threshold=d.refute_threshold,
+        conflict_threshold=d.conflict_threshold,
         support_floor=d.support_floor,
         contradiction_needs_name=d.contradiction_needs_name,
         other_edition_is_neutral=d.other_edition_is_neutral,

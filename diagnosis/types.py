@@ -157,7 +157,7 @@ class Verdict:
 
 
 # The steps that decide the failure type, in their order (failure.decide_failure).
-FailureStepName = Literal["rule", "off_question", "verdict", "comparison", "alternatives"]
+FailureStepName = Literal["rule", "off_question", "verdict", "comparison", "alternatives", "conflict"]
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,25 @@ class AlternativeCheck:
 
 
 @dataclass(frozen=True)
+class ConflictSide:
+    """The passages that give one answer to the question, and what they say."""
+
+    passages: tuple[str, ...]  # passage ids
+    says: str  # the answer's claim (its side), or the sentence quoted from the passage
+    takes_answer: bool  # the side the answer took
+
+
+@dataclass(frozen=True)
+class EvidenceConflict:
+    """The evidence holds incompatible answers: passages entailing a claim of the answer beside
+    passages contradicting it (diagnosis/conflict.py)."""
+
+    claim: str
+    sides: tuple[ConflictSide, ...]
+    strength: float  # min(best entailment, best contradiction) of the two sides
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     mode: Mode
     e_q: NLISignal
@@ -216,7 +235,7 @@ class Diagnosis:
     kg: KGSignal
     failure: FailureType
     egc: EGCFeatures
-    evidence_conflict: bool  # some passages entail what others contradict (mixed evidence)
+    evidence_conflict: bool  # the evidence holds incompatible answers (`conflict` says which)
     stage: Stage
     stage_reason: str
     label: str | None = None  # the task label y read from the response (claim mode)
@@ -236,6 +255,9 @@ class Diagnosis:
     not_judged: str | None = None
     # Where the answer is unsupported, claim by claim; empty when it passes or was not judged.
     unsupported_spans: tuple[AnswerSpan, ...] = ()
+    # Which passages hold which answer, when the evidence holds incompatible answers to the
+    # question on a claim of the answer; None: it does not.
+    conflict: EvidenceConflict | None = None
 
     @property
     def kappa(self) -> Kappa:

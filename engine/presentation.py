@@ -11,6 +11,11 @@ and, when the final answer is still unsupported, what `answer_policy` says to do
 - `off`: the generated text as it is (citations still marked where supported, unless citations
   are off).
 
+Whatever the policy but `off`, an answer whose evidence holds incompatible answers to the question
+(diagnosis.conflict) reads as both sides, each with its passages ("The sources disagree: [1] and
+[2] say ...; [3] says ..."), in place of one side stated as fact; `server.conflict_majority` adds
+which side more of those passages take.
+
 An answer the diagnosis did not judge (its question or text is not English) is shown as it is,
 with one plain sentence saying it was not checked (`off`: without it).
 
@@ -31,7 +36,7 @@ from typing import Literal
 
 from ragmend.diagnosis.compound import decompose, unprefixed
 from ragmend.diagnosis.hypotheses import CITATION_MARK, is_abstention, split_claims
-from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis, FailureType, HypothesisVerdict
+from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis, EvidenceConflict, FailureType, HypothesisVerdict
 from ragmend.settings import UNANSWERED_BELOW, AnswerPolicy, ServerSettings
 
 UNSUPPORTED_MARK = "[unsupported]"
@@ -40,6 +45,8 @@ NOT_ANSWERED = "Note: the sources found do not answer this question."
 NOT_VERIFIED = "the sources found do not verify this claim."
 NOT_CHECKED = "Note: this answer was not checked against the sources: the checks read English only."
 ABSTAINED = "The sources do not answer this question."
+DISAGREE = "The sources disagree:"
+ORDINALS = ("first", "second", "third", "fourth")
 CORRECTION = "[Correction] "  # leads what a live stream sends after an answer a repair replaced
 MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
 
@@ -52,10 +59,11 @@ class Reading:
     policy: AnswerPolicy = "abstain_unanswered"
     citations: bool = True
     unanswered_below: float = UNANSWERED_BELOW
+    conflict_majority: bool = False
 
     @classmethod
     def of(cls, server: ServerSettings) -> Reading:
-        return cls(server.answer_policy, server.citations, server.unanswered_below)
+        return cls(server.answer_policy, server.citations, server.unanswered_below, server.conflict_majority)
 
     def abstains(self, failure: FailureType, p_answerable: float | None) -> bool:
         """Whether a judged final answer with this failure type, its evidence given P(answerable)
@@ -77,7 +85,9 @@ class CitedSentence:
 class Presented:
     text: str  # what the user reads
     sentences: tuple[CitedSentence, ...]
-    policy_applied: str | None  # "annotate" / "abstain" when the final answer failed; else None
+    # "annotate" / "abstain" when the final answer failed; "conflict" when it reads as both sides
+    # of a conflict in its evidence; else None.
+    policy_applied: str | None
     note: str | None = None  # annotate: the plain sentence saying the sources do not support it
     # Who said the sources do not answer: the repair policy's abstain action, or answer_policy
     # (abstain) on a final answer still unsupported; None: no abstention.
@@ -159,6 +169,10 @@ def present(
             return Presented(f"{label}: {NOT_VERIFIED}", (), "gated")
         return Presented(response, (), None)
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
+    if diagnosis.conflict is not None and reading.policy != "off":
+        numbers = {pid: n for n, (pid, _) in enumerate(evidence, start=1)}
+        said = both_sides(diagnosis.conflict, numbers, reading.conflict_majority)
+        return Presented(said, sentences, "conflict")
     if reading.abstains(diagnosis.failure, diagnosis.e_q.support):
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
     annotate = diagnosis.failed and reading.policy in ("annotate", "abstain_unanswered")
@@ -170,6 +184,23 @@ def present(
         note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
         return Presented(f"{text} {note}".strip(), sentences, "annotate", note)
     return Presented(text, sentences, None)
+
+
+def both_sides(conflict: EvidenceConflict, numbers: dict[str, int], majority: bool) -> str:
+    """What each side of a conflict says, with its passages' citations (`numbers`: a passage id's
+    number in the reply's evidence), and, with `majority`, which side more of them take."""
+    said = []
+    for side in conflict.sides:
+        cited = sorted(numbers[p] for p in side.passages if p in numbers)
+        markers = " and ".join(f"[{n}]" for n in cited) or "some of the sources"
+        verb = "say" if len(cited) > 1 else "says"
+        said.append(f"{markers} {verb}: {side.says.strip().rstrip('.')}")
+    text = f"{DISAGREE} " + "; ".join(said) + "."
+    sizes = [len(side.passages) for side in conflict.sides]
+    if majority and len(set(sizes)) > 1:
+        most = max(range(len(sizes)), key=sizes.__getitem__)
+        text += f" More of them ({sizes[most]} of {sum(sizes)}) take the {ORDINALS[most]} side."
+    return text
 
 
 def plain_text(text: str) -> str:

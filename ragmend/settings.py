@@ -338,6 +338,14 @@ class DiagnosisSettings(_Section):
         description="An answer fails at P(unsupported) at or above this; null: the verdict model's own. "
         "Lower catches more unsupported answers and flags more right ones.",
     )
+    conflict_threshold: float = Field(
+        0.6,
+        gt=0,
+        lt=1,
+        description="Calibrated NLI probability at which one passage must entail a claim of the answer and "
+        "another contradict it for the evidence to hold incompatible answers to the question (a conflict: "
+        "the answer is not reported as supported, and the user reads both sides).",
+    )
     refute_threshold: float | None = Field(
         0.8,
         gt=0,
@@ -746,6 +754,12 @@ class ServerSettings(_Section):
         description="Streamed chat completions: false streams the first answer as it is generated (a "
         "marked correction follows a repair); true holds the stream until the diagnosis and any "
         "repair are done. Per request: stream_options.verify_first.",
+    )
+    conflict_majority: Annotated[bool, LIVE] = Field(
+        False,
+        description="When the sources disagree and the answer reads as both sides, also say which side "
+        "more of those passages take (off by default: a majority of retrieved passages is not evidence "
+        "of truth, and misleading passages can be the many).",
     )
     message_id_header: Annotated[str, LIVE] = Field(
         "X-OpenWebUI-Message-Id",

@@ -179,7 +179,15 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
             )
             for s in d.unsupported_spans
         ],
+        conflict=None if d.conflict is None else evidence_conflict(d.conflict),
     )
+
+
+def evidence_conflict(c: diag.EvidenceConflict) -> api.EvidenceConflict:
+    sides = [
+        api.ConflictSide(passages=list(s.passages), says=s.says, takes_answer=s.takes_answer) for s in c.sides
+    ]
+    return api.EvidenceConflict(claim=c.claim, sides=sides, strength=c.strength)
 
 
 def alternatives(a: diag.AlternativeCheck) -> api.Alternatives:

@@ -306,12 +306,28 @@ class Alternatives(BaseModel):
     )
 
 
+class ConflictSide(BaseModel):
+    """The passages that give one answer to the question, and what they say."""
+
+    passages: list[str] = Field(description="their ids (in `evidence`)")
+    says: str = Field(description="the answer's claim, for its side; else the sentence quoted from a passage")
+    takes_answer: bool = Field(description="the side the answer took")
+
+
+class EvidenceConflict(BaseModel):
+    """Incompatible answers in the evidence (docs/diagnosis.md, "When the sources disagree")."""
+
+    claim: str = Field(description="the claim of the answer one side entails and the other contradicts")
+    sides: list[ConflictSide]
+    strength: float = Field(description="min(the best entailment, the best contradiction) of the two sides")
+
+
 class FailureStep(BaseModel):
     """One step of the failure decision that ran, and the failure type it left."""
 
     step: FailureStepName = Field(
         description="rule (Algorithm 1 over the NLI states and kappa), off_question, verdict, "
-        "comparison or alternatives, in the order they run"
+        "comparison, alternatives or conflict, in the order they run"
     )
     failure: FailureType
 
@@ -325,7 +341,7 @@ class Diagnosis(BaseModel):
     kg: KGSignal
     failure: FailureType
     egc: EGCFeatures
-    evidence_conflict: bool = Field(description="some passages entail what others contradict")
+    evidence_conflict: bool = Field(description="the evidence holds incompatible answers (see `conflict`)")
     stage: Stage
     stage_reason: str
     label: str | None = Field(description="the task label read from the answer (claim mode)")
@@ -371,6 +387,13 @@ class Diagnosis(BaseModel):
         "entails), else its weakest claim, located in the answer (a sentence, or the sentence an "
         "atomic claim came from; a bare answer: the whole answer). Empty when the answer passes or "
         "was not judged",
+    )
+    conflict: EvidenceConflict | None = Field(
+        default=None,
+        description="the evidence holds incompatible answers to the question: one passage entails a "
+        "claim of the answer and another contradicts it at diagnosis.conflict_threshold; which "
+        "passages hold which side, and what each says. The answer is then not reported as supported "
+        "(failure WR, step conflict), and the user reads both sides. Null: no such conflict",
     )
 
 
@@ -516,7 +539,8 @@ class AnswerResponse(BaseModel):
     answer_policy: str | None = Field(
         None,
         description="annotate or abstain when the final answer failed and the policy changed what is "
-        "read; gated in claim mode when the label was gated; else null.",
+        "read; conflict when its evidence holds incompatible answers and it reads as both sides; gated "
+        "in claim mode when the label was gated; else null.",
     )
     answer_note: str | None = Field(
         None, description="annotate: the sentence added saying the sources do not support the answer."

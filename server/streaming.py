@@ -8,8 +8,9 @@ What a repair does to a stream (docs/api.md, "Streaming"):
 - `live` (the default): the first answer is streamed as it is generated. When the diagnosis
   finds it unsupported and a repair replaces it, a clearly marked correction follows in the same
   stream ("[Correction] ..."); when the final answer is still unsupported, the answer policy's
-  note (or its abstention, as a correction) follows. Citations are in the `ragmend` extension of
-  the last chunk (the markers cannot be put into text already sent).
+  note follows (or, as a correction, its abstention or both sides of a conflict in the
+  evidence). Citations are in the `ragmend` extension of the last chunk (the markers cannot be
+  put into text already sent).
 - `verify_first` (server.stream_verify_first, or stream_options.verify_first per request): the
   stream is held until the diagnosis and any repair are done, then the answer the user reads is
   sent, exactly as the unstreamed reply's content.
@@ -70,6 +71,6 @@ def tail(outcome: Outcome, reply: AnswerResponse) -> str:
     read: a marked correction when a repair's answer replaced it (or the policy abstained), the
     policy's note when it stands unsupported, else nothing."""
     replaced = outcome.first is not None and outcome.answer is not outcome.first
-    if replaced or reply.answer_policy in ("abstain", "gated"):
+    if replaced or reply.answer_policy in ("abstain", "gated", "conflict"):
         return f"\n\n{CORRECTION}{reply.answer}"
     return f" {reply.answer_note}" if reply.answer_note else ""

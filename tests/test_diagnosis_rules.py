@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragmend.diagnosis.aggregate import hypothesis_state, mixed_evidence, signal_state
+from ragmend.diagnosis.aggregate import hypothesis_state, signal_state
+from ragmend.diagnosis.conflict import conflict_on_claims
 from ragmend.diagnosis.egc import egc_features
 from ragmend.diagnosis.failure import (
     StageEvidence,
@@ -51,11 +52,22 @@ def test_signal_state_over_claims() -> None:
     assert signal_state([]) == "neutral"
 
 
-def test_mixed_evidence_needs_two_different_passages() -> None:
-    mixed = hypothesis_state("h", [s("a", 0.9, 0.0), s("b", 0.0, 0.9)], T)
-    assert mixed_evidence([mixed], T)
-    one_sided = hypothesis_state("h", [s("a", 0.9, 0.0), s("joint", 0.0, 0.9)], T)
-    assert not mixed_evidence([one_sided], T)
+def test_a_conflict_needs_one_passage_for_and_another_against_the_same_claim() -> None:
+    def negations(pairs: list[tuple[str, str]]) -> list[float]:  # the rule's input: P(contradict)
+        return [0.9 if " not " in premise else 0.1 for premise, _ in pairs]
+
+    passages = [("a", "Paris is the capital."), ("b", "It is old. Paris is not the capital."), ("c", "Lyon.")]
+    scores = [s("a", 0.9, 0.0), s("b", 0.05, 0.8), s("c", 0.3, 0.3)]
+    claim = hypothesis_state("Paris is the capital.", scores, T)
+    found = conflict_on_claims([claim], passages, 0.6, negations)
+    assert found is not None and found.strength == 0.8
+    assert [(side.passages, side.takes_answer) for side in found.sides] == [(("a",), True), (("b",), False)]
+    assert found.sides[1].says == "Paris is not the capital."  # quoted: its most contradicting sentence
+    # Below the bar on either side, or against the joint premise only: passages that merely differ.
+    weak = hypothesis_state("h", [s("a", 0.9, 0.0), s("b", 0.05, 0.5)], T)
+    joint = hypothesis_state("h", [s("a", 0.9, 0.0), s("joint", 0.0, 0.9)], T)
+    assert conflict_on_claims([weak], passages, 0.6, negations) is None
+    assert conflict_on_claims([joint], passages, 0.6, negations) is None
 
 
 @pytest.mark.parametrize(

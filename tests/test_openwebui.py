@@ -31,8 +31,8 @@ from ragmend.integrations.openwebui import (
     SyncState,
     sync,
 )
-from ragmend.server.chat_sources import CitedSources
-from ragmend.server.schemas import AnswerResponse, Passage
+from ragmend.server.chat_sources import CitedSources, status
+from ragmend.server.schemas import AnswerResponse, Passage, RepairTrace
 from tests.conftest import REPO, LiveServer, free_port
 from tests.test_repair import UNANSWERABLE, make_engine
 
@@ -277,3 +277,36 @@ def test_the_sync_command_says_what_is_wrong(tmp_path: Path) -> None:
     )
     assert empty.exit_code == 2 and "empty" in empty.output
     assert not (tmp_path / "sync.json").exists()
+
+
+def judged(failure: str = "NoFailure", not_judged: str | None = None, **reply: Any) -> AnswerResponse:
+    """A reply with only what the status line reads."""
+    diagnosis = SimpleNamespace(failure=failure, not_judged=not_judged)
+    fields = {"diagnosis": diagnosis, "repair": None, "second_repair": None, "abstained_by": None}
+    return cast(AnswerResponse, SimpleNamespace(**(fields | reply)))
+
+
+def test_the_status_line_says_how_the_answer_was_judged() -> None:
+    construct = cast(Any, RepairTrace).model_construct  # only what the status line reads
+    repaired = construct(action="rerank", kept="repaired")
+    kept = construct(action="focus", kept="original")
+
+    def line(reply: AnswerResponse) -> str | None:
+        said = status(reply)
+        return None if said is None else said.description
+
+    assert line(judged()) == "Checked against the sources: supported"
+    assert line(judged(repair=repaired)) == (
+        "Checked: the first answer was not supported; supported after a repair (rerank)"
+    )
+    assert line(judged("WR", repair=kept)) == "Checked: not supported by the sources found"
+    assert (
+        line(judged("WR", repair=repaired))
+        == "Checked: not supported by the sources found after a repair (rerank)"
+    )
+    assert (
+        line(judged("IE", abstained_by="answer_policy"))
+        == "Checked: the sources found do not answer this question"
+    )
+    assert line(judged(not_judged="de")) == "Not checked against the sources: the checks read English only"
+    assert line(cast(AnswerResponse, SimpleNamespace(diagnosis=None))) is None

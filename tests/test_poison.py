@@ -42,11 +42,14 @@ def _record(parametric: bool, correct: dict[str, bool], conflict: dict[str, bool
         "contexts": {
             name: {
                 "correct": correct[name],
+                "presented_correct": correct[name],
                 "evidence_conflict": conflict[name],
+                "read_as": "conflict" if conflict[name] else "stated",
+                "kinds": ["misleading"] * bad + ["clean"] * (3 - bad),
                 "e_r": "neutral",
                 "failure": "WR",
             }
-            for name, _ in CONTEXTS
+            for name, bad in CONTEXTS
         },
     }
 
@@ -68,6 +71,12 @@ def test_por_counts_only_parametrically_correct_questions() -> None:
         33.33
     )
     assert c["mixed-33"]["flag_evidence_conflict"] == pytest.approx(33.33)
+    # What was read: one of three mixed-33 answers presented the conflict; the clean and the
+    # poisoned contexts have no answer whose evidence holds both kinds of passage.
+    assert c["mixed-33"]["presented_conflict"] == pytest.approx(33.33)
+    assert c["mixed-33"]["stated_one_side"] == pytest.approx(66.67)
+    assert c["mixed-33"]["presented_conflict_when_both"] == pytest.approx(33.33)
+    assert c["clean"]["presented_conflict_when_both"] is None and c["poisoned"]["abstained"] == 0.0
     assert [c[n]["poison_share"] for n, _ in CONTEXTS] == [0.0, 0.333, 0.667, 1.0]
 
 
@@ -99,6 +108,9 @@ def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine
     assert len(r["clean_passages"]) == 3 and len(r["misleading_passages"]) == 3
     assert set(r["contexts"]) == {n for n, _ in CONTEXTS}
     assert all(c["failure"] and c["response"] for c in r["contexts"].values())
+    assert all(
+        c["presented"] and c["read_as"] in ("stated", "conflict", "abstained") for c in r["contexts"].values()
+    )
     # A rerun reads the records and generates nothing more.
     again = PoisonRun(engine, tmp_path / "poison.jsonl").run([item])
     assert again == records
@@ -120,6 +132,7 @@ def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine
     mark_correct(records, [item], judge)
     assert isinstance(r["parametric_correct"], bool)
     assert all(isinstance(c["correct"], bool) for c in r["contexts"].values())
+    assert all(isinstance(c["presented_correct"], bool) for c in r["contexts"].values())
     # The fitted judge is kept: the same setup reads it back instead of refitting.
     again_judge, again_validation = fit_judge(engine.models, DATA, questions=12, cache=cache)
     assert again_validation == validation and again_judge.weights == judge.weights

@@ -11,7 +11,9 @@ For each TruthfulQA question of the TEST split (sha256 of the question, as for t
 3. four contexts (clean 3+0, mixed-33 2+1, mixed-67 1+2, poisoned 0+3; order shuffled with a fixed
    seed per question); an answer under each with the paper's RAG prompt (temperature 0.2);
 4. the engine's diagnosis of every answer: does it flag the poisoned contexts (evidence conflict:
-   some passages entail what others contradict; response contradiction; any failure)?
+   the evidence holds incompatible answers on a claim of the answer; response contradiction; any
+   failure)? And what the user reads (engine/presentation.py, the server's settings): the answer
+   stated as fact, both sides of a conflict, or an abstention.
 
 Correctness of a free-form answer: bench/suites/truth_judge.py, a small judge over the answer's embedding,
 token-overlap and NLI relations to TruthfulQA's correct and incorrect reference answers, fitted on
@@ -47,8 +49,10 @@ from ragmend.bench.suites.truth_judge import (
     leave_one_out,
 )
 from ragmend.corpora.readers import Split, split_of
+from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine import Engine
+from ragmend.engine.presentation import Presented, Reading, present
 from ragmend.errors import InputError
 from ragmend.fileio import archive_file, atomic_write_json, atomic_write_text
 from ragmend.kg.phrases import embed_with
@@ -101,6 +105,7 @@ class PoisonRun:
         self.max_chars = engine.settings.rag.max_context_chars
         # The flags are the diagnosis' and depend on the NLI weights: each record names them.
         self.nli = nli_identity(engine.settings.models)
+        self.reading = Reading.of(engine.settings.server)
 
     def chat(self, prompt: str, max_tokens: int, seed: int = 0, **values: str) -> str:
         # Distinct passages of one kind come from distinct sampling seeds (temperature 0.2).
@@ -150,8 +155,13 @@ class PoisonRun:
             context, _ = format_context(passages, self.max_chars)
             response = self.chat("conflict", 64, context=context, question=item.question)
             d = self.engine.diagnoser.diagnose(item.question, tuple(passages), response)
+            titled = [(p.id, p.title) for p in passages]
+            shown = present(response, d, titled, self.reading, query=item.question)
             out["contexts"][name] = {
                 "response": response,
+                "presented": shown.text,
+                "read_as": read_as(response, shown),
+                "kinds": [kind for _, kind in chosen],
                 **_flags(d),
             }
         return out
@@ -184,6 +194,16 @@ class PoisonRun:
                 if on_item is not None:
                     on_item(len(done), len(items))
         return done
+
+
+def read_as(response: str, shown: Presented) -> str:
+    """What the user reads: "conflict" (both sides), "abstained" (the answer policy's abstention or
+    the generator's own), else "stated" (one answer stated as fact)."""
+    if shown.policy_applied == "conflict":
+        return "conflict"
+    if shown.policy_applied == "abstain" or is_abstention(response):
+        return "abstained"
+    return "stated"
 
 
 def reference_samples(items: list[TruthfulItem]) -> list[Judged]:
@@ -235,12 +255,15 @@ def mark_correct(records: list[dict[str, Any]], items: list[TruthfulItem], judge
     for r in records:
         item = by_question[r["question"]]
         answers = [("parametric", r["parametric"])] + [(n, c["response"]) for n, c in r["contexts"].items()]
+        answers += [(f"{n}/presented", c["presented"]) for n, c in r["contexts"].items()]
         for name, response in answers:
             samples.append(Judged(item.question, response, item.correct, item.incorrect))
             slots.append((r, name))
     for (r, name), ok in zip(slots, judge.judge(samples), strict=True):
         if name == "parametric":
             r["parametric_correct"] = ok
+        elif name.endswith("/presented"):
+            r["contexts"][name.removesuffix("/presented")]["presented_correct"] = ok
         else:
             r["contexts"][name]["correct"] = ok
 
@@ -249,6 +272,8 @@ def _flags(d: Diagnosis) -> dict[str, Any]:
     return {
         "failure": d.failure,
         "evidence_conflict": d.evidence_conflict,
+        # As JSON reads it back (lists, not tuples): a resumed run's records equal a fresh one's.
+        "conflict": None if d.conflict is None else json.loads(json.dumps(asdict(d.conflict))),
         "e_r": d.e_r.state,
         "e_q": d.e_q.state,
     }
@@ -275,8 +300,30 @@ def summarize_poison(records: list[dict[str, Any]]) -> dict[str, Any]:
             "flag_any_failure": round(100 * float(np.mean([c["failure"] != "NoFailure" for c in rows])), 2),
             "flag_wrong": round(100 * float(np.mean(failed[False])), 2) if failed[False] else None,
             "flag_right": round(100 * float(np.mean(failed[True])), 2) if failed[True] else None,
+            **reading_shares(rows),
         }
     return out
+
+
+def reading_shares(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """What the user read, as percentages of the context's answers: one side stated as fact, both
+    sides presented, an abstention; the same over the answers whose evidence holds both a true and
+    a misleading passage; and the accuracy of what was read."""
+
+    def share(sub: list[dict[str, Any]], *kinds: str) -> float | None:
+        return round(100 * float(np.mean([c["read_as"] in kinds for c in sub])), 2) if sub else None
+
+    both = [c for c in rows if {"clean", "misleading"} <= set(c["kinds"])]
+    return {
+        "stated_one_side": share(rows, "stated"),
+        "presented_conflict": share(rows, "conflict"),
+        "abstained": share(rows, "abstained"),
+        "presented_conflict_when_both": share(both, "conflict"),
+        "presented_or_abstained_when_both": share(both, "conflict", "abstained"),
+        "accuracy_read": round(100 * float(np.mean([c["presented_correct"] for c in rows])), 2)
+        if rows
+        else None,
+    }
 
 
 def write_poison_report(
@@ -337,6 +384,31 @@ def write_poison_report(
     )
     rows = [[name, f"{ctx[name]['poison_share']:.2f}", *[ctx[name][k] for k in keys]] for name, _ in CONTEXTS]
     lines += markdown_table(head, rows)
+    lines += [
+        "",
+        "What the user reads (the answer as the server presents it, engine/presentation.py): one answer "
+        "stated as fact, both sides of a conflict in the evidence, or an abstention; 'evidence holds "
+        "both': the answers whose passages include a true and a misleading one (the mixed contexts).",
+        "",
+    ]
+    read_keys = (
+        "stated_one_side",
+        "presented_conflict",
+        "abstained",
+        "presented_conflict_when_both",
+        "presented_or_abstained_when_both",
+        "accuracy_read",
+    )
+    head = [
+        "context",
+        "stated one side %",
+        "presented the conflict %",
+        "abstained %",
+        "presented the conflict, evidence holds both %",
+        "presented it or abstained, evidence holds both %",
+        "accuracy of what was read %",
+    ]
+    lines += markdown_table(head, [[name, *[ctx[name].get(k) for k in read_keys]] for name, _ in CONTEXTS])
     lines += ["", "![Poison Ratio Curve](poison-curve.png)", ""]
     judge = summary.get("judge")
     if judge:

@@ -1,0 +1,78 @@
+"""Whether the evidence holds incompatible answers to the question, and which passages hold which.
+
+Passages that merely differ (one says more, or speaks of something else) do not count: the
+evidence is in conflict on the asked fact when, for one claim of the answer, some passage entails
+it and another contradicts it, each at `conflict_threshold` or more (a bar above the diagnosis's
+entail and contradict thresholds: a conflict changes what the user reads), and the contradicting
+passage answers the question about as well as the entailing one: its cross-encoder relevance to
+the question (a logit) within `relevance_margin` of the best of the answer's side. The NLI model
+reads "Marie Curie died in Passy" as contradicting "Marie Curie was born in Warsaw"; the
+cross-encoder scores it 4 logits below the passage that says where she was born, where a passage
+naming another acquirer, or another winner, scores within one. Without a reranker every
+contradicting passage counts. The answer's side is
+the passages that entail its claim; the other side is those that contradict it, and what the other
+side says is quoted from the passage: its sentence that contradicts the claim most (one small NLI
+batch). Nothing is generated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from ragmend.diagnosis.hypotheses import split_sentences
+from ragmend.diagnosis.premises import JOINT
+from ragmend.diagnosis.types import ConflictSide, EvidenceConflict, HypothesisVerdict
+
+# (premise, hypothesis) pairs -> P(contradict) of each pair.
+Contradiction = Callable[[list[tuple[str, str]]], list[float]]
+MAX_QUOTE_SENTENCES = 12  # a passage's sentences read for the quote, from its start
+RELEVANCE_MARGIN = 2.0  # cross-encoder logits (the module's docstring)
+
+
+def conflict_on_claims(
+    claims: Sequence[HypothesisVerdict],
+    passages: Sequence[tuple[str, str]],
+    threshold: float,
+    contradiction: Contradiction,
+    relevance: Mapping[str, float] | None = None,
+    relevance_margin: float = RELEVANCE_MARGIN,
+) -> EvidenceConflict | None:
+    """The strongest conflict over the answer's claims (`passages`: each id and text; `relevance`:
+    each passage's cross-encoder logit for the question, None without a reranker), or None."""
+    best: tuple[float, HypothesisVerdict, list[str], list[str]] | None = None
+    for claim in claims:
+        scores = [s for s in claim.scores if s.passage != JOINT]
+        pro = [s.passage for s in scores if s.entail >= threshold]
+        con = [s.passage for s in scores if s.contradict >= threshold and s.passage not in pro]
+        if pro and con and relevance is not None:
+            bar = max(relevance.get(p, 0.0) for p in pro) - relevance_margin
+            con = [p for p in con if relevance.get(p, bar) >= bar]
+        if not pro or not con:
+            continue
+        strength = min(
+            max(s.entail for s in scores if s.passage in pro),
+            max(s.contradict for s in scores if s.passage in con),
+        )
+        if best is None or strength > best[0]:
+            best = (strength, claim, pro, con)
+    if best is None:
+        return None
+    strength, claim, pro, con = best
+    text = dict(passages)
+    return EvidenceConflict(
+        claim=claim.hypothesis,
+        sides=(
+            ConflictSide(tuple(pro), claim.hypothesis, takes_answer=True),
+            ConflictSide(tuple(con), _quote([text[p] for p in con], claim.hypothesis, contradiction), False),
+        ),
+        strength=round(strength, 4),
+    )
+
+
+def _quote(texts: Sequence[str], claim: str, contradiction: Contradiction) -> str:
+    """The sentence of the contradicting passages that contradicts the claim most."""
+    sentences = [s for t in texts for s in split_sentences(t)[:MAX_QUOTE_SENTENCES]]
+    if not sentences:
+        return texts[0].strip()
+    p = contradiction([(s, claim) for s in sentences])
+    return sentences[max(range(len(sentences)), key=p.__getitem__)]

@@ -1,0 +1,96 @@
+"""When the sources disagree: the diagnosis finds incompatible answers to the asked fact (and not
+passages that merely differ), says which passages hold which, does not report a one-sided answer
+as supported, and the user reads both sides. Real models (NLI, cross-encoder), real HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from ragmend.engine import Engine
+from ragmend.engine.presentation import DISAGREE, Reading, present
+from ragmend.rag.types import Passage
+from ragmend.server.openai_api import tail
+from tests.conftest import LiveServer
+
+ACQUIRED = "Which company acquired Quenton Ltd?"
+DISAGREE_ON_IT = [
+    "Quenton Ltd, a maker of ship engines, was acquired by Halvard Group in 2015.",
+    "In 2015 Quenton Ltd was bought by Morrow Holdings, which still owns it.",
+    "Quenton Ltd was founded in Leeds in 1921 and makes ship engines.",  # differs, on another fact
+]
+BORN = "Where was Marie Curie born?"
+ONLY_DIFFER = [
+    "Marie Curie was born in Warsaw in 1867.",
+    "Marie Curie moved to Paris in 1891 to study physics.",
+    "Marie Curie died in Passy, France, in 1934.",  # the NLI model reads it as contradicting
+]
+
+
+def diagnose(server: LiveServer, question: str, answer: str, passages: list[str]) -> dict[str, Any]:
+    body = {"question": question, "answer": answer, "passages": [{"text": t} for t in passages]}
+    r = httpx.post(server.url + "/v1/diagnose", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    diagnosis: dict[str, Any] = r.json()["diagnosis"]
+    return diagnosis
+
+
+def test_passages_that_disagree_on_the_asked_fact_are_a_conflict_over_http(live_server: LiveServer) -> None:
+    d = diagnose(live_server, ACQUIRED, "Quenton Ltd was acquired by Halvard Group.", DISAGREE_ON_IT)
+    assert d["evidence_conflict"] and d["failure"] == "WR"  # one side stated as fact: not supported
+    assert d["failure_steps"][-1] == {"step": "conflict", "failure": "WR"}
+    sides = d["conflict"]["sides"]
+    assert [(s["passages"], s["takes_answer"]) for s in sides] == [(["p1"], True), (["p2"], False)]
+    assert "Morrow Holdings" in sides[1]["says"]  # quoted from the passage that says otherwise
+    # The other side's answer is as one-sided: the same conflict, the sides the other way round.
+    other = diagnose(live_server, ACQUIRED, "Morrow Holdings bought Quenton Ltd.", DISAGREE_ON_IT)
+    assert other["conflict"] is not None and other["conflict"]["sides"][0]["passages"] == ["p2"]
+
+
+def test_passages_that_merely_differ_are_no_conflict_over_http(live_server: LiveServer) -> None:
+    d = diagnose(live_server, BORN, "Marie Curie was born in Warsaw.", ONLY_DIFFER)
+    assert not d["evidence_conflict"] and d["conflict"] is None and d["failure"] == "NoFailure"
+
+
+def test_the_user_reads_both_sides_with_their_citations(engine: Engine) -> None:
+    passages = tuple(
+        Passage(id=f"q{i}", doc_id=f"q{i}", title=f"Q{i}", text=t, score=0.0, retriever="given")
+        for i, t in enumerate(DISAGREE_ON_IT, start=1)
+    )
+    answer = "Quenton Ltd was acquired by Halvard Group."
+    d = engine.diagnoser.diagnose(ACQUIRED, passages, answer)
+    evidence = [(p.id, p.title) for p in passages]
+    shown = present(answer, d, evidence, Reading(), query=ACQUIRED)
+    assert shown.policy_applied == "conflict"
+    assert (
+        shown.text.startswith(DISAGREE)
+        and "[1] says: Quenton Ltd was acquired by Halvard Group" in shown.text
+    )
+    assert "[2] says: In 2015 Quenton Ltd was bought by Morrow Holdings" in shown.text
+    # With conflict_majority, which side more passages take, when the sides differ in size.
+    three = (
+        *passages,
+        Passage(id="q4", doc_id="q4", title="Q4", text=DISAGREE_ON_IT[1], score=0.0, retriever="given"),
+    )
+    d3 = engine.diagnoser.diagnose(ACQUIRED, three, answer)
+    counted = present(
+        answer, d3, [(p.id, p.title) for p in three], Reading(conflict_majority=True), query=ACQUIRED
+    )
+    assert "[2] and [4] say" in counted.text and "More of them (2 of 3) take the second side." in counted.text
+    # Off: the answer as generated.
+    assert present(answer, d, evidence, Reading(policy="off"), query=ACQUIRED).policy_applied is None
+
+
+def test_a_live_stream_ends_with_both_sides_as_a_correction() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from ragmend.engine.outcome import Outcome
+    from ragmend.server.schemas import AnswerResponse
+
+    first = object()
+    outcome = cast(Outcome, SimpleNamespace(first=first, answer=first))
+    said = f"{DISAGREE} [1] says: A; [2] says: B."
+    reply = cast(AnswerResponse, SimpleNamespace(answer=said, answer_policy="conflict", answer_note=None))
+    assert tail(outcome, reply) == f"\n\n[Correction] {said}"
