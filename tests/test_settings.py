@@ -108,6 +108,7 @@ def test_live_settings_are_declared_on_the_fields() -> None:
         "citations",
         "stream_verify_first",
         "message_id_header",
+        "conflict_majority",
     }
     router = {"enabled", "plans", "kind", "alpha", "learn"}
     assert set(live_keys()) == (
