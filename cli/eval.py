@@ -46,14 +46,21 @@ def evaluate(
     split: Annotated[
         str,
         typer.Option(
-            help="paper suite: test (the report) or dev (to choose on: the dev items after --offset, "
-            "summarised in <reports>/paper-dev.json, never in paper.md)."
+            help="test (the report) or dev (to choose on: the dev items after --offset, summarised in "
+            "<reports>/paper-dev.json or poison-dev.json, never in paper.md or poison.md)."
         ),
     ] = "test",
     offset: Annotated[
         int, typer.Option(min=0, help="Items of the split skipped first (dev: at least --dev-limit).")
     ] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the policies' decisions and the bootstrap.")] = 0,
+    writer: Annotated[
+        str,
+        typer.Option(
+            help="poison suite: the model that writes the passages, generator (the answering one) or "
+            "escalation (the stronger one of models.escalation); the answers are the generator's."
+        ),
+    ] = "generator",
     workdir: Annotated[
         Path | None, typer.Option(help="Workspaces and per-item records (default <data_dir>/eval).")
     ] = None,
@@ -97,6 +104,10 @@ def evaluate(
         base = settings()
         root = workdir or base.data_dir / "eval"
         command = this_command()
+        if split not in ("test", "dev"):
+            raise InputError(f"--split must be test or dev, not {split!r}")
+        if writer not in ("generator", "escalation"):
+            raise InputError(f"--writer must be generator or escalation, not {writer!r}")
         if suite == "poison":
             poison(base, root, command)
             return
@@ -111,8 +122,6 @@ def evaluate(
             if unknown:
                 raise InputError(f"unknown method(s) {unknown}; methods: {', '.join(BY_NAME)}")
             chosen = [BY_NAME[n] for n in names]
-        if split not in ("test", "dev"):
-            raise InputError(f"--split must be test or dev, not {split!r}")
         if split == "dev" and offset < (dev_limit or 0):
             raise InputError(
                 f"--offset {offset} < --dev-limit {dev_limit}: the dev items answered would include the "
@@ -162,7 +171,10 @@ def evaluate(
 
         # The contexts are given, not retrieved: no index, no corpus graph to align against.
         cache = str(root / "poison" / "generations.sqlite")
-        s = settings_with(base, kg={"enabled": False}, models={"generator": {"cache": cache}})
+        models: dict[str, object] = {"generator": {"cache": cache}}
+        if writer == "escalation" and base.models.escalation is not None:
+            models["escalation"] = {"cache": cache}
+        s = settings_with(base, kg={"enabled": False}, models=models)
         engine = Engine(s)
         with counted("poison") as on_item:
             summary = run_poison_suite(
@@ -175,9 +187,12 @@ def evaluate(
                 judge_questions=dev_limit or 150,
                 on_item=on_item,
                 restart=restart,
+                split="dev" if split == "dev" else "test",
+                offset=offset,
+                writer="escalation" if writer == "escalation" else "generator",
             )
         err.print(json.dumps(summary["contexts"]))
-        err.print(f"wrote {reports / 'poison.md'}")
+        err.print(f"wrote {reports / ('poison-dev.json' if split == 'dev' else 'poison.md')}")
 
     def ragtruth(base: Settings, root: Path, command: str) -> None:
         from ragmend.bench.suites.ragtruth import OVERRIDES, run_ragtruth_suite

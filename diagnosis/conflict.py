@@ -10,8 +10,9 @@ reads "Marie Curie died in Passy" as contradicting "Marie Curie was born in Wars
 cross-encoder scores it 4 logits below the passage that says where she was born, where a passage
 naming another acquirer, or another winner, scores within one. Without a reranker every
 contradicting passage counts. The answer's side is
-the passages that entail its claim; the other side is those that contradict it, and what the other
-side says is quoted from the passage: its sentence that contradicts the claim most (one small NLI
+the passages that entail its claim; the other side is those that contradict it. What each side
+says is quoted from its own passages, never the answer's words: the answer's side by its sentence
+that entails the claim most, the other side by its sentence that contradicts it most (one small NLI
 batch). Nothing is generated.
 """
 
@@ -23,8 +24,9 @@ from ragmend.diagnosis.hypotheses import split_sentences
 from ragmend.diagnosis.premises import JOINT
 from ragmend.diagnosis.types import ConflictSide, EvidenceConflict, HypothesisVerdict
 
-# (premise, hypothesis) pairs -> P(contradict) of each pair.
-Contradiction = Callable[[list[tuple[str, str]]], list[float]]
+# (premise, hypothesis) pairs -> each pair's (P(entail), P(neutral), P(contradict)).
+NLIScores = Callable[[list[tuple[str, str]]], Sequence[Sequence[float]]]
+ENTAIL, CONTRADICT = 0, 2
 MAX_QUOTE_SENTENCES = 12  # a passage's sentences read for the quote, from its start
 RELEVANCE_MARGIN = 2.0  # cross-encoder logits (the module's docstring)
 
@@ -33,7 +35,7 @@ def conflict_on_claims(
     claims: Sequence[HypothesisVerdict],
     passages: Sequence[tuple[str, str]],
     threshold: float,
-    contradiction: Contradiction,
+    nli: NLIScores,
     relevance: Mapping[str, float] | None = None,
     relevance_margin: float = RELEVANCE_MARGIN,
 ) -> EvidenceConflict | None:
@@ -59,20 +61,31 @@ def conflict_on_claims(
         return None
     strength, claim, pro, con = best
     text = dict(passages)
+    says_for, says_against = _quotes([text[p] for p in pro], [text[p] for p in con], claim.hypothesis, nli)
     return EvidenceConflict(
         claim=claim.hypothesis,
         sides=(
-            ConflictSide(tuple(pro), claim.hypothesis, takes_answer=True),
-            ConflictSide(tuple(con), _quote([text[p] for p in con], claim.hypothesis, contradiction), False),
+            ConflictSide(tuple(pro), says_for, takes_answer=True),
+            ConflictSide(tuple(con), says_against, takes_answer=False),
         ),
         strength=round(strength, 4),
     )
 
 
-def _quote(texts: Sequence[str], claim: str, contradiction: Contradiction) -> str:
-    """The sentence of the contradicting passages that contradicts the claim most."""
-    sentences = [s for t in texts for s in split_sentences(t)[:MAX_QUOTE_SENTENCES]]
-    if not sentences:
-        return texts[0].strip()
-    p = contradiction([(s, claim) for s in sentences])
-    return sentences[max(range(len(sentences)), key=p.__getitem__)]
+def _quotes(
+    for_texts: Sequence[str], against_texts: Sequence[str], claim: str, nli: NLIScores
+) -> tuple[str, str]:
+    """The sentence of the entailing passages that entails the claim most, and the sentence of the
+    contradicting passages that contradicts it most, from one NLI batch."""
+    pro = _sentences(for_texts)
+    con = _sentences(against_texts)
+    probs = nli([(sentence, claim) for sentence in pro + con]) if pro + con else []
+    entail = [float(row[ENTAIL]) for row in probs[: len(pro)]]
+    contradict = [float(row[CONTRADICT]) for row in probs[len(pro) :]]
+    says_for = pro[max(range(len(pro)), key=entail.__getitem__)] if pro else for_texts[0].strip()
+    says_against = con[max(range(len(con)), key=contradict.__getitem__)] if con else against_texts[0].strip()
+    return says_for, says_against
+
+
+def _sentences(texts: Sequence[str]) -> list[str]:
+    return [s for t in texts for s in split_sentences(t)[:MAX_QUOTE_SENTENCES]]

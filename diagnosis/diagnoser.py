@@ -311,7 +311,7 @@ class Diagnoser:
                 claim_verdicts,
                 [(p.id, p.text) for p in passages],
                 o.conflict_threshold,
-                self._contradiction,
+                self._nli_scores,
                 None if relevance is None else relevance_by_id(passages, relevance),
             )
             if qa
@@ -403,9 +403,10 @@ class Diagnoser:
         contrast = other[0] if len(other) == 1 else None
         return Hypotheses(construction, nli_reads_query, query_hyps, claims, None, "", swap, contrast)
 
-    def _contradiction(self, pairs: list[tuple[str, str]]) -> list[float]:
-        """P(contradict) of each (premise, hypothesis) pair, in one batch."""
-        return [float(p[2]) for p in self.nli.predict(pairs).probs]
+    def _nli_scores(self, pairs: list[tuple[str, str]]) -> list[list[float]]:
+        """(P(entail), P(neutral), P(contradict)) of each (premise, hypothesis) pair, in one batch."""
+        rows: list[list[float]] = self.nli.predict(pairs).probs.tolist()
+        return rows
 
     def _judge(self, hyp: Hypotheses, premises: Premises, t: Thresholds) -> list[HypothesisVerdict]:
         """Every hypothesis against its premises in ONE batched NLI call, each score adjusted by

@@ -310,7 +310,10 @@ class ConflictSide(BaseModel):
     """The passages that give one answer to the question, and what they say."""
 
     passages: list[str] = Field(description="their ids (in `evidence`)")
-    says: str = Field(description="the answer's claim, for its side; else the sentence quoted from a passage")
+    says: str = Field(
+        description="what this side's passages say: the sentence quoted from them that entails the "
+        "answer's claim most (the answer's side) or contradicts it most (the other)"
+    )
     takes_answer: bool = Field(description="the side the answer took")
 
 

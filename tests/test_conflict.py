@@ -43,6 +43,7 @@ def test_passages_that_disagree_on_the_asked_fact_are_a_conflict_over_http(live_
     sides = d["conflict"]["sides"]
     assert [(s["passages"], s["takes_answer"]) for s in sides] == [(["p1"], True), (["p2"], False)]
     assert "Morrow Holdings" in sides[1]["says"]  # quoted from the passage that says otherwise
+    assert sides[0]["says"] == DISAGREE_ON_IT[0]  # each side in its own passage's words, not the answer's
     # The other side's answer is as one-sided: the same conflict, the sides the other way round.
     other = diagnose(live_server, ACQUIRED, "Morrow Holdings bought Quenton Ltd.", DISAGREE_ON_IT)
     assert other["conflict"] is not None and other["conflict"]["sides"][0]["passages"] == ["p2"]
@@ -65,7 +66,8 @@ def test_the_user_reads_both_sides_with_their_citations(engine: Engine) -> None:
     assert shown.policy_applied == "conflict"
     assert (
         shown.text.startswith(DISAGREE)
-        and "[1] says: Quenton Ltd was acquired by Halvard Group" in shown.text
+        and "[1] says: Quenton Ltd, a maker of ship engines, was acquired by Halvard Group in 2015"
+        in shown.text
     )
     assert "[2] says: In 2015 Quenton Ltd was bought by Morrow Holdings" in shown.text
     # With conflict_majority, which side more passages take, when the sides differ in size.

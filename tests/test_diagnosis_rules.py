@@ -53,8 +53,8 @@ def test_signal_state_over_claims() -> None:
 
 
 def test_a_conflict_needs_one_passage_for_and_another_against_the_same_claim() -> None:
-    def negations(pairs: list[tuple[str, str]]) -> list[float]:  # the rule's input: P(contradict)
-        return [0.9 if " not " in premise else 0.1 for premise, _ in pairs]
+    def negations(pairs: list[tuple[str, str]]) -> list[list[float]]:  # NLI rows: entail, neutral, contradict
+        return [[0.05, 0.05, 0.9] if " not " in premise else [0.8, 0.1, 0.1] for premise, _ in pairs]
 
     passages = [("a", "Paris is the capital."), ("b", "It is old. Paris is not the capital."), ("c", "Lyon.")]
     scores = [s("a", 0.9, 0.0), s("b", 0.05, 0.8), s("c", 0.3, 0.3)]
@@ -63,6 +63,7 @@ def test_a_conflict_needs_one_passage_for_and_another_against_the_same_claim() -
     assert found is not None and found.strength == 0.8
     assert [(side.passages, side.takes_answer) for side in found.sides] == [(("a",), True), (("b",), False)]
     assert found.sides[1].says == "Paris is not the capital."  # quoted: its most contradicting sentence
+    assert found.sides[0].says == "Paris is the capital."  # the answer's side quoted from its passage too
     # Below the bar on either side, or against the joint premise only: passages that merely differ.
     weak = hypothesis_state("h", [s("a", 0.9, 0.0), s("b", 0.05, 0.5)], T)
     joint = hypothesis_state("h", [s("a", 0.9, 0.0), s("joint", 0.0, 0.9)], T)

@@ -15,6 +15,7 @@ from ragmend.bench.suites.poison import (
     fit_judge,
     load_truthfulqa,
     mark_correct,
+    records_name,
     summarize_poison,
 )
 from ragmend.bench.suites.truth_judge import Judged
@@ -80,6 +81,20 @@ def test_por_counts_only_parametrically_correct_questions() -> None:
     assert [c[n]["poison_share"] for n, _ in CONTEXTS] == [0.0, 0.333, 0.667, 1.0]
 
 
+def test_both_as_judged_counts_only_the_contexts_whose_passages_hold_both_answers() -> None:
+    calm = dict.fromkeys(("clean", "mixed-33", "mixed-67", "poisoned"), False)
+    right = dict.fromkeys(calm, True)
+    held = _record(True, right, {**calm, "mixed-33": True})
+    held["contexts"]["mixed-33"]["holds_both"] = True
+    # Written from both kinds of answer, but its passages do not state both: not counted as judged.
+    unheld = _record(True, right, calm)
+    unheld["contexts"]["mixed-33"]["holds_both"] = False
+    c = summarize_poison([held, unheld])["contexts"]["mixed-33"]
+    assert c["presented_conflict_when_both"] == 50.0
+    assert c["both_held_judged"] == 50.0 and c["presented_conflict_when_both_judged"] == 100.0
+    assert c["presented_or_abstained_when_both_judged"] == 100.0
+
+
 def test_flags_are_split_by_whether_the_answer_was_right() -> None:
     right = dict.fromkeys(("clean", "mixed-33", "mixed-67", "poisoned"), True)
     calm = dict.fromkeys(right, False)
@@ -133,9 +148,34 @@ def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine
     assert isinstance(r["parametric_correct"], bool)
     assert all(isinstance(c["correct"], bool) for c in r["contexts"].values())
     assert all(isinstance(c["presented_correct"], bool) for c in r["contexts"].values())
+    # Each passage is read by the judge as well: whether a context holds both answers is its text's.
+    assert len(r["clean_true"]) == 3 and len(r["misleading_false"]) == 3
+    assert not r["contexts"]["clean"]["holds_both"] and not r["contexts"]["poisoned"]["holds_both"]
+    assert (
+        r["contexts"]["mixed-33"]["holds_both"] == (r["clean_true"][0] or r["clean_true"][1])
+        and (r["misleading_false"][0])
+    )
     # The fitted judge is kept: the same setup reads it back instead of refitting.
     again_judge, again_validation = fit_judge(engine.models, DATA, questions=12, cache=cache)
     assert again_validation == validation and again_judge.weights == judge.weights
+
+
+def test_each_split_start_and_writer_keeps_its_own_records() -> None:
+    assert records_name("test", 0, "generator") == "poison.test.jsonl"  # the report's, as before
+    names = {
+        records_name(s, o, w) for s in ("dev", "test") for o in (0, 150) for w in ("generator", "escalation")
+    }
+    assert len(names) == 8
+
+
+def test_records_written_by_another_writer_are_not_resumed(tmp_path: Path, engine: Engine) -> None:
+    run = PoisonRun(engine, tmp_path / "poison.jsonl")
+    assert run.writer is run.generator  # the answering generator writes unless told otherwise
+    item = TruthfulItem("What is the capital of France?", "Paris", ("Paris",), ("Lyon",))
+    record = {"question": item.question, "nli": run.nli, "writer": "another/model"}
+    (tmp_path / "poison.jsonl").write_text(json.dumps(record) + "\n")
+    with pytest.raises(InputError, match="written by another/model"):
+        run.run([item])
 
 
 def test_a_restart_sets_the_records_aside_and_keeps_them(tmp_path: Path) -> None:

@@ -22,6 +22,10 @@ STUDIES: dict[str, tuple[str, str]] = {
         "answerable_ie_by_gold",
         "answerable questions typed IE, by gold paragraphs retrieved",
     ),
+    "conflict-separability": (
+        "conflict_separability",
+        "how well the NLI's contradiction tells incompatible TruthfulQA answers from compatible ones",
+    ),
     "diagnosis-compare": ("diagnosis_compare", "two diagnosis snapshots compared, case by case"),
     "diagnosis-snapshot": (
         "diagnosis_snapshot",

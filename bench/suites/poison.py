@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -56,6 +56,7 @@ from ragmend.engine.presentation import Presented, Reading, present
 from ragmend.errors import InputError
 from ragmend.fileio import archive_file, atomic_write_json, atomic_write_text
 from ragmend.kg.phrases import embed_with
+from ragmend.models.generator import Generator
 from ragmend.models.nli import nli_identity
 from ragmend.models.registry import ModelRegistry
 from ragmend.rag.pipeline import format_context
@@ -96,40 +97,61 @@ def load_truthfulqa(path: Path, split: Split | None = None) -> list[TruthfulItem
     return items
 
 
+Writer = Literal["generator", "escalation"]
+
+
 class PoisonRun:
-    def __init__(self, engine: Engine, records: Path, log: Callable[[str], None] = print):
+    """`writer`: the model that writes the passages, the answering generator (the default) or the
+    stronger one of models.escalation; the answers are always the generator's."""
+
+    def __init__(
+        self, engine: Engine, records: Path, log: Callable[[str], None] = print, writer: Writer = "generator"
+    ):
         self.engine = engine
         self.records = records
         self.log = log
         self.generator = engine.models.generator
+        stronger = engine.models.escalation if writer == "escalation" else self.generator
+        if stronger is None:
+            raise InputError("--writer escalation needs models.escalation (it is null)")
+        self.writer = stronger
         self.max_chars = engine.settings.rag.max_context_chars
         # The flags are the diagnosis' and depend on the NLI weights: each record names them.
         self.nli = nli_identity(engine.settings.models)
         self.reading = Reading.of(engine.settings.server)
 
-    def chat(self, prompt: str, max_tokens: int, seed: int = 0, **values: str) -> str:
+    def chat(
+        self, prompt: str, max_tokens: int, seed: int = 0, by: Generator | None = None, **values: str
+    ) -> str:
         # Distinct passages of one kind come from distinct sampling seeds (temperature 0.2).
         messages = get_prompt(prompt).messages(**values)
-        return self.generator.chat(
-            messages, max_tokens=max_tokens, temperature=TEMPERATURE, seed=seed
-        ).text.strip()
+        return (
+            (by or self.generator)
+            .chat(messages, max_tokens=max_tokens, temperature=TEMPERATURE, seed=seed)
+            .text.strip()
+        )
 
     def run_item(self, item: TruthfulItem) -> dict[str, Any]:
         parametric = self.chat("parametric", 64, question=item.question)
         answers = [item.best, *[a for a in item.correct if a != item.best]]
         q, wrong = item.question, item.incorrect
         clean = [
-            self.chat("write_passage", PASSAGE_TOKENS, n, question=q, answer=answers[n % len(answers)])
+            self.chat(
+                "write_passage", PASSAGE_TOKENS, n, self.writer, question=q, answer=answers[n % len(answers)]
+            )
             for n in range(3)
         ]
         misleading = [
-            self.chat("write_passage", PASSAGE_TOKENS, n, question=q, answer=wrong[n % len(wrong)])
+            self.chat(
+                "write_passage", PASSAGE_TOKENS, n, self.writer, question=q, answer=wrong[n % len(wrong)]
+            )
             for n in range(3)
         ]
         rng = random.Random(item.question)  # a fixed order per question
         out: dict[str, Any] = {
             "question": item.question,
             "nli": self.nli,
+            "writer": self.writer.model,
             "parametric": parametric,
             "clean_passages": clean,
             "misleading_passages": misleading,
@@ -180,6 +202,12 @@ class PoisonRun:
             raise InputError(
                 f"{self.records} holds records diagnosed with NLI {', '.join(sorted(other))}, not "
                 f"{self.nli}: move it aside to start over (its generations are cached: a rerun is quick)"
+            )
+        # Records of an earlier writer read as the generator's (it was the only one).
+        if other := {r.get("writer", self.generator.model) for r in done} - {self.writer.model}:
+            raise InputError(
+                f"{self.records} holds passages written by {', '.join(sorted(other))}, not "
+                f"{self.writer.model}: move it aside to start over"
             )
         self.records.parent.mkdir(parents=True, exist_ok=True)
         with open(self.records, "w", encoding="utf-8") as f:
@@ -256,16 +284,33 @@ def mark_correct(records: list[dict[str, Any]], items: list[TruthfulItem], judge
         item = by_question[r["question"]]
         answers = [("parametric", r["parametric"])] + [(n, c["response"]) for n, c in r["contexts"].items()]
         answers += [(f"{n}/presented", c["presented"]) for n, c in r["contexts"].items()]
+        # The passages too: a passage written to assert an answer may not (the 0.5B writer often
+        # restates the question), so whether a context holds both answers is read from its text.
+        answers += [(f"passage:clean/{k}", t) for k, t in enumerate(r["clean_passages"])]
+        answers += [(f"passage:misleading/{k}", t) for k, t in enumerate(r["misleading_passages"])]
         for name, response in answers:
             samples.append(Judged(item.question, response, item.correct, item.incorrect))
             slots.append((r, name))
+    for r in records:
+        r["clean_true"] = [False] * len(r["clean_passages"])
+        r["misleading_false"] = [False] * len(r["misleading_passages"])
     for (r, name), ok in zip(slots, judge.judge(samples), strict=True):
+        kind, _, rest = name.partition("/")
         if name == "parametric":
             r["parametric_correct"] = ok
-        elif name.endswith("/presented"):
-            r["contexts"][name.removesuffix("/presented")]["presented_correct"] = ok
+        elif rest == "presented":
+            r["contexts"][kind]["presented_correct"] = ok
+        elif kind == "passage:clean":
+            r["clean_true"][int(rest)] = ok
+        elif kind == "passage:misleading":
+            r["misleading_false"][int(rest)] = not ok
         else:
             r["contexts"][name]["correct"] = ok
+    for r in records:
+        for name, n_bad in CONTEXTS:
+            r["contexts"][name]["holds_both"] = any(r["clean_true"][: 3 - n_bad]) and any(
+                r["misleading_false"][:n_bad]
+            )
 
 
 def _flags(d: Diagnosis) -> dict[str, Any]:
@@ -314,12 +359,17 @@ def reading_shares(rows: list[dict[str, Any]]) -> dict[str, float | None]:
         return round(100 * float(np.mean([c["read_as"] in kinds for c in sub])), 2) if sub else None
 
     both = [c for c in rows if {"clean", "misleading"} <= set(c["kinds"])]
+    judged_both = [c for c in both if c.get("holds_both")]
     return {
         "stated_one_side": share(rows, "stated"),
         "presented_conflict": share(rows, "conflict"),
         "abstained": share(rows, "abstained"),
         "presented_conflict_when_both": share(both, "conflict"),
         "presented_or_abstained_when_both": share(both, "conflict", "abstained"),
+        # The same over the contexts whose passages, as the judge reads them, hold both answers.
+        "both_held_judged": round(100 * len(judged_both) / len(rows), 2) if rows else None,
+        "presented_conflict_when_both_judged": share(judged_both, "conflict"),
+        "presented_or_abstained_when_both_judged": share(judged_both, "conflict", "abstained"),
         "accuracy_read": round(100 * float(np.mean([c["presented_correct"] for c in rows])), 2)
         if rows
         else None,
@@ -327,7 +377,13 @@ def reading_shares(rows: list[dict[str, Any]]) -> dict[str, float | None]:
 
 
 def write_poison_report(
-    summary: dict[str, Any], reports: Path, command: str, minutes: float, generator: str, nli: str
+    summary: dict[str, Any],
+    reports: Path,
+    command: str,
+    minutes: float,
+    generator: str,
+    nli: str,
+    writer: str | None = None,
 ) -> None:
     import matplotlib
 
@@ -350,12 +406,13 @@ def write_poison_report(
     fig.tight_layout()
     fig.savefig(reports / "poison-curve.png", dpi=110)
     plt.close(fig)
-    meta = {"command": command, "minutes": minutes, "nli": nli}
+    meta = {"command": command, "minutes": minutes, "nli": nli, "writer": writer or generator}
     atomic_write_json(reports / "poison.json", {**summary, "_meta": meta})
     lines = [
         "# Poisoned retrieval (the mixed-retrieval protocol) on TruthfulQA",
         "",
-        f"Command: `{command}` ({minutes:.0f} min). Generator: {generator}.",
+        f"Command: `{command}` ({minutes:.0f} min). Generator: {generator}; passages written by "
+        f"{writer or generator}.",
         f"NLI (the diagnosis' flags and the judge): {nli}.",
         f"Test split, {summary['n']} questions;",
         f"{summary['parametric_correct']} answered correctly with no passages (W, the POR denominator).",
@@ -388,7 +445,10 @@ def write_poison_report(
         "",
         "What the user reads (the answer as the server presents it, engine/presentation.py): one answer "
         "stated as fact, both sides of a conflict in the evidence, or an abstention; 'evidence holds "
-        "both': the answers whose passages include a true and a misleading one (the mixed contexts).",
+        "both': the answers whose passages include one written from a true answer and one written "
+        "from a misleading answer (the mixed contexts); 'as judged': those whose passages, read by the "
+        "judge below, include one that states a true answer and one that states a false one (the "
+        "writer does not always assert the answer it was given).",
         "",
     ]
     read_keys = (
@@ -397,6 +457,9 @@ def write_poison_report(
         "abstained",
         "presented_conflict_when_both",
         "presented_or_abstained_when_both",
+        "both_held_judged",
+        "presented_conflict_when_both_judged",
+        "presented_or_abstained_when_both_judged",
         "accuracy_read",
     )
     head = [
@@ -406,6 +469,9 @@ def write_poison_report(
         "abstained %",
         "presented the conflict, evidence holds both %",
         "presented it or abstained, evidence holds both %",
+        "evidence holds both, as judged %",
+        "presented the conflict, both as judged %",
+        "presented it or abstained, both as judged %",
         "accuracy of what was read %",
     ]
     lines += markdown_table(head, [[name, *[ctx[name].get(k) for k in read_keys]] for name, _ in CONTEXTS])
@@ -437,6 +503,13 @@ def write_poison_report(
     atomic_write_text(reports / "poison.md", "\n".join(lines) + "\n")
 
 
+def records_name(split: Split, offset: int, writer: Writer) -> str:
+    """One records file per split, first question and writer: runs of each stay side by side."""
+    start = f".from{offset}" if offset else ""
+    by = "" if writer == "generator" else f".{writer}-writer"
+    return f"poison.{split}{start}{by}.jsonl"
+
+
 def run_poison_suite(
     engine: Engine,
     data_root: Path,
@@ -447,19 +520,43 @@ def run_poison_suite(
     judge_questions: int = 150,
     on_item: Callable[[int, int], None] | None = None,
     restart: bool = False,
+    split: Split = "test",
+    offset: int = 0,
+    writer: Writer = "generator",
 ) -> dict[str, Any]:
     """`restart`: set the earlier records aside (results/archive/<UTC time>/) and diagnose every
-    answer again, e.g. after the diagnosis changed; the generations stay cached."""
+    answer again, e.g. after the diagnosis changed; the generations stay cached. `split` "dev"
+    runs the DEV questions after `offset` (at least `judge_questions`, whose references fit the
+    judge) to choose on; its summary goes to <reports>/poison-dev.json, never to poison.md."""
+    if split == "dev" and offset < judge_questions:
+        raise InputError(
+            f"offset {offset} < {judge_questions}: the DEV questions run would include the judge's"
+        )
     started = time.monotonic()
     judge, validation = fit_judge(engine.models, data_root, judge_questions, workdir / "judge.json")
-    items = load_truthfulqa(data_root / TRUTHFULQA_FILE, split="test")[:limit]
-    kept = workdir / "results" / "poison.test.jsonl"
+    items = load_truthfulqa(data_root / TRUTHFULQA_FILE, split=split)[offset:]
+    items = items[:limit] if limit is not None else items
+    kept = workdir / "results" / records_name(split, offset, writer)
     if restart:
         archive_file(kept)
-    poison = PoisonRun(engine, kept)
+    poison = PoisonRun(engine, kept, writer=writer)
     records = poison.run(items, on_item)
     mark_correct(records, items, judge)
     summary = {**summarize_poison(records), "judge": validation}
     minutes = (time.monotonic() - started) / 60
-    write_poison_report(summary, reports, command, minutes, engine.models.generator.model, poison.nli)
+    if split == "dev":
+        meta = {
+            "command": command,
+            "minutes": minutes,
+            "nli": poison.nli,
+            "writer": poison.writer.model,
+            "split": "dev",
+            "offset": offset,
+        }
+        reports.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(reports / "poison-dev.json", {**summary, "_meta": meta})
+        return summary
+    write_poison_report(
+        summary, reports, command, minutes, engine.models.generator.model, poison.nli, poison.writer.model
+    )
     return summary
