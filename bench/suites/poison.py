@@ -7,7 +7,8 @@ For each TruthfulQA question of the TEST split (sha256 of the question, as for t
    same prompt from its correct answers (there is no Wikipedia here; the same prompt on both sides
    keeps the two kinds alike in style). The paper asked its 8B writer to "contradict the correct
    answer"; asked that, the 0.5B generator restated the correct answer, so the answer to assert is
-   given;
+   given. `writer="escalation"` has the stronger generator write the passages (the answers stay
+   the generator's): the 0.5B often restates the question's premise instead of its given answer;
 3. four contexts (clean 3+0, mixed-33 2+1, mixed-67 1+2, poisoned 0+3; order shuffled with a fixed
    seed per question); an answer under each with the paper's RAG prompt (temperature 0.2);
 4. the engine's diagnosis of every answer: does it flag the poisoned contexts (evidence conflict:
