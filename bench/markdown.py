@@ -7,7 +7,8 @@ from typing import Any
 
 
 def markdown_table(head: Sequence[str], rows: Iterable[Sequence[Any]], align: str = "") -> list[str]:
-    """The lines of a GitHub markdown table: `| a | b |`, the rule, one line per row (cells by str()).
+    """The lines of a GitHub markdown table: `| a | b |`, the rule, one line per row (cells by str(),
+    None as "-": no figure, as where a context has no answer to count).
 
     `align` gives one letter per column, "l" (default) or "r" (`---:`); empty: all left.
     """
@@ -17,5 +18,5 @@ def markdown_table(head: Sequence[str], rows: Iterable[Sequence[Any]], align: st
     return [
         f"| {' | '.join(head)} |",
         "|" + rule,
-        *[f"| {' | '.join(str(c) for c in row)} |" for row in rows],
+        *[f"| {' | '.join('-' if c is None else str(c) for c in row)} |" for row in rows],
     ]

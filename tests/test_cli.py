@@ -110,6 +110,18 @@ def test_eval_unknown_suite_and_missing_ragtruth_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "not found" in result.output.replace("\n", "")
 
 
+def test_poison_suite_bad_split_offset_and_writer_exit_2(tmp_path: Path) -> None:
+    base = ["--data-dir", str(tmp_path), "eval", "--suite", "poison"]
+    # DEV questions must start past the judge's: tuning on its own references would not be DEV.
+    result = runner.invoke(app, [*base, "--split", "dev", "--offset", "10"])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2 and "--offset 10 < --dev-limit 150" in output, result.output
+    result = runner.invoke(app, [*base, "--writer", "bogus"])
+    assert result.exit_code == 2 and "--writer must be generator or escalation" in result.output
+    result = runner.invoke(app, [*base, "--split", "train"])
+    assert result.exit_code == 2 and "--split must be test or dev" in result.output
+
+
 def test_ask_bad_options_exit_2_before_loading(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--data-dir", str(tmp_path), "ask", "question", "--mode", "sparse"])
     assert result.exit_code == 2 and "config.mode" in result.output

@@ -531,7 +531,8 @@ def run_poison_suite(
     judge) to choose on; its summary goes to <reports>/poison-dev.json, never to poison.md."""
     if split == "dev" and offset < judge_questions:
         raise InputError(
-            f"offset {offset} < {judge_questions}: the DEV questions run would include the judge's"
+            f"--offset {offset} < --dev-limit {judge_questions}: the DEV questions run would include "
+            "those whose references fit the judge"
         )
     started = time.monotonic()
     judge, validation = fit_judge(engine.models, data_root, judge_questions, workdir / "judge.json")
