@@ -147,7 +147,7 @@ def test_markdown_table_is_the_reports_layout() -> None:
         "| a | n |",
         "|---|---|",
         "| x | 1 |",
-        "| y | None |",
+        "| y | - |",
     ]
     assert markdown_table(["set", "n", "met"], [], align="lrl")[1] == "|---|---:|---|"
     with pytest.raises(ValueError):
