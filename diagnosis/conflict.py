@@ -77,14 +77,17 @@ def _quotes(
 ) -> tuple[str, str]:
     """The sentence of the entailing passages that entails the claim most, and the sentence of the
     contradicting passages that contradicts it most, from one NLI batch."""
-    pro = _sentences(for_texts)
-    con = _sentences(against_texts)
-    probs = nli([(sentence, claim) for sentence in pro + con]) if pro + con else []
-    entail = [float(row[ENTAIL]) for row in probs[: len(pro)]]
-    contradict = [float(row[CONTRADICT]) for row in probs[len(pro) :]]
-    says_for = pro[max(range(len(pro)), key=entail.__getitem__)] if pro else for_texts[0].strip()
-    says_against = con[max(range(len(con)), key=contradict.__getitem__)] if con else against_texts[0].strip()
-    return says_for, says_against
+    pro, con = _sentences(for_texts), _sentences(against_texts)
+    probs = nli([(sentence, claim) for sentence in pro + con]) if pro or con else []
+    return (
+        _best(pro, [row[ENTAIL] for row in probs[: len(pro)]], for_texts),
+        _best(con, [row[CONTRADICT] for row in probs[len(pro) :]], against_texts),
+    )
+
+
+def _best(sentences: Sequence[str], scores: Sequence[float], texts: Sequence[str]) -> str:
+    """The best-scored sentence; a passage's whole text where it has no sentence to split."""
+    return sentences[max(range(len(sentences)), key=scores.__getitem__)] if sentences else texts[0].strip()
 
 
 def _sentences(texts: Sequence[str]) -> list[str]:

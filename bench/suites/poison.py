@@ -278,35 +278,29 @@ def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def mark_correct(records: list[dict[str, Any]], items: list[TruthfulItem], judge: TruthJudge) -> None:
-    """Judge every answer of the records in one batch; sets `correct` / `parametric_correct`."""
+    """Judge every answer and passage of the records in one batch; sets `parametric_correct`, each
+    context's `correct`, `presented_correct` and `holds_both`, and the passages' `clean_true` /
+    `misleading_false`."""
     by_question = {i.question: i for i in items}
-    samples, slots = [], []
+    samples: list[Judged] = []
+    slots: list[tuple[Any, Any, bool]] = []  # where each verdict goes: (dict or list, key, negated)
     for r in records:
         item = by_question[r["question"]]
-        answers = [("parametric", r["parametric"])] + [(n, c["response"]) for n, c in r["contexts"].items()]
-        answers += [(f"{n}/presented", c["presented"]) for n, c in r["contexts"].items()]
-        # The passages too: a passage written to assert an answer may not (the 0.5B writer often
-        # restates the question), so whether a context holds both answers is read from its text.
-        answers += [(f"passage:clean/{k}", t) for k, t in enumerate(r["clean_passages"])]
-        answers += [(f"passage:misleading/{k}", t) for k, t in enumerate(r["misleading_passages"])]
-        for name, response in answers:
-            samples.append(Judged(item.question, response, item.correct, item.incorrect))
-            slots.append((r, name))
-    for r in records:
         r["clean_true"] = [False] * len(r["clean_passages"])
         r["misleading_false"] = [False] * len(r["misleading_passages"])
-    for (r, name), ok in zip(slots, judge.judge(samples), strict=True):
-        kind, _, rest = name.partition("/")
-        if name == "parametric":
-            r["parametric_correct"] = ok
-        elif rest == "presented":
-            r["contexts"][kind]["presented_correct"] = ok
-        elif kind == "passage:clean":
-            r["clean_true"][int(rest)] = ok
-        elif kind == "passage:misleading":
-            r["misleading_false"][int(rest)] = not ok
-        else:
-            r["contexts"][name]["correct"] = ok
+        contexts = r["contexts"].values()
+        answers: list[tuple[Any, Any, str, bool]] = [(r, "parametric_correct", r["parametric"], False)]
+        answers += [(c, "correct", c["response"], False) for c in contexts]
+        answers += [(c, "presented_correct", c["presented"], False) for c in contexts]
+        # The passages too: a passage written to assert an answer may not (the 0.5B writer often
+        # restates the question), so whether a context holds both answers is read from its text.
+        answers += [(r["clean_true"], k, t, False) for k, t in enumerate(r["clean_passages"])]
+        answers += [(r["misleading_false"], k, t, True) for k, t in enumerate(r["misleading_passages"])]
+        for where, key, text, negated in answers:
+            samples.append(Judged(item.question, text, item.correct, item.incorrect))
+            slots.append((where, key, negated))
+    for (where, key, negated), ok in zip(slots, judge.judge(samples), strict=True):
+        where[key] = ok != negated
     for r in records:
         for name, n_bad in CONTEXTS:
             r["contexts"][name]["holds_both"] = any(r["clean_true"][: 3 - n_bad]) and any(
