@@ -181,7 +181,7 @@ def test_without_the_stronger_generator_only_the_default_plans_are_offered(
     try:
         route = eng.respond(sample_questions(1)[0]["question"]).route
         assert route is not None and route.plan is not None and route.plan.startswith("default_")
-        assert {m.name for m in route.masked} == {"large_hybrid", "large_hybrid_rerank"}
+        assert {m.name for m in route.masked} == {"large_hybrid"}
     finally:
         eng.close()
 
