@@ -1,7 +1,8 @@
 """The repair actions (arms). Most are a patch P -> P' of the frozen RAGConfig followed by one
-more pipeline pass; two run no pass: `abstain` answers that the sources do not answer the question,
-`no_repair` keeps the first answer (so the policy can learn that a repair will not help a kind of
-request, and save its latency).
+more pipeline pass; three run no pass: `abstain` answers that the sources do not answer the
+question, `present_conflict` answers with both sides of a conflict the diagnosis found in the
+evidence (what each side's passages say, quoted from them), and `no_repair` keeps the first answer
+(so the policy can learn that a repair will not help a kind of request, and save its latency).
 
 Every action may be offered for every failure type: which action helps which failure is what the
 policy learns (its context holds the failure type and the signals behind it), not a table written
@@ -25,8 +26,9 @@ from ragmend.rag.types import RAGConfig
 
 DEPTH_LADDER = (5, 10, 20)
 # What an action does after its choice: run one more pipeline pass with its patched
-# configuration, keep the first answer, or abstain (say the sources do not answer).
-Effect = Literal["pass", "keep", "abstain"]
+# configuration, keep the first answer, abstain (say the sources do not answer), or present the
+# conflict in the evidence (say what each side says).
+Effect = Literal["pass", "keep", "abstain", "conflict"]
 
 
 class RepairServices(Protocol):
@@ -126,7 +128,9 @@ ACTIONS: tuple[Action, ...] = (
     # The same evidence to the stronger generator of models.escalation: a remote call, priced by
     # its measured latency once it has run (and its tokens in the request's usage).
     Action("escalate", 2.0, 0, _escalate, lambda c: c.generator == "default", requires="escalation"),
-    # No pass: what they cost is the decision itself.
+    # No pass: what they cost is the decision itself. present_conflict is offered only where the
+    # diagnosis found a conflict on the asked fact (engine/repair.py).
+    Action("present_conflict", 0.0, 0, effect="conflict"),
     Action("abstain", 0.0, 0, effect="abstain"),
     Action("no_repair", 0.0, 0, effect="keep"),
 )

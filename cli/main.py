@@ -180,9 +180,13 @@ def print_outcome(outcome: Any, reading: Any = None) -> None:
 
     answer, diagnosis = outcome.answer, outcome.diagnosis
     evidence = [(p.id, p.title) for p in answer.evidence]
-    abstained = bool(getattr(outcome, "abstained", False))
     shown = present(
-        answer.response, diagnosis, evidence, reading or Reading(), query=answer.query, abstained=abstained
+        answer.response,
+        diagnosis,
+        evidence,
+        reading or Reading(),
+        query=answer.query,
+        decided=getattr(outcome, "decided", None),
     )
     out.print(f"[bold]{escape(shown.text)}[/]\n")
     table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)

@@ -56,7 +56,7 @@ CHECKS = (
 )
 REQUEST_STAGES = ("retrieve", "rerank", "generate", "diagnose", "repair", "total")
 ACTIONS = tuple(sorted(ACTIONS_BY_NAME))
-KEPT = ("repaired", "original", "abstained")
+KEPT = ("repaired", "original", "abstained", "conflict")
 BUDGETS = ("action_latency", "action_memory", "request")
 MEMORY_SOURCES: tuple[MemorySource, ...] = get_args(MemorySource)
 # Why no repair ran: the skip's code (engine/repair.py SkipCode), or "disabled" (policy.repair is off).

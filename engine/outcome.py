@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ragmend.diagnosis.types import Diagnosis
+from ragmend.engine.presentation import RepairDecision
 from ragmend.engine.repair import RepairSkip, RepairTrace
 from ragmend.engine.router import Route
 from ragmend.models.generation import Purpose, TokenCount
@@ -43,10 +44,18 @@ class Outcome:
     route: Route | None = None
 
     @property
+    def decided(self) -> RepairDecision | None:
+        """What the last repair chose to say in place of an answer: "abstained" (its statement that
+        the sources do not answer) or "conflict" (both sides of the evidence's conflict); None."""
+        last = self.second_repair or self.repair
+        if isinstance(last, RepairTrace) and last.kept in ("abstained", "conflict"):
+            return "abstained" if last.kept == "abstained" else "conflict"
+        return None
+
+    @property
     def abstained(self) -> bool:
         """The repair chose to abstain: the answer is its statement that the sources do not answer."""
-        last = self.second_repair or self.repair
-        return isinstance(last, RepairTrace) and last.kept == "abstained"
+        return self.decided == "abstained"
 
     def total_usage(self) -> TokenCount:
         """The whole request's tokens; without a tally (an Outcome built by hand), the returned

@@ -16,6 +16,11 @@ Whatever the policy but `off`, an answer whose evidence holds incompatible answe
 [2] say ...; [3] says ..."), in place of one side stated as fact; `server.conflict_majority` adds
 which side more of those passages take.
 
+Two repair actions decide what is read themselves, whatever the policy: `abstain` (the statement
+that the sources do not answer) and `present_conflict` (both sides, as above). One voice speaks:
+`Presented.abstained_by` and `Presented.conflict_by` say whose it is, the repair's or the answer
+policy's.
+
 An answer the diagnosis did not judge (its question or text is not English) is shown as it is,
 with one plain sentence saying it was not checked (`off`: without it).
 
@@ -49,6 +54,10 @@ DISAGREE = "The sources disagree:"
 ORDINALS = ("first", "second", "third", "fourth")
 CORRECTION = "[Correction] "  # leads what a live stream sends after an answer a repair replaced
 MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
+# What a repair action decided the user reads, in place of an answer: its abstention, or both sides
+# of the evidence's conflict.
+RepairDecision = Literal["abstained", "conflict"]
+Speaker = Literal["repair", "answer_policy"]
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,10 @@ class Presented:
     note: str | None = None  # annotate: the plain sentence saying the sources do not support it
     # Who said the sources do not answer: the repair policy's abstain action, or answer_policy
     # (abstain) on a final answer still unsupported; None: no abstention.
-    abstained_by: Literal["repair", "answer_policy"] | None = None
+    abstained_by: Speaker | None = None
+    # Who presented both sides of a conflict: the repair policy's present_conflict action, or the
+    # answer policy's reading of a conflict; None: not presented.
+    conflict_by: Speaker | None = None
 
 
 def cite(
@@ -145,15 +157,18 @@ def present(
     evidence: Sequence[tuple[str, str]],
     reading: Reading = Reading(),
     query: str = "",
-    abstained: bool = False,
+    decided: RepairDecision | None = None,
 ) -> Presented:
     """The text the user reads for a final answer and its diagnosis, as `reading` says (`evidence`:
     each passage's id and title, in the reply's order; `query`: the question the answer was
-    diagnosed against; `abstained`: the repair chose to abstain, and the answer is its statement).
-    An abstention the repair chose is never annotated or abstained over again: one voice says it."""
+    diagnosed against; `decided`: what a repair action chose to say instead: "abstained", the
+    answer is its statement; "conflict", both sides of the conflict `diagnosis` found). What the
+    repair chose is never annotated or abstained over again: one voice says it."""
     if diagnosis is None:
         return Presented(response, (), None)
-    if abstained:
+    if decided == "conflict" and diagnosis.conflict is not None:
+        return _conflict(response, diagnosis, evidence, reading, query, "repair")
+    if decided == "abstained":
         if diagnosis.mode == "claim":
             return Presented(f"{ABSTAIN_LABEL}: {NOT_VERIFIED}", (), "abstain", abstained_by="repair")
         return Presented(ABSTAINED + _found(evidence), (), "abstain", abstained_by="repair")
@@ -168,11 +183,9 @@ def present(
         if label and diagnosis.label and label != diagnosis.label:
             return Presented(f"{label}: {NOT_VERIFIED}", (), "gated")
         return Presented(response, (), None)
-    sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     if diagnosis.conflict is not None and reading.policy != "off":
-        numbers = {pid: n for n, (pid, _) in enumerate(evidence, start=1)}
-        said = both_sides(diagnosis.conflict, numbers, reading.conflict_majority)
-        return Presented(said, sentences, "conflict")
+        return _conflict(response, diagnosis, evidence, reading, query, "answer_policy")
+    sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     if reading.abstains(diagnosis.failure, diagnosis.e_q.support):
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
     annotate = diagnosis.failed and reading.policy in ("annotate", "abstain_unanswered")
@@ -184,6 +197,22 @@ def present(
         note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
         return Presented(f"{text} {note}".strip(), sentences, "annotate", note)
     return Presented(text, sentences, None)
+
+
+def _conflict(
+    response: str,
+    diagnosis: Diagnosis,
+    evidence: Sequence[tuple[str, str]],
+    reading: Reading,
+    query: str,
+    by: Speaker,
+) -> Presented:
+    """Both sides of the conflict `diagnosis` found, in place of the answer, spoken by `by`."""
+    assert diagnosis.conflict is not None
+    sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
+    numbers = {pid: n for n, (pid, _) in enumerate(evidence, start=1)}
+    said = both_sides(diagnosis.conflict, numbers, reading.conflict_majority)
+    return Presented(said, sentences, "conflict", conflict_by=by)
 
 
 def both_sides(conflict: EvidenceConflict, numbers: dict[str, int], majority: bool) -> str:

@@ -55,7 +55,8 @@ class RepairTrace:
     reward: Reward
     learned: bool  # the policy was updated (learn mode)
     # Which answer the reply carries: "repaired" (the second pass's), "original" (the first,
-    # better supported or kept by no_repair) or "abstained" (the abstain action's statement).
+    # better supported or kept by no_repair), "abstained" (the abstain action's statement) or
+    # "conflict" (present_conflict: both sides of the evidence's conflict, quoted from it).
     kept: str
     success: bool  # the failure is gone after the repair (an abstention: it was chosen)
     latency_budget_s: float  # what the action was allowed (per-action budget capped by the request's)
@@ -108,16 +109,21 @@ def check_policy_actions(cfg: PolicySettings) -> None:
 
 
 def offered_actions(
-    cfg: PolicySettings, config: RAGConfig, exclude: Collection[str] = ()
+    cfg: PolicySettings, config: RAGConfig, diagnosis: Diagnosis, exclude: Collection[str] = ()
 ) -> tuple[list[str], list[Masked]]:
-    """The enabled actions offered for an answer of `config` (not `exclude`), and those its
-    generator leaves out: after the stronger generator, only policy.after_escalation_actions."""
+    """The enabled actions offered for an answer of `config` diagnosed as `diagnosis` (not
+    `exclude`), and those left out: present_conflict where the diagnosis found no conflict on the
+    asked fact; after the stronger generator, all but policy.after_escalation_actions."""
     names = [a for a in cfg.enabled_actions if a not in exclude]
+    masked: list[Masked] = []
+    if diagnosis.conflict is None and "present_conflict" in names:
+        names.remove("present_conflict")
+        masked.append(Masked("present_conflict", "the evidence holds no conflict on the asked fact"))
     narrowed = cfg.after_escalation_actions
     if config.generator != "escalation" or narrowed is None:
-        return names, []
+        return names, masked
     why = "the answer is the stronger generator's (policy.after_escalation_actions)"
-    return [a for a in names if a in narrowed], [Masked(a, why) for a in names if a not in narrowed]
+    return [a for a in names if a in narrowed], masked + [Masked(a, why) for a in names if a not in narrowed]
 
 
 class Repairer:
@@ -172,7 +178,7 @@ class Repairer:
         # host RSS fallback with its own budget).
         source = self.meter.memory_source
         memory_left = float(action_budgets(cfg, source).memory_bytes)
-        offered, narrowed = offered_actions(cfg, answer.config, exclude)
+        offered, narrowed = offered_actions(cfg, answer.config, diagnosis, exclude)
         ok, masked = feasible(
             answer.config,
             Budgets(allowed, memory_left),
@@ -270,9 +276,11 @@ class Repairer:
         allowed: float,
     ) -> tuple[Answer, Diagnosis, RepairTrace]:
         """no_repair keeps the first answer; abstain replaces it with the statement that the
-        sources do not answer. No pass runs: the cost is the decision's own time, and the reward
-        is the first diagnosis's (no_repair: Eq. 2 of the answer kept; abstain: the probability
-        that the sources do not answer)."""
+        sources do not answer; present_conflict keeps it to be read as both sides of the
+        evidence's conflict (engine/presentation.py writes them). No pass runs: the cost is the
+        decision's own time, and the reward is the first diagnosis's (no_repair: Eq. 2 of the
+        answer kept; abstain: the probability that the sources do not answer; present_conflict:
+        the conflict's strength)."""
         with self.meter.measure() as m:
             final, final_diagnosis = (
                 abstention(answer, diagnosis) if action.effect == "abstain" else (answer, diagnosis)
@@ -280,9 +288,14 @@ class Repairer:
         cost = m.cost
         assert cost is not None
         self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)
-        abstained = action.effect == "abstain"
+        abstained, presented = action.effect == "abstain", action.effect == "conflict"
         reward = self.policy.reward(
-            diagnosis, cost.latency_s, cost.memory_bytes, cost.memory_source, abstained=abstained
+            diagnosis,
+            cost.latency_s,
+            cost.memory_bytes,
+            cost.memory_source,
+            abstained=abstained,
+            presented_conflict=presented,
         )
         learned = self.policy.update(action.name, x, reward)
         trace = RepairTrace(
@@ -296,8 +309,8 @@ class Repairer:
             cost=cost,
             reward=reward,
             learned=learned,
-            kept="abstained" if abstained else "original",
-            success=abstained,
+            kept="abstained" if abstained else "conflict" if presented else "original",
+            success=abstained or presented,
             latency_budget_s=allowed,
             over_budget=tuple(f"action_{v}" for v in reward.violated),
             context=tuple(float(v) for v in x),

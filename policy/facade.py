@@ -280,12 +280,22 @@ class Policy(Generic[Layout]):
         memory_bytes: float | None,
         memory_source: str = "nvml",
         abstained: bool = False,
+        presented_conflict: bool = False,
     ) -> Reward:
         """Eq. 2 for the repaired answer, with the configured variant and scaled budgets;
-        `abstained`: the answer is an abstention over the evidence `diagnosis` judged."""
+        `abstained`: the answer is an abstention over the evidence `diagnosis` judged;
+        `presented_conflict`: it is both sides of the conflict `diagnosis` found."""
         variant: RewardVariant = self.config.reward_variant
         budgets = self.budgets_for(memory_source)
-        return compute_reward(diagnosis, latency_s, memory_bytes, budgets, variant, abstained=abstained)
+        return compute_reward(
+            diagnosis,
+            latency_s,
+            memory_bytes,
+            budgets,
+            variant,
+            abstained=abstained,
+            presented_conflict=presented_conflict,
+        )
 
     def update(self, arm: str, x: np.ndarray, reward: Reward | float) -> bool:
         """Learn from the outcome of `arm` in context x. Persists first, then updates memory.

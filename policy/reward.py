@@ -76,20 +76,31 @@ def compute_reward(
     budgets: Budgets,
     variant: RewardVariant = "paper",
     abstained: bool = False,
+    presented_conflict: bool = False,
 ) -> Reward:
     """Eq. 2 for a repair whose second pass was diagnosed as `diagnosis` and cost what it cost.
 
     `abstained`: the repair answered that the sources do not answer the question; its quality is
-    `abstention_quality`, the cost factors Eq. 2's."""
+    `abstention_quality`. `presented_conflict`: the repair answered with both sides of the
+    conflict `diagnosis` found; its quality is `conflict_quality`. The cost factors are Eq. 2's."""
+    if abstained and presented_conflict:
+        raise InputError("a repair either abstains or presents the conflict, not both")
+    quality = (
+        abstention_quality(diagnosis)
+        if abstained
+        else conflict_quality(diagnosis)
+        if presented_conflict
+        else None
+    )
     return reward_from_signals(
         failure=diagnosis.failure,
         kappa=diagnosis.kappa,
-        e_r="neutral" if abstained else diagnosis.e_r.state,
+        e_r="neutral" if quality is not None else diagnosis.e_r.state,
         latency_s=latency_s,
         memory_bytes=memory_bytes,
         budgets=budgets,
         variant=variant,
-        quality=abstention_quality(diagnosis) if abstained else None,
+        quality=quality,
     )
 
 
@@ -101,6 +112,14 @@ def abstention_quality(diagnosis: Diagnosis) -> float:
     support = diagnosis.e_q.support
     quality = 1.0 - (support if support is not None else float(diagnosis.e_q.state == "entail"))
     return min(1.0, max(0.0, quality))
+
+
+def conflict_quality(diagnosis: Diagnosis) -> float:
+    """The quality of answering with both sides of the conflict `diagnosis` found: right exactly
+    when its passages do take both sides, so the conflict's strength (the lesser of the NLI's
+    best entailment and best contradiction of the claim); 0 where no conflict was found."""
+    conflict = diagnosis.conflict
+    return 0.0 if conflict is None else min(1.0, max(0.0, conflict.strength))
 
 
 def reward_from_signals(

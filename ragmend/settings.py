@@ -512,11 +512,12 @@ class PolicySettings(_Section):
             "focus",
             "decompose",
             "escalate",
+            "present_conflict",
             "abstain",
             "no_repair",
         ),
         description="The arms the policy may choose (actions/catalogue.py); escalate is masked without "
-        "models.escalation.",
+        "models.escalation, present_conflict where the evidence holds no conflict on the asked fact.",
     )
     after_escalation_actions: tuple[str, ...] | None = Field(
         ("no_repair",),

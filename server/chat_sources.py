@@ -79,6 +79,8 @@ def status(reply: AnswerResponse) -> ChatStatus | None:
         how = f" after a repair ({repair.action.replace('_', ' ')})"
     if reply.abstained_by is not None:
         return ChatStatus(description=f"Checked: the sources found do not answer this question{how}")
+    if reply.conflict_by is not None:
+        return ChatStatus(description="Checked: the sources disagree on this; both sides are shown")
     if final.failure == "NoFailure":
         if repaired:
             return ChatStatus(description=f"Checked: the first answer was not supported; supported{how}")

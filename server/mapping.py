@@ -356,7 +356,7 @@ def answer_response(
         evidence,
         reading or Reading(),
         query=result.query,
-        abstained=outcome.abstained,
+        decided=outcome.decided,
     )
     return api.AnswerResponse(
         id=response_id,
@@ -370,6 +370,7 @@ def answer_response(
         answer_policy=shown.policy_applied,
         answer_note=shown.note,
         abstained_by=shown.abstained_by,
+        conflict_by=shown.conflict_by,
         evidence=[passage(p) for p in result.evidence],
         config=rag_config(result.config),
         timings=timings(result.timings),

@@ -474,9 +474,12 @@ class RepairTrace(BaseModel):
     learned: bool = Field(description="the policy was updated (learn mode)")
     kept: str = Field(
         description='which answer the reply carries: "repaired" (the second pass\'s), "original" (the first; '
-        'no_repair keeps it), or "abstained" (the abstain action: the sources do not answer)'
+        'no_repair keeps it), "abstained" (the abstain action: the sources do not answer) or "conflict" '
+        "(present_conflict: the answer reads as both sides of the evidence's conflict)"
     )
-    success: bool = Field(description="the failure is gone after the repair")
+    success: bool = Field(
+        description="the failure is gone after the repair (abstain and present_conflict: they were chosen)"
+    )
     latency_budget_s: float = Field(description="what the action was allowed")
     over_budget: list[str] = Field(
         description='budgets the pass overran: "action_latency", "action_memory", "request"'
@@ -552,6 +555,11 @@ class AnswerResponse(BaseModel):
         None,
         description="Who said that the sources do not answer: the repair policy's abstain action, or "
         "server.answer_policy (abstain) on a final answer still unsupported; null: no abstention.",
+    )
+    conflict_by: Literal["repair", "answer_policy"] | None = Field(
+        None,
+        description="Who presented both sides of a conflict in the evidence: the repair policy's "
+        "present_conflict action, or server.answer_policy's reading of a conflict; null: not presented.",
     )
     evidence: list[Passage]
     config: RAGConfig

@@ -4,21 +4,31 @@ as supported, and the user reads both sides. Real models (NLI, cross-encoder), r
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from ragmend.engine import Engine
 from ragmend.engine.presentation import DISAGREE, Reading, present
-from ragmend.rag.types import Passage
+from ragmend.models.registry import ModelRegistry
+from ragmend.rag.types import Passage, RAGConfig
 from ragmend.server.openai_api import tail
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, tiny_settings
 
 ACQUIRED = "Which company acquired Quenton Ltd?"
 DISAGREE_ON_IT = [
     "Quenton Ltd, a maker of ship engines, was acquired by Halvard Group in 2015.",
     "In 2015 Quenton Ltd was bought by Morrow Holdings, which still owns it.",
     "Quenton Ltd was founded in Leeds in 1921 and makes ship engines.",  # differs, on another fact
+]
+# The same conflict in plain sentences, which the tiny test generator restates as its answer.
+DISAGREE_PLAINLY = [
+    "Quenton Ltd was acquired by Halvard Group in 2015.",
+    "Quenton Ltd was acquired by Morrow Holdings in 2015.",
+    "Quenton Ltd was founded in Leeds in 1921 and makes ship engines.",
 ]
 BORN = "Where was Marie Curie born?"
 ONLY_DIFFER = [
@@ -96,3 +106,77 @@ def test_a_live_stream_ends_with_both_sides_as_a_correction() -> None:
     said = f"{DISAGREE} [1] says: A; [2] says: B."
     reply = cast(AnswerResponse, SimpleNamespace(answer=said, answer_policy="conflict", answer_note=None))
     assert tail(outcome, reply) == f"\n\n[Correction] {said}"
+
+
+def test_the_repair_may_choose_to_present_the_conflict_over_http(
+    tmp_path: Path, engine: Engine, registry: ModelRegistry
+) -> None:
+    """present_conflict as the policy's action: no generator call, both sides read whatever the
+    answer policy (here off), the trace and the reply say the repair spoke, and its reward is the
+    conflict's strength."""
+    from ragmend.server.app import create_app
+
+    corpus = tmp_path / "quenton.jsonl"
+    rows = [{"id": f"q{i}", "title": f"Source {i}", "text": t} for i, t in enumerate(DISAGREE_PLAINLY, 1)]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    settings = tiny_settings(
+        tmp_path / "data",
+        sources=[str(corpus)],
+        models={"generator": {"profile": "tiny", "max_tokens": 48}, "escalation": None},
+        router={"enabled": False},
+        server={"answer_policy": "off"},
+        policy={
+            "enabled_actions": ["present_conflict"],
+            "latency_budget_s": 120.0,
+            "request_latency_budget_s": 600.0,
+            "state_path": str(tmp_path / "policy.sqlite"),
+        },
+    )
+    eng = Engine(settings, models=ModelRegistry.sharing(registry, settings))
+    eng.load()
+    try:
+        with LiveServer(create_app(eng.settings, engine=eng)) as server:
+            r = httpx.post(server.url + "/v1/answer", json={"query": ACQUIRED}, timeout=600)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        first = body["first_diagnosis"]
+        assert first is not None and first["conflict"] is not None, body["generated"]
+        rep = body["repair"]
+        assert rep["action"] == "present_conflict" and rep["kept"] == "conflict" and rep["success"]
+        assert body["answer"].startswith(DISAGREE) and body["conflict_by"] == "repair"
+        assert body["answer_policy"] == "conflict" and body["abstained_by"] is None
+        assert "Morrow Holdings" in body["answer"] and "Halvard Group" in body["answer"]
+        assert body["usage"]["by_purpose"].keys() == {"answer"}  # written from the evidence
+        assert rep["reward"]["quality"] == pytest.approx(first["conflict"]["strength"])
+        assert eng.repairer.policy.stats()["present_conflict"].pulls == 1
+    finally:
+        eng.close()
+
+
+def test_present_conflict_is_offered_only_where_the_evidence_disagrees(engine: Engine) -> None:
+    from ragmend.engine.repair import offered_actions
+
+    passages = tuple(
+        Passage(id=f"b{i}", doc_id=f"b{i}", title="Curie", text=t, score=0.0, retriever="given")
+        for i, t in enumerate(ONLY_DIFFER, start=1)
+    )
+    config = RAGConfig()
+    settled = engine.diagnoser.diagnose(BORN, passages, "Marie Curie was born in Paris.")
+    offered, masked = offered_actions(engine.settings.policy, config, settled)
+    assert "present_conflict" not in offered
+    assert [m.name for m in masked] == ["present_conflict"]
+    contested = engine.diagnoser.diagnose(
+        ACQUIRED,
+        tuple(p.model_copy(update={"text": t}) for p, t in zip(passages, DISAGREE_ON_IT, strict=True)),
+        "Quenton Ltd was acquired by Halvard Group.",
+    )
+    assert contested.conflict is not None
+    assert "present_conflict" in offered_actions(engine.settings.policy, config, contested)[0]
+    # Shown as the repair decided, the answer policy's "off" does not silence it; unasked, "off" does.
+    evidence = [(p.id, p.title) for p in passages]
+    answer = "Quenton Ltd was acquired by Halvard Group."
+    by_repair = present(answer, contested, evidence, Reading(policy="off"), ACQUIRED, decided="conflict")
+    assert by_repair.text.startswith(DISAGREE) and by_repair.conflict_by == "repair"
+    by_policy = present(answer, contested, evidence, Reading(), ACQUIRED)
+    assert by_policy.conflict_by == "answer_policy" and by_policy.text == by_repair.text
+    assert present(answer, contested, evidence, Reading(policy="off"), ACQUIRED).conflict_by is None

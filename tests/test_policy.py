@@ -337,6 +337,23 @@ def test_reward_from_a_diagnosis_and_policy_settings() -> None:
     assert rw.budgets == Budgets(4.5, 9 * MB) and rw.total == 1.0 and rw.variant == "unweighted"
 
 
+def test_presenting_a_conflict_earns_its_strength_and_nothing_without_one() -> None:
+    import dataclasses
+
+    from ragmend.diagnosis.types import ConflictSide, EvidenceConflict
+
+    sides = (ConflictSide(("p1",), "A", takes_answer=True), ConflictSide(("p2",), "B", takes_answer=False))
+    conflict = EvidenceConflict("c", sides, 0.8)
+    contested = dataclasses.replace(diagnosis(e_r="entail"), evidence_conflict=True, conflict=conflict)
+    shown = compute_reward(contested, 0.0, None, Budgets(), presented_conflict=True)
+    # The answer's own entailment does not count: what was said is both sides, not the answer.
+    assert shown.quality == pytest.approx(0.8) and not shown.response_entailed
+    assert compute_reward(contested, 1.5, None, Budgets(3.0, MB)).quality == pytest.approx(0.5)
+    assert compute_reward(diagnosis(), 0.0, None, Budgets(), presented_conflict=True).total == 0.0
+    with pytest.raises(InputError, match="not both"):
+        compute_reward(contested, 0.0, None, Budgets(), abstained=True, presented_conflict=True)
+
+
 # --- context --------------------------------------------------------------------------------------
 
 

@@ -225,15 +225,21 @@ def test_an_answer_of_the_stronger_generator_is_kept_and_the_trace_says_why(
         trace = outcome.repair
         assert isinstance(trace, RepairTrace) and trace.action == "no_repair" and trace.kept == "original"
         narrowed = {m.name for m in trace.masked if "policy.after_escalation_actions" in m.reason}
-        assert narrowed == set(settings.policy.enabled_actions) - {"no_repair"}
+        no_conflict = {m.name for m in trace.masked if m.reason.startswith("the evidence holds no conflict")}
+        assert no_conflict == {"present_conflict"}  # offered only where the evidence disagrees
+        assert narrowed == set(settings.policy.enabled_actions) - {"no_repair", "present_conflict"}
         assert "repair" not in outcome.usage  # no generator call after the first pass
     finally:
         eng.close()
     # null offers every enabled action again; a default generator's answer is never narrowed.
     wide = settings_with(settings, policy={"after_escalation_actions": None}).policy
-    assert offered_actions(wide, outcome.first.config) == (list(wide.enabled_actions), [])
+    first = outcome.first_diagnosis
+    assert first is not None and first.conflict is None
+    every = [a for a in wide.enabled_actions if a != "present_conflict"]
+    offered, masked = offered_actions(wide, outcome.first.config, first)
+    assert offered == every and [m.name for m in masked] == ["present_conflict"]
     default_answer = outcome.first.config.patch(generator="default")
-    assert offered_actions(settings.policy, default_answer)[0] == list(settings.policy.enabled_actions)
+    assert offered_actions(settings.policy, default_answer, first)[0] == every
     from ragmend.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"policy\.after_escalation_actions: unknown action"):

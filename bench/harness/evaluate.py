@@ -374,16 +374,16 @@ class Evaluation:
         of the first answer, had it been sent."""
         result = (outcome.first or outcome.answer) if first else outcome.answer
         diagnosis = (outcome.first_diagnosis or outcome.diagnosis) if first else outcome.diagnosis
-        abstained = outcome.abstained and not first
+        decided = None if first else outcome.decided
         shown = present(
             result.response,
             diagnosis,
             [(p.id, p.title) for p in result.evidence],
             self.reading,
             query=result.query,
-            abstained=abstained,
+            decided=decided,
         )
-        return abstained or shown.policy_applied == "abstain"
+        return decided == "abstained" or shown.policy_applied == "abstain"
 
     def scored_text(self, outcome: Outcome, first: bool = False) -> str:
         """What the task scores: the generated answer, or for a task scored on what the user

@@ -65,7 +65,7 @@ def shown(outcome: Outcome, reading: Reading) -> Presented:
     result = outcome.answer
     evidence = [(p.id, p.title) for p in result.evidence]
     return present(
-        result.response, outcome.diagnosis, evidence, reading, query=result.query, abstained=outcome.abstained
+        result.response, outcome.diagnosis, evidence, reading, query=result.query, decided=outcome.decided
     )
 
 
