@@ -13,7 +13,8 @@ contradicting passage counts. The answer's side is
 the passages that entail its claim; the other side is those that contradict it. What each side
 says is quoted from its own passages, never the answer's words: the answer's side by its sentence
 that entails the claim most, the other side by its sentence that contradicts it most (one small NLI
-batch). Nothing is generated.
+batch). Each side also carries the sum of its passages' trust levels, where every one of them has
+one (a document's "trust" at ingest). Nothing is generated.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ def conflict_on_claims(
     nli: NLIScores,
     relevance: Mapping[str, float] | None = None,
     relevance_margin: float = RELEVANCE_MARGIN,
+    trust: Mapping[str, float] | None = None,
 ) -> EvidenceConflict | None:
     """The strongest conflict over the answer's claims (`passages`: each id and text; `relevance`:
-    each passage's cross-encoder logit for the question, None without a reranker), or None."""
+    each passage's cross-encoder logit for the question, None without a reranker; `trust`: the
+    trust level of each passage whose source has one), or None."""
     best: tuple[float, HypothesisVerdict, list[str], list[str]] | None = None
     for claim in claims:
         scores = [s for s in claim.scores if s.passage != JOINT]
@@ -65,11 +68,18 @@ def conflict_on_claims(
     return EvidenceConflict(
         claim=claim.hypothesis,
         sides=(
-            ConflictSide(tuple(pro), says_for, takes_answer=True),
-            ConflictSide(tuple(con), says_against, takes_answer=False),
+            ConflictSide(tuple(pro), says_for, takes_answer=True, trust=_trusted(pro, trust)),
+            ConflictSide(tuple(con), says_against, takes_answer=False, trust=_trusted(con, trust)),
         ),
         strength=round(strength, 4),
     )
+
+
+def _trusted(ids: Sequence[str], trust: Mapping[str, float] | None) -> float | None:
+    """The sum of the passages' trust levels; None where any has none."""
+    if trust is None or any(p not in trust for p in ids):
+        return None
+    return round(sum(trust[p] for p in ids), 4)
 
 
 def _quotes(

@@ -313,6 +313,7 @@ class Diagnoser:
                 o.conflict_threshold,
                 self._nli_scores,
                 None if relevance is None else relevance_by_id(passages, relevance),
+                trust={p.id: p.trust for p in passages if p.trust is not None},
             )
             if qa
             else None

@@ -42,6 +42,9 @@ class EvidencePassage(Protocol):
     @property
     def retriever(self) -> str: ...
 
+    @property
+    def trust(self) -> float | None: ...
+
 
 def premise_text(p: EvidencePassage) -> str:
     return f"{p.title}: {p.text}" if p.title else p.text

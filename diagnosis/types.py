@@ -215,6 +215,8 @@ class ConflictSide:
     passages: tuple[str, ...]  # passage ids
     says: str  # the answer's claim (its side), or the sentence quoted from the passage
     takes_answer: bool  # the side the answer took
+    # The sum of its passages' source trust levels; None where any of them has none.
+    trust: float | None = None
 
 
 @dataclass(frozen=True)

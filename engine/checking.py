@@ -28,6 +28,7 @@ class GivenPassage:
     text: str
     id: str | None = None
     title: str = ""
+    trust: float | None = None  # its source's trust level in [0, 1]
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ def given_passages(given: Sequence[GivenPassage]) -> tuple[Passage, ...]:
     out = []
     for i, g in enumerate(given):
         pid = g.id or f"p{i + 1}"
-        out.append(Passage(id=pid, doc_id=pid, title=g.title, text=g.text, score=0.0, retriever=GIVEN))
+        out.append(
+            Passage(id=pid, doc_id=pid, title=g.title, text=g.text, score=0.0, retriever=GIVEN, trust=g.trust)
+        )
     return tuple(out)
 
 

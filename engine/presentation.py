@@ -14,7 +14,8 @@ and, when the final answer is still unsupported, what `answer_policy` says to do
 Whatever the policy but `off`, an answer whose evidence holds incompatible answers to the question
 (diagnosis.conflict) reads as both sides, each with its passages ("The sources disagree: [1] and
 [2] say ...; [3] says ..."), in place of one side stated as fact; `server.conflict_majority` adds
-which side more of those passages take.
+which side more trusted sources take, where every passage's source has a trust level (a document's
+"trust" at ingest), else which side more of those passages take.
 
 Two repair actions decide what is read themselves, whatever the policy: `abstain` (the statement
 that the sources do not answer) and `present_conflict` (both sides, as above). One voice speaks:
@@ -225,11 +226,26 @@ def both_sides(conflict: EvidenceConflict, numbers: dict[str, int], majority: bo
         verb = "say" if len(cited) > 1 else "says"
         said.append(f"{markers} {verb}: {side.says.strip().rstrip('.')}")
     text = f"{DISAGREE} " + "; ".join(said) + "."
+    return text + (_majority(conflict) if majority else "")
+
+
+def _majority(conflict: EvidenceConflict) -> str:
+    """Which side more trusted sources take, where every passage's source has a trust level;
+    else which side more passages take; nothing where the sides weigh the same."""
+    trust = [side.trust for side in conflict.sides]
+    if all(t is not None for t in trust):
+        weights = [float(t or 0.0) for t in trust]
+        if len(set(weights)) == 1:
+            return ""
+        most = max(range(len(weights)), key=weights.__getitem__)
+        others = " against ".join(f"{w:g}" for i, w in enumerate(weights) if i != most)
+        side = ORDINALS[most]
+        return f" More trusted sources take the {side} side (trust {weights[most]:g} against {others})."
     sizes = [len(side.passages) for side in conflict.sides]
-    if majority and len(set(sizes)) > 1:
-        most = max(range(len(sizes)), key=sizes.__getitem__)
-        text += f" More of them ({sizes[most]} of {sum(sizes)}) take the {ORDINALS[most]} side."
-    return text
+    if len(set(sizes)) == 1:
+        return ""
+    most = max(range(len(sizes)), key=sizes.__getitem__)
+    return f" More of them ({sizes[most]} of {sum(sizes)}) take the {ORDINALS[most]} side."
 
 
 def plain_text(text: str) -> str:

@@ -35,6 +35,9 @@ class SourceDocument:
     source: str  # the ingest path it came from (resolved), so re-ingesting a source can drop removals
     # A Markdown file: chunked section by section, each chunk titled by its heading (sections).
     markdown: bool = False
+    # How far its source is trusted, in [0, 1] (a JSONL row's "trust"); None: not said. Where the
+    # sources disagree, server.conflict_majority weighs each side by it (docs/diagnosis.md).
+    trust: float | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -46,6 +49,8 @@ class SourceDocument:
             # How it is chunked is part of what was indexed: a Markdown file indexed before
             # sections were read is chunked again at the next ingest.
             h.update(b"markdown-sections-1\0")
+        if self.trust is not None:  # a changed trust is re-indexed; an untrusted-by-default file is not
+            h.update(f"trust={self.trust!r}\0".encode())
         return h.hexdigest()
 
     def sections(self) -> list[tuple[str, str]]:
@@ -157,8 +162,9 @@ def _read_jsonl(path: Path, source: str, max_file_bytes: int) -> list[SourceDocu
 
 
 def parse_jsonl(data: bytes, where: Path | str, source: str) -> list[SourceDocument]:
-    """The documents of JSONL bytes (one {"id", "title", "text"} object a line; blank texts
-    skipped): a file's, or a request body's. `where` names it in messages."""
+    """The documents of JSONL bytes (one {"id", "title", "text"} object a line, with an optional
+    "trust" in [0, 1]; blank texts skipped): a file's, or a request body's. `where` names it in
+    messages."""
     path = where
     text = _decode(data, where)
     docs = []
@@ -173,11 +179,23 @@ def parse_jsonl(data: bytes, where: Path | str, source: str) -> list[SourceDocum
         title = row.get("title") or ""
         if not isinstance(title, str):
             raise InputError(f"{path}:{n}: 'title' must be a string")
+        trust = _trust(row.get("trust"), f"{path}:{n}")
         if row["text"].strip():
             docs.append(
-                SourceDocument(id=str(row["id"]), title=title, text=row["text"].strip(), source=source)
+                SourceDocument(
+                    id=str(row["id"]), title=title, text=row["text"].strip(), source=source, trust=trust
+                )
             )
     return docs
+
+
+def _trust(value: object, where: str) -> float | None:
+    """A row's "trust": absent or null, or a number in [0, 1]."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
+        raise InputError(f"{where}: 'trust' must be a number from 0 to 1, got {value!r}")
+    return float(value)
 
 
 class _TextExtractor(HTMLParser):

@@ -244,9 +244,11 @@ class Ingestor:
             Document(
                 id_=d.id if len(parts) == 1 else f"{d.id}#s{n}",
                 text=text,
-                metadata={"title": title, "doc_id": d.id} | ({} if len(parts) == 1 else {"section": n}),
-                excluded_embed_metadata_keys=["doc_id", "section"],
-                excluded_llm_metadata_keys=["doc_id", "section"],
+                metadata={"title": title, "doc_id": d.id}
+                | ({} if len(parts) == 1 else {"section": n})
+                | ({} if d.trust is None else {"trust": d.trust}),
+                excluded_embed_metadata_keys=["doc_id", "section", "trust"],
+                excluded_llm_metadata_keys=["doc_id", "section", "trust"],
             )
             for d in docs
             for parts in (d.sections(),)
@@ -255,7 +257,10 @@ class Ingestor:
         split = self._splitter().get_nodes_from_documents(documents)
         # A sentence splitter over Documents yields TextNodes (typed BaseNode by llama-index).
         return [
-            make_node(n.node_id, n.metadata["doc_id"], n.metadata["title"], n.get_content()) for n in split
+            make_node(
+                n.node_id, n.metadata["doc_id"], n.metadata["title"], n.get_content(), n.metadata.get("trust")
+            )
+            for n in split
         ]
 
     def embed(

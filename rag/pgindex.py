@@ -179,7 +179,9 @@ class PgIndexStore:
                 "WHERE (metadata_->>'generation')::int = %s ORDER BY id",
                 (_generation_number(gen),),
             ).fetchall()
-        nodes = [make_node(nid, meta["doc_id"], meta["title"], text) for nid, text, meta in rows]
+        nodes = [
+            make_node(nid, meta["doc_id"], meta["title"], text, meta.get("trust")) for nid, text, meta in rows
+        ]
         return PgSnapshot(gen, manifest, store, nodes, self)
 
     def vectors(self, gen: str, node_ids: list[str], only: bool = False) -> np.ndarray:
@@ -234,7 +236,8 @@ class PgIndexStore:
             batch = []
             for node, vec in zip(nodes[start : start + BATCH], vectors[start : start + BATCH], strict=True):
                 # A copy tagged with its generation: the caller's nodes (the snapshot's) stay as they are.
-                copy = make_node(node.node_id, node.metadata["doc_id"], node.metadata["title"], node.text)
+                meta = node.metadata
+                copy = make_node(node.node_id, meta["doc_id"], meta["title"], node.text, meta.get("trust"))
                 copy.metadata["generation"] = number
                 copy.embedding = vec.tolist()
                 batch.append(copy)

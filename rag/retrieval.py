@@ -67,4 +67,5 @@ def _passage(hit: NodeWithScore, retriever: str) -> Passage:
         text=node.get_content(),
         score=float(hit.score or 0.0),
         retriever=retriever,
+        trust=node.metadata.get("trust"),
     )

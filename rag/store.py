@@ -96,14 +96,15 @@ class Manifest:
         )
 
 
-def make_node(node_id: str, doc_id: str, title: str, text: str) -> TextNode:
+def make_node(node_id: str, doc_id: str, title: str, text: str, trust: float | None = None) -> TextNode:
     node = TextNode(
         id_=node_id,
         text=text,
-        metadata={"title": title, "doc_id": doc_id},
-        # The title is embedded and BM25-indexed with the chunk ("title: ...\n\ntext"); the doc id is not.
-        excluded_embed_metadata_keys=["doc_id"],
-        excluded_llm_metadata_keys=["doc_id"],
+        metadata={"title": title, "doc_id": doc_id} | ({} if trust is None else {"trust": trust}),
+        # The title is embedded and BM25-indexed with the chunk ("title: ...\n\ntext"); the doc id
+        # and the trust level are not.
+        excluded_embed_metadata_keys=["doc_id", "trust"],
+        excluded_llm_metadata_keys=["doc_id", "trust"],
     )
     node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc_id)
     return node
@@ -243,7 +244,7 @@ class IndexStore:
         try:
             manifest = Manifest.from_json(json.loads((path / "manifest.json").read_text(encoding="utf-8")))
             nodes = [
-                make_node(r["id"], r["doc_id"], r["title"], r["text"])
+                make_node(r["id"], r["doc_id"], r["title"], r["text"], r.get("trust"))
                 for r in map(json.loads, (path / "nodes.jsonl").read_text(encoding="utf-8").splitlines())
             ]
             matrix = np.load(path / "embeddings.npy", allow_pickle=False)
@@ -286,7 +287,8 @@ class IndexStore:
                         "doc_id": n.metadata["doc_id"],
                         "title": n.metadata["title"],
                         "text": n.text,
-                    },
+                    }
+                    | ({"trust": n.metadata["trust"]} if "trust" in n.metadata else {}),
                     ensure_ascii=False,
                 )
                 for n in nodes

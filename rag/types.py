@@ -86,6 +86,7 @@ class Passage(BaseModel):
     text: str
     score: float
     retriever: str = Field(description="dense | bm25 | hybrid | rerank: what produced the score")
+    trust: float | None = Field(None, description="its source's trust level in [0, 1]; null: not said")
 
 
 class StageTimings(BaseModel):

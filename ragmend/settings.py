@@ -760,6 +760,7 @@ class ServerSettings(_Section):
     conflict_majority: Annotated[bool, LIVE] = Field(
         False,
         description="When the sources disagree and the answer reads as both sides, also say which side "
+        "more trusted sources take where every passage's document carries a trust level, else which side "
         "more of those passages take (off by default: a majority of retrieved passages is not evidence "
         "of truth, and misleading passages can be the many).",
     )

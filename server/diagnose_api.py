@@ -141,7 +141,7 @@ def _given(
     ids = [p.id for p in passages if p.id]
     if len(set(ids)) < len(ids):
         raise InputError(f"{where}passages: two passages have the same id")
-    return tuple(GivenPassage(p.text, p.id, p.title) for p in passages)
+    return tuple(GivenPassage(p.text, p.id, p.title, p.trust) for p in passages)
 
 
 def _model_name(serving: AnswerServing, model: str | None) -> str:

@@ -20,6 +20,13 @@ class GivenPassage(BaseModel):
         None, max_length=200, description="How the diagnosis names it (default: p1, p2, ... in order)."
     )
     title: str = Field("", max_length=1000, description="Its title, read beside the text.")
+    trust: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="How far its source is trusted, in [0, 1]; where the sources disagree, "
+        "server.conflict_majority weighs each side by it.",
+    )
 
 
 class DiagnoseRequest(BaseModel):

@@ -48,7 +48,13 @@ def conversation(messages: Sequence[tuple[str, str]]) -> tuple[tuple[rag.Turn, .
 
 def passage(p: rag.Passage) -> api.Passage:
     return api.Passage(
-        id=p.id, doc_id=p.doc_id, title=p.title, text=p.text, score=p.score, retriever=p.retriever
+        id=p.id,
+        doc_id=p.doc_id,
+        title=p.title,
+        text=p.text,
+        score=p.score,
+        retriever=p.retriever,
+        trust=p.trust,
     )
 
 
@@ -185,7 +191,8 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
 
 def evidence_conflict(c: diag.EvidenceConflict) -> api.EvidenceConflict:
     sides = [
-        api.ConflictSide(passages=list(s.passages), says=s.says, takes_answer=s.takes_answer) for s in c.sides
+        api.ConflictSide(passages=list(s.passages), says=s.says, takes_answer=s.takes_answer, trust=s.trust)
+        for s in c.sides
     ]
     return api.EvidenceConflict(claim=c.claim, sides=sides, strength=c.strength)
 

@@ -76,6 +76,7 @@ class Passage(BaseModel):
     text: str
     score: float
     retriever: str = Field(description="dense | bm25 | hybrid | rerank: what produced the score")
+    trust: float | None = Field(None, description="its source's trust level in [0, 1]; null: not said")
 
 
 class RAGConfig(BaseModel):
@@ -315,6 +316,11 @@ class ConflictSide(BaseModel):
         "answer's claim most (the answer's side) or contradicts it most (the other)"
     )
     takes_answer: bool = Field(description="the side the answer took")
+    trust: float | None = Field(
+        None,
+        description="the sum of its passages' source trust levels (a document's trust at ingest); "
+        "null where any of them has none",
+    )
 
 
 class EvidenceConflict(BaseModel):

@@ -59,6 +59,18 @@ def test_passages_that_disagree_on_the_asked_fact_are_a_conflict_over_http(live_
     assert other["conflict"] is not None and other["conflict"]["sides"][0]["passages"] == ["p2"]
 
 
+def test_each_side_of_a_conflict_weighs_its_sources_trust_over_http(live_server: LiveServer) -> None:
+    given = [{"text": t, "trust": w} for t, w in zip(DISAGREE_ON_IT, (0.25, 0.75, 1.0), strict=True)]
+    body = {"question": ACQUIRED, "answer": "Quenton Ltd was acquired by Halvard Group.", "passages": given}
+    r = httpx.post(live_server.url + "/v1/diagnose", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    sides = r.json()["diagnosis"]["conflict"]["sides"]
+    assert [(s["passages"], s["trust"]) for s in sides] == [(["p1"], 0.25), (["p2"], 0.75)]
+    bad = {**body, "passages": [{"text": "x", "trust": 2}]}
+    refused = httpx.post(live_server.url + "/v1/diagnose", json=bad, timeout=60)
+    assert refused.status_code == 400 and "trust" in refused.text
+
+
 def test_passages_that_merely_differ_are_no_conflict_over_http(live_server: LiveServer) -> None:
     d = diagnose(live_server, BORN, "Marie Curie was born in Warsaw.", ONLY_DIFFER)
     assert not d["evidence_conflict"] and d["conflict"] is None and d["failure"] == "NoFailure"
@@ -90,6 +102,16 @@ def test_the_user_reads_both_sides_with_their_citations(engine: Engine) -> None:
         answer, d3, [(p.id, p.title) for p in three], Reading(conflict_majority=True), query=ACQUIRED
     )
     assert "[2] and [4] say" in counted.text and "More of them (2 of 3) take the second side." in counted.text
+    # Where every source says how far it is trusted, the majority is by trust, not by count.
+    trusted = tuple(
+        p.model_copy(update={"trust": t}) for p, t in zip(three, (0.9, 0.3, 0.5, 0.2), strict=True)
+    )
+    dt = engine.diagnoser.diagnose(ACQUIRED, trusted, answer)
+    assert dt.conflict is not None and [s.trust for s in dt.conflict.sides] == [0.9, 0.5]
+    by_trust = present(
+        answer, dt, [(p.id, p.title) for p in trusted], Reading(conflict_majority=True), query=ACQUIRED
+    )
+    assert by_trust.text.endswith("More trusted sources take the first side (trust 0.9 against 0.5).")
     # Off: the answer as generated.
     assert present(answer, d, evidence, Reading(policy="off"), query=ACQUIRED).policy_applied is None
 

@@ -67,9 +67,27 @@ def test_jsonl(tmp_path: Path) -> None:
     assert [(d.id, d.title, d.text) for d in docs] == [("1", "T", "hello"), ("x", "", "w")]
 
 
+def test_a_jsonl_row_may_say_how_far_its_source_is_trusted(tmp_path: Path) -> None:
+    p = tmp_path / "c.jsonl"
+    rows = [
+        {"id": "a", "text": "x", "trust": 0.9},
+        {"id": "b", "text": "y", "trust": 0},
+        {"id": "c", "text": "z"},
+    ]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    docs = load_source(p, MAX)
+    assert [d.trust for d in docs] == [0.9, 0.0, None]
+    # A changed trust level is re-indexed; a document without one keeps the fingerprint it had.
+    assert docs[0].fingerprint != replace(docs[0], trust=0.5).fingerprint
+    assert docs[2].fingerprint == replace(docs[2], trust=None).fingerprint
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
+        ('{"id": "a", "text": "ok", "trust": 1.5}\n', r"c\.jsonl:1: 'trust' must be a number from 0 to 1"),
+        ('{"id": "a", "text": "ok", "trust": "high"}\n', r"'trust' must be a number from 0 to 1, got 'high'"),
+        ('{"id": "a", "text": "ok", "trust": true}\n', r"'trust' must be a number"),
         ('{"id": "a", "text": "ok"}\n{not json}\n', r"c\.jsonl:2: not valid JSON"),
         ('{"id": "a"}\n', "missing or empty field"),
         ('["a", "b"]\n', "not a JSON object"),

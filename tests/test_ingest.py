@@ -68,6 +68,26 @@ def test_incremental_ingest_embeds_only_changes(tmp_path: Path, registry: ModelR
     assert set(_docs(eng.store)) == {"Ada Lovelace", "Grace Hopper", "notes.md"}
 
 
+def test_a_documents_trust_level_reaches_its_passages(tmp_path: Path, registry: ModelRegistry) -> None:
+    """Stored with the chunks (never embedded), read back with every generation, and carried by
+    the passages retrieved."""
+    eng = _engine(tmp_path, registry)
+    src = tmp_path / "docs.jsonl"
+    rows = [{"id": k, "title": k, "text": v} for k, v in DOCS.items()]
+    rows[0]["trust"] = 0.9
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    eng.ingest([src])
+    rows[2]["trust"] = 0.2
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again = eng.ingest([src])
+    assert (again.updated, again.unchanged) == (1, 2)  # only the document whose trust changed
+    eng.load(build_index=False)
+    found, _ = eng.pipeline.retrieve("Who wrote the first algorithm for the Analytical Engine?", eng.config())
+    trust = {p.doc_id: p.trust for p in found}
+    assert trust == {"Ada Lovelace": 0.9, "Grace Hopper": None, "Alan Turing": 0.2}
+    eng.close()
+
+
 def test_a_markdown_section_is_its_own_titled_chunk(tmp_path: Path, registry: ModelRegistry) -> None:
     """Two sections of one Markdown file: two chunks, each titled by its heading, both the
     document's (a passage about the tea house was titled "Cafe Aurora" and the diagnosis read
