@@ -73,7 +73,7 @@ def test_a_documents_trust_level_reaches_its_passages(tmp_path: Path, registry: 
     the passages retrieved."""
     eng = _engine(tmp_path, registry)
     src = tmp_path / "docs.jsonl"
-    rows = [{"id": k, "title": k, "text": v} for k, v in DOCS.items()]
+    rows: list[dict[str, object]] = [{"id": k, "title": k, "text": v} for k, v in DOCS.items()]
     rows[0]["trust"] = 0.9
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     eng.ingest([src])
