@@ -52,8 +52,8 @@ def test_each_action_is_a_patch_of_the_config() -> None:
     hops = BY_NAME["decompose"].apply(P, "q", s)
     assert hops.hops == 2 and hops.evidence == "focus"
     assert RAGConfig() == P  # the original is never mutated
-    # abstain and no_repair run no pass: there is no configuration to patch.
-    assert {a.name for a in ACTIONS if not a.runs_a_pass} == {"abstain", "no_repair"}
+    # abstain, present_conflict and no_repair run no pass: there is no configuration to patch.
+    assert {a.name for a in ACTIONS if not a.runs_a_pass} == {"abstain", "present_conflict", "no_repair"}
     with pytest.raises(AssertionError):
         BY_NAME["abstain"].apply(P, "q", s)
 
@@ -89,6 +89,7 @@ def test_masking_by_applicability_budget_and_cooldown_never_by_failure() -> None
         "mode_switch",
         "focus",
         "decompose",
+        "present_conflict",
         "abstain",
         "no_repair",
     }

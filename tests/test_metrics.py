@@ -88,7 +88,7 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_diagnosis_checks", "check"): closed(ev.CHECKS),
     ("ragmend_repair_actions", "failure"): closed(FAILURE_TYPES),
     ("ragmend_budget_violations", "budget"): closed(("action_latency", "action_memory", "request")),
-    ("ragmend_repair_kept", "kept"): closed(("repaired", "original", "abstained")),
+    ("ragmend_repair_kept", "kept"): closed(("repaired", "original", "abstained", "conflict")),
     ("ragmend_repairs_skipped", "reason"): closed((*SKIP_CODES, "disabled")),
     ("ragmend_policy_arm_score", "part"): ("score", "exploit", "explore"),
     ("ragmend_memory_source", "source"): ("nvml", "rss", "unavailable"),

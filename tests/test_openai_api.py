@@ -409,11 +409,11 @@ def test_a_live_stream_starts_before_the_request_ends(live_server: LiveServer, v
         assert t["first_token_s"] is not None and 0 < t["first_token_s"] <= t["generate_s"]
     if verify_first:
         assert content == ext["answer"]
-    elif (ext["repair"] and ext["repair"].get("kept") in ("repaired", "abstained")) or ext[
+    elif (ext["repair"] and ext["repair"].get("kept") in ("repaired", "abstained", "conflict")) or ext[
         "answer_policy"
-    ] == "abstain":
-        # A repaired answer, or an abstention (the action's or the answer policy's), follows as a
-        # marked correction.
+    ] in ("abstain", "conflict"):
+        # A repaired answer, an abstention or both sides of a conflict (the action's or the answer
+        # policy's) follow as a marked correction.
         assert content.endswith(f"\n\n{CORRECTION}{ext['answer']}")
     else:
         assert content == ext["generated"] + (f" {ext['answer_note']}" if ext["answer_note"] else "")

@@ -282,7 +282,13 @@ def test_the_sync_command_says_what_is_wrong(tmp_path: Path) -> None:
 def judged(failure: str = "NoFailure", not_judged: str | None = None, **reply: Any) -> AnswerResponse:
     """A reply with only what the status line reads."""
     diagnosis = SimpleNamespace(failure=failure, not_judged=not_judged)
-    fields = {"diagnosis": diagnosis, "repair": None, "second_repair": None, "abstained_by": None}
+    fields = {
+        "diagnosis": diagnosis,
+        "repair": None,
+        "second_repair": None,
+        "abstained_by": None,
+        "conflict_by": None,
+    }
     return cast(AnswerResponse, SimpleNamespace(**(fields | reply)))
 
 
@@ -307,6 +313,10 @@ def test_the_status_line_says_how_the_answer_was_judged() -> None:
     assert (
         line(judged("IE", abstained_by="answer_policy"))
         == "Checked: the sources found do not answer this question"
+    )
+    assert (
+        line(judged("WR", conflict_by="repair"))
+        == "Checked: the sources disagree on this; both sides are shown"
     )
     assert line(judged(not_judged="de")) == "Not checked against the sources: the checks read English only"
     assert line(cast(AnswerResponse, SimpleNamespace(diagnosis=None))) is None
