@@ -48,9 +48,8 @@ class Outcome:
         """What the last repair chose to say in place of an answer: "abstained" (its statement that
         the sources do not answer) or "conflict" (both sides of the evidence's conflict); None."""
         last = self.second_repair or self.repair
-        if isinstance(last, RepairTrace) and last.kept in ("abstained", "conflict"):
-            return "abstained" if last.kept == "abstained" else "conflict"
-        return None
+        decisions: dict[str, RepairDecision] = {"abstained": "abstained", "conflict": "conflict"}
+        return decisions.get(last.kept) if isinstance(last, RepairTrace) else None
 
     @property
     def abstained(self) -> bool:

@@ -116,9 +116,10 @@ def offered_actions(
     asked fact; after the stronger generator, all but policy.after_escalation_actions."""
     names = [a for a in cfg.enabled_actions if a not in exclude]
     masked: list[Masked] = []
-    if diagnosis.conflict is None and "present_conflict" in names:
-        names.remove("present_conflict")
-        masked.append(Masked("present_conflict", "the evidence holds no conflict on the asked fact"))
+    if diagnosis.conflict is None:  # nothing for an action that presents the conflict to say
+        no_conflict = [a for a in names if BY_NAME[a].effect == "conflict"]
+        names = [a for a in names if a not in no_conflict]
+        masked += [Masked(a, "the evidence holds no conflict on the asked fact") for a in no_conflict]
     narrowed = cfg.after_escalation_actions
     if config.generator != "escalation" or narrowed is None:
         return names, masked
