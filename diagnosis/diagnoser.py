@@ -75,6 +75,7 @@ from ragmend.diagnosis.premises import (
 )
 from ragmend.diagnosis.spans import best_passage_coverage, is_bare
 from ragmend.diagnosis.types import (
+    ABSTAINED,
     Diagnosis,
     EGCFeatures,
     HypothesisVerdict,
@@ -649,7 +650,7 @@ def _response_signal(
         assert e_q is not None  # claim mode reads the claim itself by NLI
         return _label_signal(hyp.label, e_q)
     if not hyp.claims:
-        return NLISignal("neutral", (), "abstained" if response.strip() else "empty")
+        return NLISignal("neutral", (), ABSTAINED if response.strip() else "empty")
     return NLISignal(signal_state(claim_verdicts), tuple(claim_verdicts), "claims")
 
 

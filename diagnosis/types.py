@@ -82,6 +82,10 @@ class AnswerSpan:
     state: NLIState  # the claim's NLI state
 
 
+# The construction of e_r when the response abstains ("I don't know.": no claim to check).
+ABSTAINED = "abstained"
+
+
 @dataclass(frozen=True)
 class NLISignal:
     state: NLIState

@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 from ragmend.actions.catalogue import CostModel
+from ragmend.actions.meter import Cost
 from ragmend.actions.plans import BY_NAME, PLAN_KEYS, PLANS, feasible_plans, pinned
 from ragmend.diagnosis.question_form import QUESTION_KINDS, question_form
+from ragmend.diagnosis.types import ABSTAINED, Diagnosis, EGCFeatures, KGSignal, NLISignal, Verdict
 from ragmend.engine import Engine
-from ragmend.engine.router import Router, router_state_path
+from ragmend.engine.router import Router, plan_reward, router_state_path
 from ragmend.errors import ConfigError
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy.plan_context import PlanContextBuilder
@@ -46,6 +48,40 @@ def test_plans_are_masked_without_the_stronger_generator_or_the_time_to_run() ->
     ok, masked = feasible_plans(["default_hybrid", "large_hybrid"], costs, time_left_s=5.0, base_pass_s=2.0)
     assert [p.name for p in ok] == ["default_hybrid"]
     assert masked[0].name == "large_hybrid" and "9.00 s > 5.00 s left" in masked[0].reason
+
+
+def first_pass(e_r: NLISignal, answerable: float, p_unsupported: float) -> Diagnosis:
+    """A first answer's diagnosis: its e_r, the evidence's P(answerable) (e_q's support) and the
+    verdict's P(unsupported)."""
+    verdict = Verdict(p_unsupported, 0.5, p_unsupported >= 0.5, "NoFailure", {})
+    return Diagnosis(
+        mode="qa",
+        e_q=NLISignal("entail", (), "answerability", support=answerable),
+        e_r=e_r,
+        kg=KGSignal("missing"),
+        failure="IE" if e_r.construction == ABSTAINED else "NoFailure",
+        egc=EGCFeatures(0, 0, 0, 0, 0, 0),
+        evidence_conflict=False,
+        stage="none",
+        stage_reason="",
+        verdict=verdict,
+    )
+
+
+def test_a_first_answer_that_abstains_is_rewarded_as_an_abstention() -> None:
+    cfg = Settings().policy
+    cost = Cost(3.0, None, "unavailable", "unavailable: test")
+    abstains = NLISignal("neutral", (), ABSTAINED)
+    answers = NLISignal("entail", (), "claims")
+    time_factor = 1 - 3.0 / cfg.request_latency_budget_s
+    # "I don't know." over evidence that answers the question earns little; over evidence that
+    # does not, nearly what a supported answer earns, whatever the verdict's P(unsupported).
+    missed = plan_reward(cfg, first_pass(abstains, answerable=0.9, p_unsupported=0.5), cost)
+    honest = plan_reward(cfg, first_pass(abstains, answerable=0.1, p_unsupported=0.5), cost)
+    supported = plan_reward(cfg, first_pass(answers, answerable=0.9, p_unsupported=0.1), cost)
+    assert missed.total == pytest.approx(0.1 * time_factor, abs=1e-6)
+    assert honest.total == pytest.approx(0.9 * time_factor, abs=1e-6)
+    assert supported.total == pytest.approx(0.9 * time_factor, abs=1e-6)
 
 
 def test_the_question_form_names_its_kind_before_any_answer() -> None:
