@@ -12,6 +12,9 @@ from ragmend.engine.router import Route
 from ragmend.models.generation import Purpose, TokenCount
 from ragmend.rag.types import Answer
 
+# A repair's `kept` label that says what it chose to say in place of an answer.
+DECIDED_BY_KEPT: Mapping[str, RepairDecision] = {"abstained": "abstained", "conflict": "conflict"}
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -48,8 +51,7 @@ class Outcome:
         """What the last repair chose to say in place of an answer: "abstained" (its statement that
         the sources do not answer) or "conflict" (both sides of the evidence's conflict); None."""
         last = self.second_repair or self.repair
-        decisions: dict[str, RepairDecision] = {"abstained": "abstained", "conflict": "conflict"}
-        return decisions.get(last.kept) if isinstance(last, RepairTrace) else None
+        return DECIDED_BY_KEPT.get(last.kept) if isinstance(last, RepairTrace) else None
 
     @property
     def abstained(self) -> bool:

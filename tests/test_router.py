@@ -5,6 +5,7 @@ both roles), real HTTP, and the router's state in SQLite."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import httpx
@@ -15,7 +16,7 @@ from ragmend.actions.catalogue import CostModel
 from ragmend.actions.meter import Cost
 from ragmend.actions.plans import BY_NAME, PLAN_KEYS, PLANS, feasible_plans, pinned
 from ragmend.diagnosis.question_form import QUESTION_KINDS, question_form
-from ragmend.diagnosis.types import ABSTAINED, Diagnosis, EGCFeatures, KGSignal, NLISignal, Verdict
+from ragmend.diagnosis.types import ABSTAINED, Diagnosis, NLISignal, Verdict
 from ragmend.engine import Engine
 from ragmend.engine.router import Router, plan_reward, router_state_path
 from ragmend.errors import ConfigError
@@ -24,6 +25,7 @@ from ragmend.policy.plan_context import PlanContextBuilder
 from ragmend.policy.store import MemoryStore
 from ragmend.settings import Settings, settings_with
 from tests.conftest import LiveServer, sample_questions
+from tests.test_policy import diagnosis
 from tests.test_repair import UNANSWERABLE
 
 
@@ -54,18 +56,9 @@ def first_pass(e_r: NLISignal, answerable: float, p_unsupported: float) -> Diagn
     """A first answer's diagnosis: its e_r, the evidence's P(answerable) (e_q's support) and the
     verdict's P(unsupported)."""
     verdict = Verdict(p_unsupported, 0.5, p_unsupported >= 0.5, "NoFailure", {})
-    return Diagnosis(
-        mode="qa",
-        e_q=NLISignal("entail", (), "answerability", support=answerable),
-        e_r=e_r,
-        kg=KGSignal("missing"),
-        failure="IE" if e_r.construction == ABSTAINED else "NoFailure",
-        egc=EGCFeatures(0, 0, 0, 0, 0, 0),
-        evidence_conflict=False,
-        stage="none",
-        stage_reason="",
-        verdict=verdict,
-    )
+    failure = "IE" if e_r.construction == ABSTAINED else "NoFailure"
+    e_q = NLISignal("entail", (), "answerability", support=answerable)
+    return dataclasses.replace(diagnosis(failure), e_q=e_q, e_r=e_r, verdict=verdict)
 
 
 def test_a_first_answer_that_abstains_is_rewarded_as_an_abstention() -> None:
