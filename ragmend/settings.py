@@ -552,10 +552,11 @@ class PolicySettings(_Section):
         return self
 
 
-# The router's default plans (actions/plans.py): both generators over hybrid retrieval, and the
-# default one reranked; the 1.5B reranked is left out because on DEV it was as accurate as without
-# reranking, only slower (reports/router-dev/README.md).
-ROUTER_PLANS = ("default_hybrid", "default_hybrid_rerank", "large_hybrid")
+# The router's default plans (actions/plans.py): both generators over hybrid retrieval. The
+# reranked plans are left out because on DEV they were no more accurate than their unreranked
+# twins, only slower, and a tie the cost factor cannot break left the router on the slower one
+# (reports/router-dev/README.md); rerank stays a repair action.
+ROUTER_PLANS = ("default_hybrid", "large_hybrid")
 
 
 class RouterSettings(_Section):
