@@ -788,7 +788,8 @@ def bench_router(
         str,
         typer.Option(
             help="JSON of the settings to try, each a list: alpha, quality (graded | eq2), judged, "
-            'context_dim, budget_scale, e.g. \'{"alpha": [0.25, 1.0], "quality": ["graded", "eq2"]}\'.'
+            "context_dim, budget_scale, ridge_lambda, online (false: frozen after the warm start), "
+            'e.g. \'{"alpha": [0.25, 1.0], "quality": ["graded", "eq2"]}\'.'
         ),
     ] = "{}",
     out: Annotated[Path | None, typer.Option(help="Write the results as JSON here too.")] = None,

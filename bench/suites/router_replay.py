@@ -57,6 +57,9 @@ class Setting:
     judged: bool = True
     context_dim: int = 0
     budget_scale: float = 1.0
+    ridge_lambda: float = 1.0  # every plan's ridge prior
+    online: bool = True  # false: frozen after the warm start (the plans it chooses teach it nothing)
+    kinds: str = "fine"  # fine: the context as shipped; pooled: its question kinds pooled to claim / question
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -100,23 +103,33 @@ def replay(
             "alpha": setting.alpha,
             "enabled_actions": plans,
             "budget_scale": setting.budget_scale,
+            "ridge_lambda": setting.ridge_lambda,
         }
     )
     builder = PlanContextBuilder(setting.context_dim).with_budgets(cfg)
-    policy = Policy(cfg, MemoryStore(), plans, builder=builder)
+    if setting.kinds not in ("fine", "pooled"):
+        raise InputError(f"kinds must be fine or pooled, got {setting.kinds!r}")
+    pooled = setting.kinds == "pooled"
+    layout: PlanContextBuilder | PooledLayout = PooledLayout.of(builder) if pooled else builder
+    policy: Policy[Any] = Policy(cfg, MemoryStore(), plans, builder=layout)
     budgets = plan_budgets(cfg, "unavailable")
     online: dict[str, list[tuple[float, float, str]]] = {}
     for n, item in enumerate(items):
         claim = item.records[plans[0]].get("question_kind") == "claim" or item.task == "fever"
         emb = embed([item.query])[0] if embed is not None and setting.context_dim else None
         x = builder.build(emb, question_form(item.query, claim=claim), False, cfg.request_latency_budget_s)
+        if pooled:
+            x = pooled_kinds(x, builder.feature_names())
 
         if n < warm:
             for plan in plans:
                 _learn(policy, x, item, plan, setting, budgets, primary[item.task], vote=setting.judged)
             continue
         chosen = policy.select(x, plans).arm
-        right, seconds = _learn(policy, x, item, chosen, setting, budgets, primary[item.task], vote=False)
+        if setting.online:
+            right, seconds = _learn(policy, x, item, chosen, setting, budgets, primary[item.task], vote=False)
+        else:
+            right, seconds = _scored(item.records[chosen], primary[item.task])
         online.setdefault(item.task, []).append((right, seconds, chosen))
     return {
         task: {
@@ -129,8 +142,41 @@ def replay(
     }
 
 
+@dataclass(frozen=True)
+class PooledLayout:
+    """The router's layout with its question kinds pooled (pooled_kinds), for the policy's store."""
+
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, builder: PlanContextBuilder) -> PooledLayout:
+        names = list(builder.feature_names())
+        first = next(i for i, n in enumerate(names) if n.startswith("kind="))
+        rest = [n for n in names if not n.startswith("kind=")]
+        return cls((*rest[:first], "kind=claim", "kind=question", *rest[first:]))
+
+    @property
+    def dim(self) -> int:
+        return len(self.names)
+
+    def feature_names(self) -> tuple[str, ...]:
+        return self.names
+
+    def with_budgets(self, cfg: PolicySettings) -> PooledLayout:
+        return self
+
+
+def pooled_kinds(x: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """x with its one-hot question kind replaced by two features, claim and question (any other
+    kind): a candidate layout whose every question shares what is learned of questions."""
+    kind = [i for i, n in enumerate(names) if n.startswith("kind=")]
+    is_claim = float(x[names.index("kind=claim")])
+    rest = np.delete(x, kind)
+    return np.concatenate([rest[: kind[0]], [is_claim, 1.0 - is_claim], rest[kind[0] :]])
+
+
 def _learn(
-    policy: Policy[PlanContextBuilder],
+    policy: Policy[Any],
     x: np.ndarray,
     item: Item,
     plan: str,
@@ -154,10 +200,15 @@ def _learn(
         quality=min(1.0, max(0.0, quality)),
     )
     policy.update(plan, x, reward)
-    right = float(r["scores"][metric])
+    right, seconds = _scored(r, metric)
     if vote:
         policy.update(plan, x, right * reward.latency_factor)
-    return right, float(r["latency_s"])
+    return right, seconds
+
+
+def _scored(record: Mapping[str, Any], metric: str) -> tuple[float, float]:
+    """A recorded first pass's (metric, seconds)."""
+    return float(record["scores"][metric]), float(record["latency_s"])
 
 
 def fixed_plans(items: Sequence[Item], warm: int, primary: Mapping[str, str]) -> dict[str, Any]:
