@@ -133,6 +133,8 @@ def test_warm_start_runs_the_live_loop_and_persists_every_update(
             "latency_budget_s": 300,
             "request_latency_budget_s": 600,
         },
+        # One first pass for both epochs: a routed 1.5B pass would offer its repair only no_repair.
+        router={"plans": ["default_hybrid"]},
     )
     engine = Engine(s, models=ModelRegistry.sharing(registry, s))
     engine.load()
