@@ -788,7 +788,8 @@ def bench_router(
         str,
         typer.Option(
             help="JSON of the settings to try, each a list: alpha, quality (graded | eq2), judged, "
-            "context_dim, budget_scale, ridge_lambda, online (false: frozen after the warm start), "
+            "context_dim, budget_scale, ridge_lambda, online (false: frozen after the warm start), kinds "
+            "(fine | pooled: the question kinds pooled to claim / question), "
             'e.g. \'{"alpha": [0.25, 1.0], "quality": ["graded", "eq2"]}\'.'
         ),
     ] = "{}",

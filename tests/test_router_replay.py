@@ -15,7 +15,6 @@ from ragmend.bench.suites.router_replay import (
     Setting,
     fixed_plans,
     load_items,
-    pooled_kinds,
     replay,
 )
 from ragmend.corpora.tasks import get_task
@@ -112,7 +111,6 @@ def test_a_frozen_router_keeps_the_warm_start_picture_where_a_learning_one_follo
 def test_pooled_kinds_keep_the_claim_apart_and_every_other_feature_in_place() -> None:
     builder = PlanContextBuilder(context_dim=2)
     layout = PooledLayout.of(builder)
-    names = builder.feature_names()
     assert layout.dim == builder.dim - 8 and layout.feature_names()[2:4] == ("kind=claim", "kind=question")
     emb = np.ones(8) / np.sqrt(8)
     for query, claim, expected in (
@@ -120,6 +118,6 @@ def test_pooled_kinds_keep_the_claim_apart_and_every_other_feature_in_place() ->
         ("Which city is larger?", False, [0.0, 1.0]),
     ):
         x = builder.build(emb, question_form(query, claim=claim), False, 12.0)
-        p = pooled_kinds(x, names)
+        p = layout.pool(x)
         assert p[2:4].tolist() == expected
         assert p[:2].tolist() == x[:2].tolist() and p[4:].tolist() == x[12:].tolist()
