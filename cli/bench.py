@@ -789,7 +789,7 @@ def bench_router(
         typer.Option(
             help="JSON of the settings to try, each a list: alpha, quality (graded | eq2), judged, "
             "context_dim, budget_scale, ridge_lambda, online (false: frozen after the warm start), kinds "
-            "(fine | pooled: the question kinds pooled to claim / question), "
+            "(pooled: claim / question, as shipped | fine: one feature per question kind), "
             'e.g. \'{"alpha": [0.25, 1.0], "quality": ["graded", "eq2"]}\'.'
         ),
     ] = "{}",

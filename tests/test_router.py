@@ -15,7 +15,7 @@ import pytest
 from ragmend.actions.catalogue import CostModel
 from ragmend.actions.meter import Cost
 from ragmend.actions.plans import BY_NAME, PLAN_KEYS, PLANS, feasible_plans, pinned
-from ragmend.diagnosis.question_form import QUESTION_KINDS, question_form
+from ragmend.diagnosis.question_form import question_form
 from ragmend.diagnosis.types import ABSTAINED, Diagnosis, NLISignal, Verdict
 from ragmend.engine import Engine
 from ragmend.engine.router import Router, plan_reward, router_state_path
@@ -114,10 +114,12 @@ def test_the_router_context_is_the_same_in_every_process_and_differs_by_question
     x = a.build(emb, form, follow_up=False, time_left_s=15.0)
     assert np.array_equal(x, b.build(emb, form, follow_up=False, time_left_s=15.0))
     names = a.feature_names()
-    assert len(x) == a.dim == 8 + len(QUESTION_KINDS) + 5
-    assert x[names.index("kind=choice")] == 1.0 and x[names.index("time_left")] == pytest.approx(0.5)
+    assert len(x) == a.dim == 8 + 2 + 5
+    assert x[names.index("kind=question")] == 1.0 and x[names.index("kind=claim")] == 0.0
+    assert x[names.index("time_left")] == pytest.approx(0.5)
     claim = a.build(emb, question_form("Paris is in France.", claim=True), follow_up=True, time_left_s=60)
-    assert claim[names.index("kind=claim")] == 1.0 and claim[names.index("follow_up")] == 1.0
+    assert claim[names.index("kind=claim")] == 1.0 and claim[names.index("kind=question")] == 0.0
+    assert claim[names.index("follow_up")] == 1.0
     assert claim[names.index("time_left")] == 1.0  # clipped
 
 

@@ -11,7 +11,6 @@ import numpy as np
 
 from ragmend.bench.suites.router_replay import (
     ROW,
-    PooledLayout,
     Setting,
     fixed_plans,
     load_items,
@@ -78,8 +77,8 @@ def test_the_replayed_router_learns_the_stronger_plan_for_questions_and_the_chea
     online = replay(items, Setting(), warm=20, primary=PRIMARY)
     assert online["hotpotqa"]["plans"] == {"large_hybrid": 30} and online["hotpotqa"]["em"] == 100.0
     assert online["fever"]["plans"] == {"default_hybrid": 30}  # as accurate there, and cheaper
-    pooled = replay(items, Setting(kinds="pooled"), warm=20, primary=PRIMARY)
-    assert pooled["hotpotqa"]["plans"] == {"large_hybrid": 30} and pooled["fever"]["plans"] == {
+    fine = replay(items, Setting(kinds="fine"), warm=20, primary=PRIMARY)
+    assert fine["hotpotqa"]["plans"] == {"large_hybrid": 30} and fine["fever"]["plans"] == {
         "default_hybrid": 30
     }
     fixed = fixed_plans(items, 20, PRIMARY)
@@ -109,15 +108,16 @@ def test_a_frozen_router_keeps_the_warm_start_picture_where_a_learning_one_follo
 
 
 def test_pooled_kinds_keep_the_claim_apart_and_every_other_feature_in_place() -> None:
-    builder = PlanContextBuilder(context_dim=2)
-    layout = PooledLayout.of(builder)
-    assert layout.dim == builder.dim - 8 and layout.feature_names()[2:4] == ("kind=claim", "kind=question")
+    fine = PlanContextBuilder(context_dim=2, kinds="fine")
+    pooled = PlanContextBuilder(context_dim=2)
+    assert pooled.dim == fine.dim - 8 and pooled.feature_names()[2:4] == ("kind=claim", "kind=question")
     emb = np.ones(8) / np.sqrt(8)
     for query, claim, expected in (
         ("Paris is in France.", True, [1.0, 0.0]),
         ("Which city is larger?", False, [0.0, 1.0]),
+        ("Who wrote it?", False, [0.0, 1.0]),
     ):
-        x = builder.build(emb, question_form(query, claim=claim), False, 12.0)
-        p = layout.pool(x)
+        x = fine.build(emb, question_form(query, claim=claim), False, 12.0)
+        p = pooled.build(emb, question_form(query, claim=claim), False, 12.0)
         assert p[2:4].tolist() == expected
         assert p[:2].tolist() == x[:2].tolist() and p[4:].tolist() == x[12:].tolist()

@@ -59,7 +59,7 @@ class Setting:
     budget_scale: float = 1.0
     ridge_lambda: float = 1.0  # every plan's ridge prior
     online: bool = True  # false: frozen after the warm start (the plans it chooses teach it nothing)
-    kinds: str = "fine"  # fine: the context as shipped; pooled: PooledLayout
+    kinds: str = "pooled"  # pooled: the context as shipped; fine: one feature per question kind
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -106,19 +106,16 @@ def replay(
             "ridge_lambda": setting.ridge_lambda,
         }
     )
-    builder = PlanContextBuilder(setting.context_dim).with_budgets(cfg)
     if setting.kinds not in ("fine", "pooled"):
         raise InputError(f"kinds must be fine or pooled, got {setting.kinds!r}")
-    pooled = PooledLayout.of(builder) if setting.kinds == "pooled" else None
-    policy: Policy[Any] = Policy(cfg, MemoryStore(), plans, builder=pooled or builder)
+    builder = PlanContextBuilder(setting.context_dim, kinds=setting.kinds).with_budgets(cfg)  # type: ignore[arg-type]
+    policy: Policy[Any] = Policy(cfg, MemoryStore(), plans, builder=builder)
     budgets = plan_budgets(cfg, "unavailable")
     online: dict[str, list[tuple[float, float, str]]] = {}
     for n, item in enumerate(items):
         claim = item.records[plans[0]].get("question_kind") == "claim" or item.task == "fever"
         emb = embed([item.query])[0] if embed is not None and setting.context_dim else None
         x = builder.build(emb, question_form(item.query, claim=claim), False, cfg.request_latency_budget_s)
-        if pooled is not None:
-            x = pooled.pool(x)
 
         if n < warm:
             for plan in plans:
@@ -139,42 +136,6 @@ def replay(
         }
         for task, rows in online.items()
     }
-
-
-@dataclass(frozen=True)
-class PooledLayout:
-    """A candidate layout of the router's context: its one-hot question kind replaced by two
-    features, claim and question (any other kind), so every question shares what is learned of
-    questions. What the policy's store needs of a layout, and the pooling of a built x."""
-
-    names: tuple[str, ...]
-    kinds: tuple[int, ...]  # where the builder's kind features are
-    claim: int  # which of them is the claim's
-
-    @classmethod
-    def of(cls, builder: PlanContextBuilder) -> PooledLayout:
-        names = builder.feature_names()
-        kinds = tuple(i for i, n in enumerate(names) if n.startswith("kind="))
-        rest = [n for n in names if not n.startswith("kind=")]
-        pooled = (*rest[: kinds[0]], "kind=claim", "kind=question", *rest[kinds[0] :])
-        return cls(pooled, kinds, names.index("kind=claim"))
-
-    @property
-    def dim(self) -> int:
-        return len(self.names)
-
-    def feature_names(self) -> tuple[str, ...]:
-        return self.names
-
-    def with_budgets(self, cfg: PolicySettings) -> PooledLayout:
-        return self
-
-    def pool(self, x: np.ndarray) -> np.ndarray:
-        """x of the builder's layout in this one."""
-        is_claim = float(x[self.claim])
-        rest = np.delete(x, self.kinds)
-        first = self.kinds[0]
-        return np.concatenate([rest[:first], [is_claim, 1.0 - is_claim], rest[first:]])
 
 
 def _learn(
