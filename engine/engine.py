@@ -33,7 +33,7 @@ from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
 from ragmend.errors import Cancelled, ConfigError, Conflict, InputError, NotFound, NotReady
 from ragmend.instrumentation import NO_EVENTS, Events
-from ragmend.kg.phrases import embed_with
+from ragmend.kg.phrases import Memoized, embed_with
 from ragmend.models.embeddings import token_counter
 from ragmend.models.generator import Generator, GeneratorTally
 from ragmend.models.registry import ModelRegistry
@@ -198,7 +198,7 @@ class Engine:
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length embeddings for diagnosis (EGC) and the policy context."""
         if self._embed_fn is None:
-            self._embed_fn = embed_with(self.models.embeddings)
+            self._embed_fn = Memoized(embed_with(self.models.embeddings))
         return self._embed_fn(texts)
 
     @property
@@ -524,10 +524,22 @@ class Engine:
         """Learn a user's vote as one more observation of the arm that decided the answer and of
         the plan whose pass gave it; False when neither is there, or learning is off."""
         served, learned = vote.served, False
-        if (reward := vote.reward) is not None and served.arm is not None and served.context:
+        reward, plan_reward = vote.reward, vote.plan_reward
+        if (
+            reward is not None
+            and served.arm
+            and served.context
+            and _in_layout(served.context, self.policy.dim, "repair")
+        ):
             learned = self.policy.update(served.arm, np.asarray(served.context), reward)
-        if (plan_reward := vote.plan_reward) is not None and served.plan is not None and served.plan_context:
-            learned = self.router.credit(served.plan, served.plan_context, plan_reward) or learned
+        plan_context = served.plan_context
+        if (
+            plan_reward is not None
+            and served.plan
+            and plan_context
+            and _in_layout(plan_context, self.router.policy.dim, "router")
+        ):
+            learned = self.router.credit(served.plan, plan_context, plan_reward) or learned
         return learned
 
     def refresh_index(self) -> IngestReport:
@@ -610,3 +622,17 @@ class Engine:
         if self.kg is not None:
             self.kg.close()
         self.store.close()
+
+
+def _in_layout(context: tuple[float, ...], dim: int, policy: str) -> bool:
+    """Whether a remembered reply's context is of the policy's current layout: a reply served
+    before a restart that changed it (context_dim, a pooled layout) teaches nothing."""
+    if len(context) == dim:
+        return True
+    log.warning(
+        "%s: a vote on a reply whose context has %d features, the policy now %d; not learned",
+        policy,
+        len(context),
+        dim,
+    )
+    return False

@@ -9,6 +9,8 @@ and the store caches one embedding per distinct normalised phrase.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -127,6 +129,46 @@ def embed_with(model: Any, batch_size: int = PHRASE_BATCH) -> Embed:
         return unit_rows(np.asarray(model.get_text_embedding_batch(texts), dtype=np.float32))
 
     return embed
+
+
+class Memoized:
+    """An Embed that remembers its last `size` texts' rows: one request embeds its question for
+    the diagnosis, the repair's context and the router's; the encoder runs once for it.
+
+    >>> calls = []
+    >>> def embed(texts):
+    ...     calls.append(list(texts))
+    ...     return np.eye(3, dtype=np.float32)[[len(t) % 3 for t in texts]]
+    >>> memo = Memoized(embed, size=2)
+    >>> memo(["ab", "c"]).tolist(), memo(["c", "ab", "xyz"]).tolist()
+    ([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]], [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    >>> calls  # "ab" and "c" were remembered; only "xyz" was new
+    [['ab', 'c'], ['xyz']]
+    """
+
+    def __init__(self, embed: Embed, size: int = 256):
+        self._embed = embed
+        self._size = size
+        self._rows: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            known = {t: self._rows[t] for t in texts if t in self._rows}
+            for t in known:
+                self._rows.move_to_end(t)
+        new = list(dict.fromkeys(t for t in texts if t not in known))
+        if new:
+            for t, row in zip(new, self._embed(new), strict=True):
+                known[t] = row
+            with self._lock:
+                for t in new:
+                    self._rows[t] = known[t]
+                while len(self._rows) > self._size:
+                    self._rows.popitem(last=False)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([known[t] for t in texts])
 
 
 def unit_rows(m: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -54,6 +55,10 @@ class ContextBuilder:
 
     def feature_names(self) -> tuple[str, ...]:
         return self._names
+
+    def pooled_from(self) -> Mapping[str, tuple[str, ...]]:
+        """No feature of this layout pools an older one's."""
+        return {}
 
     def with_budgets(self, cfg: PolicySettings) -> ContextBuilder:
         """The same layout (projection), its budgets normalised by `cfg`'s."""

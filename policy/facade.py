@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, Protocol, cast
 
@@ -39,6 +39,7 @@ from ragmend.policy.bandit import Bandit, TieBreak, check_reward
 from ragmend.policy.beta import BetaTS, binarise
 from ragmend.policy.context import ContextBuilder
 from ragmend.policy.exchange import state_from_json, state_to_json
+from ragmend.policy.layout import upgrade_layout
 from ragmend.policy.linear import LinearBandit, LinTS, LinUCB
 from ragmend.policy.reward import Reward, RewardVariant, compute_reward
 from ragmend.policy.store import MemoryStore, PolicyStore, SQLiteStore
@@ -97,6 +98,10 @@ class ContextLayout(Protocol):
     def dim(self) -> int: ...
 
     def feature_names(self) -> tuple[str, ...]: ...
+
+    def pooled_from(self) -> Mapping[str, tuple[str, ...]]:
+        """Features of this layout that sum features of an older one (policy/layout.py)."""
+        ...
 
     def with_budgets(self, cfg: PolicySettings) -> ContextLayout: ...
 
@@ -178,6 +183,7 @@ class Policy(Generic[Layout]):
         self.store = store
         self._lock = threading.RLock()
         self._kind_changes = 0  # a new bandit's seeds differ from the one it replaces
+        upgrade_layout(store, self.builder.feature_names(), self.builder.pooled_from())
         state = store.load(self.builder.feature_names(), self.arms)
         # The decision seeds continue from the number of updates already learned, so a restarted
         # server does not replay the exploration draws of its previous start.

@@ -138,3 +138,19 @@ def test_a_vote_over_http_is_learned_once_for_the_arm_that_decided_the_answer(
         vote = feedback({"response_id": chat["id"], "score": 1.0})
         assert vote.status_code == 200 and vote.json()["credited"] == "no_repair"
     eng.close()
+
+
+def test_a_vote_on_a_reply_served_under_another_context_layout_is_recorded_not_learned(
+    tmp_path: Path, engine: Engine
+) -> None:
+    from ragmend.policy.feedback import Vote
+
+    eng = make_engine(tmp_path, engine, enabled_actions=("no_repair",))
+    pulls = eng.policy.stats()["no_repair"].pulls
+    stale = Served("answer-old", "default", "no_repair", (0.5,) * (eng.policy.dim + 3), 1.0, time.time())
+    assert not eng.credit(Vote(stale, 1.0, new=True))
+    assert eng.policy.stats()["no_repair"].pulls == pulls
+    current = replace(stale, context=(0.0,) * eng.policy.dim)
+    assert eng.credit(Vote(current, 1.0, new=True))
+    assert eng.policy.stats()["no_repair"].pulls == pulls + 1
+    eng.close()

@@ -507,3 +507,11 @@ def test_empty_graph_is_missing(tmp_path: Path, extractor: SpacyTripleExtractor,
     store = KGStore(tmp_path / "kg.sqlite3", extractor, embed)
     result = align(one(extractor, "Marie Curie was born in Paris."), store, embed)
     assert result.kappa == "missing" and result.triples[0].kg_triple is None
+
+
+def test_the_embedding_memo_runs_the_encoder_once_per_text() -> None:
+    import doctest
+
+    from ragmend.kg import phrases
+
+    assert doctest.testmod(phrases).failed == 0

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from ragmend.diagnosis.question_form import question_form
 from ragmend.engine.router import plan_budgets
 from ragmend.errors import InputError
 from ragmend.policy import MemoryStore, Policy
-from ragmend.policy.plan_context import PlanContextBuilder
+from ragmend.policy.plan_context import KindLayout, PlanContextBuilder
 from ragmend.policy.reward import reward_from_signals
 from ragmend.settings import PolicySettings
 
@@ -106,9 +106,8 @@ def replay(
             "ridge_lambda": setting.ridge_lambda,
         }
     )
-    if setting.kinds not in ("fine", "pooled"):
-        raise InputError(f"kinds must be fine or pooled, got {setting.kinds!r}")
-    builder = PlanContextBuilder(setting.context_dim, kinds=setting.kinds).with_budgets(cfg)  # type: ignore[arg-type]
+    kinds = cast(KindLayout, setting.kinds)  # the builder refuses any other
+    builder = PlanContextBuilder(setting.context_dim, kinds=kinds).with_budgets(cfg)
     policy: Policy[Any] = Policy(cfg, MemoryStore(), plans, builder=builder)
     budgets = plan_budgets(cfg, "unavailable")
     online: dict[str, list[tuple[float, float, str]]] = {}
