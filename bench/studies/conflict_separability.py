@@ -8,6 +8,13 @@ flagged (a false conflict).
 
     ragmend study conflict-separability --offset 150 --limit 200
     ragmend study conflict-separability --model data/nli-mpnet/model --offset 150 --limit 200
+    ragmend study conflict-separability --judge escalation --offset 150 --limit 200
+
+`--judge generator` / `escalation` asks the default or the stronger generator instead, one short
+call a pair ("Can both answers be true at once? yes or no"), greedy; the pair's score is 1 for
+no, 0 for yes, 0.5 for any other reply (the in-process engine's recorded logprobs are not
+calibrated enough to rank by). It says whether a generator check of a conflict the NLI proposes
+would be worth one such call on the answers where the NLI finds one.
 
 It bounds what the conflict check (diagnosis/conflict.py) can find in the poison suite's mixed
 contexts with this model, whatever the passages: a passage that states a TruthfulQA answer is at
@@ -26,7 +33,9 @@ import numpy as np
 
 from ragmend.bench.stats import auroc
 from ragmend.bench.suites.poison import TRUTHFULQA_FILE, load_truthfulqa
+from ragmend.models.generator import Generator
 from ragmend.models.nli import NLIModel, load_nli
+from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -40,25 +49,65 @@ def contradiction(nli: NLIModel, pairs: list[tuple[str, str]]) -> np.ndarray:
     return np.maximum(probs[:n, 2], probs[n:, 2])
 
 
+JUDGE_PROMPT = (
+    "Question: {question}\nAnswer A: {a}\nAnswer B: {b}\n"
+    "Can Answer A and Answer B both be true at once? Reply with one word: yes or no."
+)
+
+
+def judged_incompatible(gen: Generator, question: str, pairs: list[tuple[str, str]]) -> np.ndarray:
+    """Per pair, 1 where the generator says both cannot be true, 0 where it says they can, 0.5
+    for any other reply."""
+    scores = []
+    for a, b in pairs:
+        prompt = JUDGE_PROMPT.format(question=question, a=a, b=b)
+        word = gen.chat([{"role": "user", "content": prompt}], max_tokens=2, temperature=0.0).text
+        word = word.strip().lower()
+        scores.append(1.0 if word.startswith("no") else 0.0 if word.startswith("yes") else 0.5)
+    return np.array(scores)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="bundled:ragmend-nli-minilm-l6", help="models.nli.model")
+    ap.add_argument(
+        "--judge",
+        choices=("nli", "generator", "escalation"),
+        default="nli",
+        help="what scores a pair: the NLI model, or the default or the stronger generator",
+    )
     ap.add_argument("--offset", type=int, default=150, help="DEV questions skipped first")
     ap.add_argument("--limit", type=int, default=200, help="DEV questions read")
     ap.add_argument("--data-root", type=Path, default=Path("../shared/data"), help="the shared data")
     ap.add_argument("--out", type=Path, help="write the figures here as JSON too")
     args = ap.parse_args(argv)
 
-    nli = load_nli(Settings(models={"nli": {"model": args.model}}).models)
+    settings = Settings(models={"nli": {"model": args.model}})
     items = load_truthfulqa(args.data_root / TRUTHFULQA_FILE, split="dev")[
         args.offset : args.offset + args.limit
     ]
-    differ = [(i.best, i.incorrect[0]) for i in items]
-    agree = [(i.best, next(c for c in i.correct if c != i.best)) for i in items if len(set(i.correct)) > 1]
-    s_differ, s_agree = contradiction(nli, differ), contradiction(nli, agree)
+    differ = [(i.question, i.best, i.incorrect[0]) for i in items]
+    agree = [
+        (i.question, i.best, next(c for c in i.correct if c != i.best))
+        for i in items
+        if len(set(i.correct)) > 1
+    ]
+    if args.judge == "nli":
+        nli = load_nli(settings.models)
+        s_differ = contradiction(nli, [(a, b) for _, a, b in differ])
+        s_agree = contradiction(nli, [(a, b) for _, a, b in agree])
+        judge = args.model
+    else:
+        models = ModelRegistry(settings)
+        gen = models.generator if args.judge == "generator" else models.escalation
+        if gen is None:
+            ap.error("--judge escalation needs models.escalation")
+        s_differ = np.concatenate([judged_incompatible(gen, q, [(a, b)]) for q, a, b in differ])
+        s_agree = np.concatenate([judged_incompatible(gen, q, [(a, b)]) for q, a, b in agree])
+        judge = gen.model
     labels = np.r_[np.ones(len(s_differ)), np.zeros(len(s_agree))]
     out = {
-        "model": args.model,
+        "model": judge,
         "questions": len(items),
         "differ_pairs": len(differ),
         "agree_pairs": len(agree),
