@@ -12,9 +12,9 @@ flagged (a false conflict).
 
 `--judge generator` / `escalation` asks the default or the stronger generator instead, one short
 call a pair ("Can both answers be true at once? yes or no"), greedy; the pair's score is 1 for
-no, 0 for yes, 0.5 for any other reply (the in-process engine's recorded logprobs are not
-calibrated enough to rank by). It says whether a generator check of a conflict the NLI proposes
-would be worth one such call on the answers where the NLI finds one.
+no, 0 for yes, 0.5 for any other reply (the word it says, not its probability). It says whether
+a generator check of a conflict the NLI proposes would be worth one such call on the answers
+where the NLI finds one.
 
 It bounds what the conflict check (diagnosis/conflict.py) can find in the poison suite's mixed
 contexts with this model, whatever the passages: a passage that states a TruthfulQA answer is at
@@ -55,11 +55,11 @@ JUDGE_PROMPT = (
 )
 
 
-def judged_incompatible(gen: Generator, question: str, pairs: list[tuple[str, str]]) -> np.ndarray:
-    """Per pair, 1 where the generator says both cannot be true, 0 where it says they can, 0.5
-    for any other reply."""
+def judged_incompatible(gen: Generator, triples: list[tuple[str, str, str]]) -> np.ndarray:
+    """Per (question, answer, answer), 1 where the generator says both answers cannot be true, 0
+    where it says they can, 0.5 for any other reply."""
     scores = []
-    for a, b in pairs:
+    for question, a, b in triples:
         prompt = JUDGE_PROMPT.format(question=question, a=a, b=b)
         word = gen.chat([{"role": "user", "content": prompt}], max_tokens=2, temperature=0.0).text
         word = word.strip().lower()
@@ -102,8 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gen = models.generator if args.judge == "generator" else models.escalation
         if gen is None:
             ap.error("--judge escalation needs models.escalation")
-        s_differ = np.concatenate([judged_incompatible(gen, q, [(a, b)]) for q, a, b in differ])
-        s_agree = np.concatenate([judged_incompatible(gen, q, [(a, b)]) for q, a, b in agree])
+        s_differ, s_agree = judged_incompatible(gen, differ), judged_incompatible(gen, agree)
         judge = gen.model
     labels = np.r_[np.ones(len(s_differ)), np.zeros(len(s_agree))]
     out = {
