@@ -68,11 +68,11 @@ detector-data: install
 
 # The detector itself: MiniLM-L6 token classifier on that data (--device auto takes a GPU where
 # torch sees one; resumable), int8 ONNX into ragmend/assets/detector, RAGTruth at the threshold
-# its train sample picks (docs/diagnosis.md, "The learned detector").
+# its train sample's held sources pick (docs/diagnosis.md, "The learned detector").
 DETECTOR_MODEL ?= data/detector-model
 DETECTOR_ASSET := ragmend/assets/detector
 detector-model: detector-data
-	$(VENV)/bin/ragmend detector train --data $(DETECTOR_DATA) --out $(DETECTOR_MODEL) --epochs 1 --max-length 320
+	$(VENV)/bin/ragmend detector train --data $(DETECTOR_DATA) --out $(DETECTOR_MODEL) --epochs 2 --max-length 320 --oversample ragtruth=4
 	$(VENV)/bin/ragmend detector export --model $(DETECTOR_MODEL)/model --out $(DETECTOR_ASSET)
 	$(VENV)/bin/ragmend detector eval --model $(DETECTOR_ASSET)
 

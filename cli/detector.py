@@ -61,17 +61,32 @@ def detector_train(
     limit: Annotated[int | None, typer.Option(min=1, help="Training rows (default all).")] = None,
     max_steps: Annotated[int | None, typer.Option(min=1, help="Stop after this many steps.")] = None,
     device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
+    oversample: Annotated[
+        list[str] | None,
+        typer.Option(help="SET=N: each row of a set (its id's head, as ragtruth) read N times an epoch."),
+    ] = None,
 ) -> None:
     """Train the token-level detector on train.jsonl (resumable: rerun after a stop).
 
-    Example: ragmend detector train --data data/detector --out data/detector-model
+    Example: ragmend detector train --data data/detector --out data/detector-model --oversample ragtruth=4
     """
     from ragmend.cli.common import err, training_progress
+    from ragmend.errors import InputError
     from ragmend.models.runtime import torch_device
     from ragmend.train.detector_train import DetectorTrainConfig, read_rows, train_detector
+    from ragmend.train.detector_train import oversample as repeat
+
+    def times() -> dict[str, int]:
+        out = {}
+        for item in oversample or ():
+            name, _, n = item.partition("=")
+            if not name or not n.isdigit() or int(n) < 1:
+                raise InputError(f"--oversample {item!r}: expected SET=N with N >= 1 (as ragtruth=4)")
+            out[name] = int(n)
+        return out
 
     def work() -> None:
-        rows = read_rows(data_dir / "train.jsonl")[:limit]
+        rows = repeat(read_rows(data_dir / "train.jsonl")[:limit], times())
         err.print(f"{len(rows)} training rows")
         cfg = DetectorTrainConfig(epochs=epochs, max_length=max_length)
         with training_progress() as progress:

@@ -16,6 +16,7 @@ ground truth it is scored against (`unsupported`) and the group its per-group fi
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import random
 import re
@@ -32,6 +33,7 @@ from ragmend.rag.types import Passage
 
 RAGTRUTH_TEST = "ragtruth/ragtruth_test_2598.jsonl"
 RAGTRUTH_TRAIN = "ragtruth/ragtruth_train_sample_391.jsonl"
+RAGTRUTH_HELD_SHARE = 4  # train-sample sources: one in four is held out of detector training
 # RAGTruth's generation instructions (its paper, Appendix A), shortened: the "question" of each task.
 TASK_QUERIES = {
     "Summary": "Summarize the following news.",
@@ -107,6 +109,18 @@ def ragtruth_cases(path: Path, split: str, limit: int | None = None) -> list[Cas
             )
         )
     return _sample(cases, limit)
+
+
+def ragtruth_source(case: Case) -> str:
+    """The source a RAGTruth response was written from (its passages' "source_id:n" ids)."""
+    return case.passages[0].doc_id.rsplit(":", 1)[0] if case.passages else case.id
+
+
+def ragtruth_held(case: Case) -> bool:
+    """Whether a train-sample response is held out of the detector's training: one source in
+    RAGTRUTH_HELD_SHARE, all of its responses, on which the detector's threshold is chosen."""
+    digest = hashlib.sha256(ragtruth_source(case).encode("utf-8")).hexdigest()
+    return int(digest, 16) % RAGTRUTH_HELD_SHARE == 0
 
 
 def _source(passage: str, task: str) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ command's errors."""
 from __future__ import annotations
 
 import doctest
+import json
 import random
 import subprocess
 import sys
@@ -13,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from ragmend.corpora.cases import RAGTRUTH_TRAIN, ragtruth_cases, ragtruth_held, ragtruth_source
 from ragmend.corpora.hallucination import Grounded, edited_spans, read_all, sentences_of
 from ragmend.corpora.nli_pairs import EntitySwapper
 from ragmend.models.spacy_model import load_spacy
 from ragmend.settings import Settings
 from ragmend.train import detector_data
-from ragmend.train.detector_data import balance, edit_response
+from ragmend.train.detector_data import balance, edit_response, insert_sentence, ragtruth_response
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not beside this checkout")
@@ -87,6 +89,32 @@ def test_an_edit_marks_what_it_changed(swapper: EntitySwapper) -> None:
     assert len(kinds) >= 2  # the edits are drawn, not one always
 
 
+def test_an_added_sentence_is_marked_wherever_it_lands() -> None:
+    response = "Paris is big. It is old. It is in France."
+    for at in (13, 24, len(response)):
+        e = insert_sentence(response, at, "It has a tower.")
+        a, b = e.span
+        assert e.text[a:b] == "It has a tower."
+        assert (e.text[:a] + e.text[b:]).split() == response.split()
+
+
+@needs_data
+def test_ragtruth_train_rows_leave_the_threshold_sources_out() -> None:
+    cases = ragtruth_cases(DATA / RAGTRUTH_TRAIN, "train")
+    held = {ragtruth_source(c) for c in cases if ragtruth_held(c)}
+    trained = {ragtruth_source(c) for c in cases if not ragtruth_held(c)}
+    assert held and trained and not held & trained  # a source is held whole, every response of it
+    assert 0.15 < len(held) / (len(held) + len(trained)) < 0.35
+    rows = [ragtruth_response(c) for c in cases if not ragtruth_held(c)]
+    assert {g.task for g in rows} <= {"qa", "summary", "data2txt"} and {g.group for g in rows} == {
+        f"ragtruth-{s}" for s in trained
+    }
+    for g, c in zip(rows, [c for c in cases if not ragtruth_held(c)], strict=True):
+        assert g.unsupported == c.unsupported and g.response == c.response
+        assert g.spans is None or all(0 <= a < b <= len(g.response) for a, b in g.spans)
+        assert g.unsupported or g.spans == ()
+
+
 def test_balance_halves_each_task_and_spreads_lengths() -> None:
     def row(i: int, task: str, bad: bool, words: int) -> Grounded:
         return Grounded(str(i), "s", task, "", ("src",), " ".join(["w"] * words), bad, (), str(i))  # type: ignore[arg-type]
@@ -115,3 +143,19 @@ def test_the_command_says_what_is_missing(tmp_path: Path) -> None:
         timeout=120,
     )
     assert r.returncode == 2 and "hallucination/ is missing" in r.stderr + r.stdout
+
+
+def test_the_trainer_says_what_a_bad_oversample_is(tmp_path: Path) -> None:
+    row = Grounded("ragtruth-1", "ragtruth", "qa", "q?", ("s.",), "r.", False, (), "g")
+    (tmp_path / "train.jsonl").write_text(json.dumps(row.as_json()) + "\n")
+    r = subprocess.run(
+        [
+            *(sys.executable, "-m", "ragmend.cli", "detector", "train", "--data", str(tmp_path)),
+            *("--out", str(tmp_path / "o"), "--oversample", "ragtruth=0"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and "expected SET=N" in r.stderr + r.stdout
+    assert not (tmp_path / "o").exists()

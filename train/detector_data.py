@@ -9,13 +9,17 @@ Supported responses that ragmend builds, each kept as it is and once edited:
   the two gold paragraphs and a distractor;
 - claim: a FEVER DEV SUPPORTS claim over its evidence and another claim's (REFUTES claims and
   SufficientFacts' claims whose evidence lost a fact are unsupported as they stand);
-- summary and dialogue: the shared sets' supported summaries and dialogue responses.
+- summary and dialogue: the shared sets' supported summaries and dialogue responses;
+- qa and summary: RAGTruth's train sample (real generators' answers and summaries with labelled
+  spans), but for the sources held out to choose the detector's threshold (corpora/cases.py
+  `ragtruth_held`); its supported responses are edited too (long paraphrased answers with one
+  detail changed or added: RAGTruth's own hallucinations' shape).
 
 An edit changes one sentence and records where (the character span of what it put there):
 `swap_in_source` (an entity for another of its type the source names in another role: two
 passages conflated), `swap_outside` (an entity, date or number for one the source never names),
 `negation`, `overgeneralise` (a hedge or a few made all), `added` (a sentence from another
-source appended: a baseless addition). RAGTruth is never read (its test split is the
+source put after one of the response's: a baseless addition). RAGTruth's test split is never read (it is the
 evaluation); HotpotQA and FEVER rows are DEV only (corpora/readers.py split_of).
 """
 
@@ -31,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ragmend.corpora.cases import RAGTRUTH_TRAIN, Case, ragtruth_cases, ragtruth_held, ragtruth_source
 from ragmend.corpora.hallucination import TASKS, Grounded, Task, read_all, sentences_of
 from ragmend.corpora.nli_pairs import EntitySwapper
 from ragmend.corpora.readers import (
@@ -80,7 +85,12 @@ def build(
         s for p in hotpotqa_paragraphs(load_hotpotqa(root / HOTPOTQA_FILE)) for s in sentences_of(p.text)
     )
     shared = read_all(root, drop_sentences=evaluated)
-    built = [*hotpot_responses(hotpot, rng), *fever_responses(claims, insufficient, rng)]
+    trained = [c for c in ragtruth_cases(root / RAGTRUTH_TRAIN, "train") if not ragtruth_held(c)]
+    built = [
+        *hotpot_responses(hotpot, rng),
+        *fever_responses(claims, insufficient, rng),
+        *(ragtruth_response(c) for c in trained),
+    ]
     pool: dict[str, list[str]] = {}
     for g in [*built, *shared]:
         pool.setdefault(g.set, []).extend(s for src in g.source for s in split_sentences(src)[:20])
@@ -122,6 +132,26 @@ def hotpot_responses(items: Sequence[HotpotItem], rng: random.Random) -> list[Gr
             )
         )
     return out
+
+
+RAGTRUTH_TASKS: dict[str, Task] = {"QA": "qa", "Summary": "summary", "Data2txt": "data2txt"}
+
+
+def ragtruth_response(case: Case) -> Grounded:
+    """A RAGTruth train-sample response as a training row (with the question evaluation reads),
+    grouped by the source it answers."""
+    return Grounded(
+        f"ragtruth-{case.id}",
+        "ragtruth",
+        RAGTRUTH_TASKS[case.group],
+        case.query,
+        tuple(p.text for p in case.passages),
+        case.response,
+        case.unsupported,
+        None if case.unsupported and not case.spans else case.spans,
+        f"ragtruth-{ragtruth_source(case)}",
+        "labelled",
+    )
 
 
 def fever_responses(claims: Sequence[Any], insufficient: Sequence[Any], rng: random.Random) -> list[Grounded]:
@@ -176,8 +206,20 @@ def edit_response(
     added = on_topic(g, pool.get(g.set, []), rng)
     if added is None:
         return None
-    text = f"{g.response.rstrip()} {added}"
-    return _edited(g, text, (len(text) - len(added), len(text)), "added")
+    # After any of its sentences: a generator's baseless detail is as often mid-answer as last.
+    e = insert_sentence(g.response, rng.choice([end for _, end in sentences]), added)
+    return _edited(g, e.text, e.span, "added")
+
+
+def insert_sentence(response: str, at: int, sentence: str) -> Edit:
+    """`sentence` put into `response` at character `at` (a sentence's end), one space either side.
+
+    >>> insert_sentence("Paris is big. It is old.", 13, "It has a tower.").text
+    'Paris is big. It has a tower. It is old.'
+    """
+    head, tail = response[:at].rstrip(), response[at:].strip()
+    text = f"{head} {sentence}" + (f" {tail}" if tail else "")
+    return Edit(text, (len(head) + 1, len(head) + 1 + len(sentence)), "added")
 
 
 ADDED_DRAWS = 200  # sentences of the same set weighed for an added sentence

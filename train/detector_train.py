@@ -65,6 +65,17 @@ def read_rows(path: Path) -> list[Grounded]:
     return [Grounded.from_json(d) for d in read_jsonl(path)]
 
 
+def oversample(rows: Sequence[Grounded], times: dict[str, int]) -> list[Grounded]:
+    """Each row repeated `times[set]` times where its id names that set first ("ragtruth-..."; an
+    edit of one keeps its id's head), so a small in-domain set weighs more; the rest once.
+
+    >>> g = Grounded("ragtruth-1-added", "edit", "qa", "", ("s",), "r", True, (), "g")
+    >>> len(oversample([g], {"ragtruth": 3}))
+    3
+    """
+    return [g for g in rows for _ in range(times.get(g.id.split("-", 1)[0], 1))]
+
+
 def example(windows: Windows, g: Grounded) -> Example:
     w = windows.best_window(g.question, g.source, g.response)
     labels = []
