@@ -16,7 +16,6 @@ ground truth it is scored against (`unsupported`) and the group its per-group fi
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import random
 import re
@@ -25,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmend.corpora.readers import Split, load_fever_claims, read_jsonl, split_of
+from ragmend.corpora.readers import Split, load_fever_claims, one_in, read_jsonl, split_of
 from ragmend.corpora.tasks import FEVER_FILE
 from ragmend.diagnosis.answer_spans import locate_claims
 from ragmend.fileio import atomic_write_text
@@ -119,8 +118,7 @@ def ragtruth_source(case: Case) -> str:
 def ragtruth_held(case: Case) -> bool:
     """Whether a train-sample response is held out of the detector's training: one source in
     RAGTRUTH_HELD_SHARE, all of its responses, on which the detector's threshold is chosen."""
-    digest = hashlib.sha256(ragtruth_source(case).encode("utf-8")).hexdigest()
-    return int(digest, 16) % RAGTRUTH_HELD_SHARE == 0
+    return one_in(ragtruth_source(case), RAGTRUTH_HELD_SHARE)
 
 
 def _source(passage: str, task: str) -> tuple[str, ...]:

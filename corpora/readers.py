@@ -15,9 +15,15 @@ from typing import Any, Literal
 Split = Literal["dev", "test"]
 
 
+def one_in(key: str, n: int) -> bool:
+    """Whether `key` falls in the first of `n` buckets by its sha256 (int(sha256(key), 16) % n == 0):
+    a split that keeps every row of one key on one side."""
+    return int(hashlib.sha256(key.encode("utf-8")).hexdigest(), 16) % n == 0
+
+
 def split_of(key: str) -> Split:
     """The data README's rule: dev when int(sha256(key), 16) is even, else test."""
-    return "dev" if int(hashlib.sha256(key.encode("utf-8")).hexdigest(), 16) % 2 == 0 else "test"
+    return "dev" if one_in(key, 2) else "test"
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,12 @@ An edit changes one sentence and records where (the character span of what it pu
 `swap_in_source` (an entity for another of its type the source names in another role: two
 passages conflated), `swap_outside` (an entity, date or number for one the source never names),
 `negation`, `overgeneralise` (a hedge or a few made all), `added` (a sentence from another
-source put after one of the response's: a baseless addition). RAGTruth's test split is never read (it is the
-evaluation); HotpotQA and FEVER rows are DEV only (corpora/readers.py split_of).
+source put after one of the response's: a baseless addition). RAGTruth's test split is never
+read (it is the evaluation); HotpotQA and FEVER rows are DEV only (corpora/readers.py split_of).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -44,6 +43,7 @@ from ragmend.corpora.readers import (
     load_fever_claims,
     load_hotpotqa,
     load_sufficient_facts,
+    one_in,
 )
 from ragmend.corpora.tasks import FEVER_FILE, HOTPOTQA_FILE, SUFFICIENT_FACTS_FILE
 from ragmend.diagnosis.hypotheses import question_statement, split_sentences
@@ -98,8 +98,8 @@ def build(
     supported = [g for g in [*built, *shared] if not g.unsupported and g.set != "halueval"]
     edited = [e for g in supported if (e := edit_response(g, swapper, pool, rng)) is not None]
     rows = balance([*built, *shared, *edited], per_task, rng)
-    dev = [g for g in rows if _is_dev(g.group)]
-    return DetectorData([g for g in rows if not _is_dev(g.group)], dev)
+    dev = [g for g in rows if one_in(g.group, DEV_SHARE)]
+    return DetectorData([g for g in rows if not one_in(g.group, DEV_SHARE)], dev)
 
 
 def hotpot_responses(items: Sequence[HotpotItem], rng: random.Random) -> list[Grounded]:
@@ -353,10 +353,6 @@ def _even_draw(groups: Sequence[list[Grounded]], quota: int, rng: random.Random)
 def _band(text: str) -> int:
     n = len(text.split())
     return next(i for i, (lo, hi) in enumerate(LENGTHS) if lo <= n < hi)
-
-
-def _is_dev(group: str) -> bool:
-    return int(hashlib.sha256(group.encode("utf-8")).hexdigest(), 16) % DEV_SHARE == 0
 
 
 def _stats(rows: Sequence[Grounded]) -> dict[str, Any]:
