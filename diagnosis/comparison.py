@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from ragmend.diagnosis.choices import offered_choice, picked_alternative
 from ragmend.diagnosis.patterns import DATE, MONTHS, OPENING_ABBREVIATION_END, OPENING_SENTENCE_END
 from ragmend.diagnosis.spans import key_spans, names_unasked, normalise
-from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, FailureType, Outcome
+from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, Outcome
 
 # A name -> the corpus's passages (title, text) titled by it (title_key): each document's opening
 # passage, so an alternative the retrieval missed can still be dated.
@@ -203,25 +203,6 @@ def _answer_direction(response: str) -> Direction | None:
     if m:
         found.add("earlier" if m.group("earlier") else "later")
     return next(iter(found)) if len(found) == 1 else None
-
-
-def settle(
-    failure: FailureType, outcome: Outcome | None, addresses_question: bool, only_the_pick: bool
-) -> FailureType:
-    """The failure once the comparison is checked (`outcome` None: no comparison): dates that
-    pick the other alternative make the answer WR whatever the text scores say; dates that pick
-    the same one make an answer that addresses the question and is only the pick (one claim,
-    naming nothing the question does not: `only_the_pick`) NoFailure, since the comparison is the
-    whole answer and it is what the passages say. An answer that claims more ("Aleksandr
-    Ivanovsky was born 7 August 1952.": the right pick, a date a passage gives for someone else)
-    keeps the failure its claims have. A conflict with the knowledge graph (WP) stands either way."""
-    if outcome is None or failure == "WP":
-        return failure
-    if outcome == "disagrees":
-        return "WR"
-    if outcome == "agrees" and addresses_question and only_the_pick:
-        return "NoFailure"
-    return failure
 
 
 def only_the_pick(query: str, claims: Sequence[str]) -> bool:

@@ -45,15 +45,8 @@ from ragmend.diagnosis.answerability import answerability_features
 from ragmend.diagnosis.comparison import TitleLookup, check_comparison, only_the_pick
 from ragmend.diagnosis.compound import atomic_claims, decompose
 from ragmend.diagnosis.conflict import conflict_on_claims
+from ragmend.diagnosis.decision import Support, decide, gated_label, label_matches, unsupported_by
 from ragmend.diagnosis.egc import egc_features
-from ragmend.diagnosis.failure import (
-    FailureSignals,
-    StageEvidence,
-    attribute_stage,
-    decide_failure,
-    failure_type,
-    gated_label,
-)
 from ragmend.diagnosis.hypotheses import (
     is_abstention,
     negate,
@@ -74,8 +67,10 @@ from ragmend.diagnosis.premises import (
     premise_text,
 )
 from ragmend.diagnosis.spans import best_passage_coverage, is_bare
+from ragmend.diagnosis.stage import StageEvidence, attribute_stage
 from ragmend.diagnosis.types import (
     ABSTAINED,
+    DecisionSignals,
     Diagnosis,
     EGCFeatures,
     HypothesisVerdict,
@@ -93,8 +88,8 @@ from ragmend.diagnosis.verdict import (
     answer_features,
     claim_features,
     claim_text_features,
+    grounded,
     text_features,
-    unsupported_by,
 )
 
 # The passages read together as the joint premise: a two-hop answer's facts sit in two.
@@ -271,7 +266,7 @@ class Diagnoser:
             e_q = self._answerability(query, passages, evidence, relevance, q_sims)
         # Algorithm 1 reads e_q as it stands here: the statement built from the answer, or
         # answerability where no statement is read.
-        rule = failure_type(kg.kappa, e_q.state, e_r.state, hyp.label)
+        rule_e_q = e_q.state
 
         # -- does the answer address the question ----------------------------------------------
         off_question = self._off_question(query, response, passages, claim_verdicts, t) if qa else None
@@ -321,22 +316,25 @@ class Diagnoser:
         )
 
         # -- the failure type, decided once ---------------------------------------------------
-        decision = decide_failure(
-            FailureSignals(
-                rule=rule,
-                kappa=kg.kappa,
-                off_question=off_question,
-                unsupported=verdict.unsupported if verdict else None,
-                features=verdict.features if verdict else {},
-                answerable=e_q.state == "entail",
-                comparison=comparison.outcome if comparison else None,
-                alternatives=alternatives.outcome if alternatives else None,
-                only_the_pick=only_the_pick(query, hyp.claims),
-                conflict=conflict is not None,
-            )
+        features = verdict.features if verdict else {}
+        signals = DecisionSignals(
+            kappa=kg.kappa,
+            e_q=rule_e_q,
+            e_r=e_r.state,
+            label_matches=label_matches(hyp.label, rule_e_q),
+            off_question=off_question,
+            unsupported=verdict.unsupported if verdict else None,
+            abstained=features.get("abstained", 0.0) > 0,
+            grounded=grounded(features),
+            answerable=e_q.state == "entail",
+            comparison=comparison.outcome if comparison else None,
+            alternatives=alternatives.outcome if alternatives else None,
+            only_the_pick=only_the_pick(query, hyp.claims),
+            conflict=conflict is not None,
         )
+        decision = decide(signals)
         if verdict is not None:
-            verdict = replace(verdict, rule_failure=decision.rule)
+            verdict = replace(verdict, rule_failure=decision.rule_failure)
         failure = decision.failure
 
         # -- stage ----------------------------------------------------------------------------
@@ -370,7 +368,9 @@ class Diagnoser:
             off_question=off_question,
             comparison=comparison,
             alternatives=alternatives,
-            failure_steps=decision.steps,
+            failure_steps=decision.applied,
+            decided_by=decision.decided_by,
+            signals=signals,
             language=language,
             unsupported_spans=unsupported_spans(response, e_r.hypotheses, failure != "NoFailure", verdict),
             conflict=conflict,
@@ -524,7 +524,7 @@ class Diagnoser:
             replace(v, p_unsupported=round(p_c, 4)) for v, p_c in zip(e_r.hypotheses, p_claims, strict=True)
         )
         o = self.options
-        why = unsupported_by(p, threshold, features, o.refute_threshold, o.support_floor)
+        why = unsupported_by(Support.of(p, threshold, features, o.refute_threshold, o.support_floor))
         verdict = Verdict(
             round(p, 4), threshold, bool(why), "NoFailure", rounded, model.profile_for(features), why
         )

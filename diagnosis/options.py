@@ -35,8 +35,8 @@ class DiagnosisOptions:
     premise_words: int
     verdict: VerdictModel | None  # None: Algorithm 1's rule alone decides
     unsupported_threshold: float | None  # None: the verdict model's own operating point
-    refute_threshold: float | None  # a claim contradicted at this fails the answer (verdict.refuted)
-    support_floor: float | None  # an answer nothing entails at this fails (verdict.unbacked)
+    refute_threshold: float | None  # a claim contradicted at this fails the answer (decision.py "refuted")
+    support_floor: float | None  # an answer nothing entails at this fails (decision.py "unbacked")
     contradiction_needs_name: bool  # adjust.py
     other_edition_is_neutral: bool  # adjust.py
     role_of_another_refutes: bool  # adjust.py

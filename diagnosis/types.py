@@ -160,20 +160,54 @@ class Verdict:
     unsupported_by: tuple[UnsupportedBy, ...] = ()  # what made it unsupported; () when supported
 
 
-# The steps that decide the failure type, in their order (failure.decide_failure).
-FailureStepName = Literal["rule", "off_question", "verdict", "comparison", "alternatives", "conflict"]
+# The rules that decide the failure type, in their order (decision.RULES, where each is explained).
+RuleName = Literal[
+    "graph_conflict",
+    "comparison_disagrees",
+    "alternatives_disagree",
+    "comparison_agrees",
+    "abstained",
+    "unanswered",
+    "insufficient_evidence",
+    "off_question",
+    "evidence_conflict",
+    "supported",
+    "label_mismatch",
+    "unsupported",
+    "no_failure",
+]
 
 
 @dataclass(frozen=True)
 class FailureStep:
-    """One step of the failure decision that ran, and the failure type it left."""
+    """One rule of the failure decision that applies, and the failure type it decides."""
 
-    step: FailureStepName
+    step: RuleName
     failure: FailureType
 
 
 Direction = Literal["earlier", "later"]
 Outcome = Literal["agrees", "disagrees", "undecided"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionSignals:
+    """Everything the failure type is decided from (diagnosis/decision.py): what the checks and
+    the verdict found, for one answer or one recorded row."""
+
+    kappa: Kappa  # the answer's triples against the corpus graph, cross-checked by the passages
+    e_q: NLIState  # Algorithm 1's e_q: the statement built from the answer, or answerability
+    e_r: NLIState  # the response's claims, aggregated
+    label_matches: bool | None = None  # claim mode: the label says what e_q says; None: no label
+    off_question: OffQuestion | None = None  # what of the question the answer does not address
+    unsupported: bool | None = None  # the verdict's decision (decision.VERDICT_RULES); None: no verdict
+    abstained: bool = False  # the response makes no claim
+    grounded: bool = True  # the evidence holds one of a one-claim answer's key spans
+    answerable: bool = True  # the evidence answers the question (answerability), whatever the answer
+    comparison: Outcome | None = None  # a comparison in time against the passages' dates
+    alternatives: Outcome | None = None  # a choice of attribute against the other alternative
+    only_the_pick: bool = False  # the answer is its pick alone (comparison.only_the_pick)
+    conflict: bool = False  # the evidence holds incompatible answers on a claim of the answer
 
 
 @dataclass(frozen=True)
@@ -251,8 +285,11 @@ class Diagnosis:
     off_question: OffQuestion | None = None  # None: the answer addresses the question (or no check)
     comparison: ComparisonCheck | None = None  # None: not a comparison in time the answer answers
     alternatives: AlternativeCheck | None = None  # None: not a choice of attribute the answer makes
-    # How the failure type was decided: each step that ran, with the type it left.
+    # How the failure type was decided: every rule that applies, in order, with the type it
+    # decides; the first one decided (`decided_by`). None: not judged.
     failure_steps: tuple[FailureStep, ...] = ()
+    decided_by: RuleName | None = None
+    signals: DecisionSignals | None = None  # what the rules read
     # The language the question and the answer read as (ISO 639-1; "und": nothing to tell, such
     # as a bare number), and why the diagnosis did not judge the answer: its rules and its NLI
     # model read English only, so a text in another language is left unjudged, not guessed at.

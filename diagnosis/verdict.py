@@ -18,7 +18,8 @@ A feature the model was not fitted with is ignored; one it needs and the request
 neutral value from `NEUTRAL`, or, without one, the mean it was fitted with (so a model file never
 breaks an older or newer diagnoser, and a response with no log-probabilities is scored on the rest). The file
 (JSON) records its features, weights, standardisation, operating threshold and what it was fitted
-on; the failure type is derived from the verdict in failure.py (`decide_failure`).
+on; whether the score and its overrules make an answer unsupported, and the failure type that
+follows, are decided in decision.py.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from ragmend.diagnosis.spans import (
     novel_words,
     span_coverage,
 )
-from ragmend.diagnosis.types import HypothesisVerdict, UnsupportedBy
+from ragmend.diagnosis.types import HypothesisVerdict
 from ragmend.errors import ConfigError
 from ragmend.fileio import atomic_write_text
 from ragmend.logistic import Logistic, fit_logistic
@@ -462,15 +463,6 @@ def refutation(claims: Sequence[Mapping[str, float]]) -> float:
     )
 
 
-def refuted(features: Mapping[str, float], refute_at: float | None) -> bool:
-    """Whether a claim is contradicted at `refute_at` or more (`refutation`): the answer is then
-    unsupported whatever its P(unsupported). A linear score weighs one decisive contradiction
-    against everything else the answer has going for it (its names found in the evidence, its
-    relevance), and an answer a passage plainly contradicts can score low (the bundled corpus's
-    cases: tests/test_diagnosis_cases.py). None: the score alone decides."""
-    return refute_at is not None and features.get("refuted", 0.0) >= refute_at
-
-
 def backing(claims: Sequence[Mapping[str, float]]) -> float:
     """The best support (P(entailment) of one window, or of the joint premise where it may
     bridge) of any claim one passage could settle: a claim choosing between two alternatives is
@@ -485,48 +477,6 @@ def judges_backing(question: bool, features: Mapping[str, float]) -> bool:
     """Whether an answer's `backing` is recorded (and `unbacked` can fail it): it answers a
     question, and is not a claim given to check (a response restating its request)."""
     return question and not features.get("restates_query")
-
-
-def unbacked(features: Mapping[str, float], floor: float | None) -> bool:
-    """Whether nothing read supports an answer to a question: no window entails any of its claims
-    at `floor` (its `backing` feature). The answer is then unsupported whatever its P(unsupported):
-    the score of the generator's answers weighs support little, since over two-hop questions
-    single windows support right and wrong answers alike (AUROC 0.60), and weighs their
-    relevance and the generator's confidence instead, which can pass a relevant, confident answer
-    that no window supports at all (a fact the passage states of another person). None, or a row
-    recorded without `backing` (a claim given to check, a task over given text): the score alone
-    decides."""
-    return floor is not None and features.get("backing", 1.0) < floor
-
-
-def unsupported_by(
-    p: float,
-    threshold: float,
-    features: Mapping[str, float],
-    refute_at: float | None,
-    floor: float | None,
-) -> tuple[UnsupportedBy, ...]:
-    """What makes an answer unsupported, if anything: its P(unsupported) at the operating point
-    (score), a claim refuted (`refuted`), nothing that supports it (`unbacked`)."""
-    found: list[UnsupportedBy] = []
-    if p >= threshold:
-        found.append("score")
-    if refuted(features, refute_at):
-        found.append("refuted")
-    if unbacked(features, floor):
-        found.append("unbacked")
-    return tuple(found)
-
-
-def is_unsupported(
-    p: float,
-    threshold: float,
-    features: Mapping[str, float],
-    refute_at: float | None,
-    floor: float | None,
-) -> bool:
-    """The verdict's decision (`unsupported_by` found something)."""
-    return bool(unsupported_by(p, threshold, features, refute_at, floor))
 
 
 def grounded(features: Mapping[str, float]) -> bool:

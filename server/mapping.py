@@ -172,6 +172,7 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
         comparison=None if d.comparison is None else comparison(d.comparison),
         alternatives=None if d.alternatives is None else alternatives(d.alternatives),
         failure_steps=[api.FailureStep(step=s.step, failure=s.failure) for s in d.failure_steps],
+        decided_by=d.decided_by,
         language=d.language,
         not_judged=d.not_judged,
         unsupported_spans=[

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragmend.actions.meter import MemorySource
-from ragmend.diagnosis.types import FailureStepName, FailureType, Kappa, Mode, NLIState, OffQuestion, Stage
+from ragmend.diagnosis.types import FailureType, Kappa, Mode, NLIState, OffQuestion, RuleName, Stage
 from ragmend.errors import ApiErrorType
 from ragmend.policy.reward import RewardVariant
 from ragmend.policy.types import PolicyKind
@@ -332,12 +332,9 @@ class EvidenceConflict(BaseModel):
 
 
 class FailureStep(BaseModel):
-    """One step of the failure decision that ran, and the failure type it left."""
+    """One rule of the failure decision that applies, and the failure type it decides."""
 
-    step: FailureStepName = Field(
-        description="rule (Algorithm 1 over the NLI states and kappa), off_question, verdict, "
-        "comparison, alternatives or conflict, in the order they run"
-    )
+    step: RuleName = Field(description='the rule\'s name (docs/diagnosis.md, "The failure type")')
     failure: FailureType
 
 
@@ -375,8 +372,11 @@ class Diagnosis(BaseModel):
     )
     failure_steps: list[FailureStep] = Field(
         default_factory=list,
-        description="how the failure type was decided: each step that ran, in order, with the type "
-        "it left (a step that changed it is one whose type differs from the step before)",
+        description="how the failure type was decided: every rule that applies, in the table's "
+        "order, with the type it decides; the first one decided",
+    )
+    decided_by: RuleName | None = Field(
+        default=None, description="the rule that decided the failure type (null: not judged)"
     )
     language: str = Field(
         "en",

@@ -9,7 +9,8 @@ What a repair does to a stream (docs/api.md, "Streaming"):
   finds it unsupported and a repair replaces it, a clearly marked correction follows in the same
   stream ("[Correction] ..."); when the final answer is still unsupported, the answer policy's
   note follows (or, as a correction, its abstention or both sides of a conflict in the
-  evidence). Citations are in the `ragmend` extension of the last chunk (the markers cannot be
+  evidence). A streamed answer that already abstains ("I don't know.") is not followed by the
+  abstention too: it is said once. Citations are in the `ragmend` extension of the last chunk (the markers cannot be
   put into text already sent).
 - `verify_first` (server.stream_verify_first, or stream_options.verify_first per request): the
   stream is held until the diagnosis and any repair are done, then the answer the user reads is
@@ -22,6 +23,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.presentation import CORRECTION
 from ragmend.server.schemas import AnswerResponse
@@ -69,7 +71,11 @@ class TextPipe:
 def tail(outcome: Outcome, reply: AnswerResponse) -> str:
     """What follows the streamed first answer, so that the stream ends with what the user should
     read: a marked correction when a repair's answer replaced it (or the policy abstained), the
-    policy's note when it stands unsupported, else nothing."""
+    policy's note when it stands unsupported, else nothing. An abstention the stream already
+    carried is not corrected into a second one."""
+    streamed = outcome.first or outcome.answer
+    if reply.abstained_by is not None and is_abstention(streamed.response):
+        return ""
     replaced = outcome.first is not None and outcome.answer is not outcome.first
     if replaced or reply.answer_policy in ("abstain", "gated", "conflict"):
         return f"\n\n{CORRECTION}{reply.answer}"

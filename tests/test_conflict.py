@@ -49,7 +49,7 @@ def diagnose(server: LiveServer, question: str, answer: str, passages: list[str]
 def test_passages_that_disagree_on_the_asked_fact_are_a_conflict_over_http(live_server: LiveServer) -> None:
     d = diagnose(live_server, ACQUIRED, "Quenton Ltd was acquired by Halvard Group.", DISAGREE_ON_IT)
     assert d["evidence_conflict"] and d["failure"] == "WR"  # one side stated as fact: not supported
-    assert d["failure_steps"][-1] == {"step": "conflict", "failure": "WR"}
+    assert {"step": "evidence_conflict", "failure": "WR"} in d["failure_steps"]
     sides = d["conflict"]["sides"]
     assert [(s["passages"], s["takes_answer"]) for s in sides] == [(["p1"], True), (["p2"], False)]
     assert "Morrow Holdings" in sides[1]["says"]  # quoted from the passage that says otherwise

@@ -11,7 +11,6 @@ from ragmend.diagnosis.comparison import (
     first_date,
     only_the_pick,
     opening_sentence,
-    settle,
     time_direction,
 )
 from ragmend.diagnosis.off_question import unaddressed
@@ -164,24 +163,6 @@ def test_not_a_comparison_in_time() -> None:
     passages = [MUPPETS, BEDKNOBS]
     assert check_comparison("Which band has more members, Lilys or Ratatat?", "Lilys.", passages) is None
     assert check_comparison("What is a musical fantasy film?", "Bedknobs and Broomsticks", passages) is None
-
-
-@pytest.mark.parametrize(
-    ("failure", "outcome", "addresses", "alone", "settled"),
-    [
-        ("NoFailure", "disagrees", True, True, "WR"),
-        ("IE", "agrees", True, True, "NoFailure"),
-        ("WR", "agrees", True, False, "WR"),  # more than the comparison is claimed
-        ("WR", "agrees", False, True, "WR"),  # off the question (another relation, say)
-        ("WP", "disagrees", True, True, "WP"),
-        ("IE", "undecided", True, True, "IE"),
-        ("NoFailure", None, True, True, "NoFailure"),
-    ],
-)
-def test_the_failure_once_the_comparison_is_checked(
-    failure: str, outcome: str | None, addresses: bool, alone: bool, settled: str
-) -> None:
-    assert settle(failure, outcome, addresses, alone) == settled  # type: ignore[arg-type]
 
 
 def test_an_answer_is_only_its_pick_when_it_claims_nothing_more() -> None:

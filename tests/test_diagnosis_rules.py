@@ -12,15 +12,9 @@ import pytest
 from ragmend.diagnosis.aggregate import hypothesis_state, signal_state
 from ragmend.diagnosis.conflict import conflict_on_claims
 from ragmend.diagnosis.egc import egc_features
-from ragmend.diagnosis.failure import (
-    StageEvidence,
-    attribute_stage,
-    failure_type,
-    gated_label,
-    label_compatible,
-)
 from ragmend.diagnosis.hypotheses import parse_claim_label, question_statement, split_claims
 from ragmend.diagnosis.options import shipped_options
+from ragmend.diagnosis.stage import StageEvidence, attribute_stage
 from ragmend.diagnosis.types import PassageScores
 
 # The rule's tests read at thresholds of their own, away from the shipped 0.4 / 0.35, so each
@@ -69,30 +63,6 @@ def test_a_conflict_needs_one_passage_for_and_another_against_the_same_claim() -
     joint = hypothesis_state("h", [s("a", 0.9, 0.0), s("joint", 0.0, 0.9)], T)
     assert conflict_on_claims([weak], passages, 0.6, negations) is None
     assert conflict_on_claims([joint], passages, 0.6, negations) is None
-
-
-@pytest.mark.parametrize(
-    ("kappa", "e_q", "e_r", "label", "expected"),
-    [
-        ("conflict", "entail", "entail", None, "WP"),  # WP is checked first
-        ("consistent", "neutral", "contradict", None, "IE"),  # IE before WR
-        ("missing", "entail", "neutral", None, "WR"),
-        ("no_triplet", "contradict", "contradict", None, "WR"),
-        ("consistent", "entail", "entail", "REFUTES", "LEM"),
-        ("consistent", "contradict", "entail", "REFUTES", "NoFailure"),
-        ("missing", "entail", "entail", None, "NoFailure"),
-    ],
-)
-def test_algorithm_1_order(kappa: str, e_q: str, e_r: str, label: str | None, expected: str) -> None:
-    assert failure_type(kappa, e_q, e_r, label) == expected  # type: ignore[arg-type]
-
-
-def test_label_gate_abstains_only_in_claim_mode_on_ie_and_lem() -> None:
-    assert label_compatible("SUPPORTS", "entail") and not label_compatible("SUPPORTS", "neutral")
-    assert gated_label("claim", "IE", "SUPPORTS") == "NOT ENOUGH INFO"
-    assert gated_label("claim", "LEM", "REFUTES") == "NOT ENOUGH INFO"
-    assert gated_label("claim", "WR", "REFUTES") == "REFUTES"
-    assert gated_label("qa", "IE", None) is None
 
 
 def test_egc_features_on_a_hand_graph() -> None:
@@ -216,40 +186,3 @@ def test_a_passage_over_the_word_budget_is_read_in_windows_of_whole_sentences() 
     assert all(any(sentence in b for b in bodies) for sentence in sentences)
     # Sentence windows, where configured, take precedence over the word budget.
     assert len(premise_windows(p, 2, 70)) == 4
-
-
-def test_the_failure_is_decided_step_by_step_and_each_step_is_recorded() -> None:
-    from ragmend.diagnosis.failure import FailureSignals, decide_failure
-
-    # The rule alone: one step.
-    only = decide_failure(FailureSignals(rule="WR", kappa="missing"))
-    assert only.failure == only.rule == "WR" and [s.step for s in only.steps] == ["rule"]
-    # An answer off the question is WR even where the rule found nothing; the verdict, supported,
-    # cannot make an off-question answer right.
-    off = decide_failure(
-        FailureSignals(rule="NoFailure", kappa="missing", off_question="subject", unsupported=False)
-    )
-    assert [(s.step, s.failure) for s in off.steps] == [
-        ("rule", "NoFailure"),
-        ("off_question", "WR"),
-        ("verdict", "WR"),
-    ]
-    assert off.rule == "WR" and off.failure == "WR"
-    # The verdict replaces the rule's type; dates that disagree with the pick make it WR again.
-    picked = decide_failure(
-        FailureSignals(
-            rule="WR", kappa="missing", unsupported=False, comparison="disagrees", only_the_pick=True
-        )
-    )
-    assert [(s.step, s.failure) for s in picked.steps] == [
-        ("rule", "WR"),
-        ("verdict", "NoFailure"),
-        ("comparison", "WR"),
-    ]
-    # Of the alternatives check only disagreement is a step; a graph conflict stands whatever it says.
-    agrees = decide_failure(FailureSignals(rule="NoFailure", kappa="missing", alternatives="agrees"))
-    assert [s.step for s in agrees.steps] == ["rule"]
-    conflict = decide_failure(
-        FailureSignals(rule="WP", kappa="conflict", unsupported=False, alternatives="disagrees")
-    )
-    assert conflict.failure == "WP" and conflict.steps[-1].step == "alternatives"

@@ -11,7 +11,6 @@ import pytest
 
 from ragmend.diagnosis.compound import atomic_claims, decompose, singular_predicate, split_conjunction
 from ragmend.diagnosis.editions import editions, other_edition
-from ragmend.diagnosis.failure import derive_failure, failure_of
 from ragmend.diagnosis.off_question import answer_relevance
 from ragmend.diagnosis.roles import claimed_roles, credited_roles, role_of_another
 from ragmend.diagnosis.spans import best_passage_coverage, key_spans, names_any, normalise, span_coverage
@@ -311,46 +310,13 @@ def test_fit_learns_the_direction_of_a_signal_and_the_file_round_trips(tmp_path:
         open_verdict(str(tmp_path / "bad.json"))
 
 
-@pytest.mark.parametrize(
-    ("unsupported", "rule", "kappa", "answerable", "expected"),
-    [
-        (False, "IE", "missing", True, "NoFailure"),  # the verdict clears what the rule flagged
-        (True, "NoFailure", "missing", True, "WR"),  # ... and flags what it passed
-        (True, "NoFailure", "missing", False, "IE"),  # an unsupported answer, evidence that does not answer
-        (False, "NoFailure", "missing", False, "NoFailure"),  # a supported answer shows it does
-        (True, "LEM", "missing", True, "LEM"),  # the rule's type stays where it found one
-        (True, "IE", "missing", True, "WR"),  # ... but not IE: with e_q = answerability, the evidence answers
-        (True, "WR", "missing", False, "IE"),  # ... IE where the evidence does not answer
-        (False, "NoFailure", "conflict", True, "WP"),  # a conflict with the graph always fails
-    ],
-)
-def test_failure_type_from_the_verdict(
-    unsupported: bool, rule: str, kappa: str, answerable: bool, expected: str
-) -> None:
-    assert derive_failure(unsupported, rule, kappa, answerable) == expected  # type: ignore[arg-type]
-
-
-def test_an_abstention_is_ie_and_an_answer_off_the_question_wr() -> None:
-    assert derive_failure(False, "NoFailure", "missing", True, abstained=True) == "IE"
-    assert derive_failure(False, "NoFailure", "missing", False, abstained=True) == "IE"
-    assert derive_failure(False, "WR", "missing", True, addresses_question=False) == "WR"
-    assert derive_failure(True, "WR", "missing", False, addresses_question=False) == "IE"
-    assert derive_failure(False, "WR", "missing", False, addresses_question=False) == "WR"
-
-
 def test_an_answer_nothing_in_the_evidence_names_is_ie_where_the_question_is_unanswered() -> None:
-    """Nothing of a one-claim answer in the evidence, and the evidence does not answer the
-    question: IE whatever the score; over evidence that answers it, the score decides."""
-    assert derive_failure(False, "NoFailure", "missing", False, grounded=False) == "IE"
-    assert derive_failure(False, "NoFailure", "missing", True, grounded=False) == "NoFailure"
+    """Whether a one-claim answer is grounded: some key span of it in the evidence (the signal
+    the decision's `unanswered` rule reads)."""
     assert grounded({"span_coverage": 0.0}) is False
     assert grounded({"span_coverage": 0.5}) and grounded({})
     assert grounded({"span_coverage": 0.0, "log_claims": float(np.log1p(3))})  # a long response
     assert not grounded({"span_coverage": 0.0, "log_claims": 0.6931})  # one claim, as rows round it
-    # The live diagnoser and rescored rows read both from the verdict's features.
-    assert failure_of(False, "NoFailure", "missing", False, True, {"span_coverage": 0.0}) == "IE"
-    assert failure_of(False, "NoFailure", "missing", True, True, {"abstained": 1.0}) == "IE"
-    assert failure_of(False, "NoFailure", "missing", False, True, {"span_coverage": 1.0}) == "NoFailure"
 
 
 def test_an_answer_stating_another_relation_is_caught() -> None:
@@ -831,7 +797,7 @@ def test_cross_validation_scores_each_case_by_a_verdict_fitted_without_its_sourc
 
 
 def test_a_claim_contradicted_more_than_entailed_refutes_the_answer() -> None:
-    from ragmend.diagnosis.verdict import refutation, refuted
+    from ragmend.diagnosis.verdict import refutation
 
     contradicted = {"entail": 0.05, "contradict": 0.86, "joint_entail": 0.3}
     supported_too = {"entail": 0.9, "contradict": 0.86}  # another window entails it: it stands
@@ -839,13 +805,11 @@ def test_a_claim_contradicted_more_than_entailed_refutes_the_answer() -> None:
     assert refutation([supported_too, bridged]) == 0.0
     assert refutation([supported_too, contradicted]) == 0.86
     assert refutation([]) == 0.0
-    assert refuted({"refuted": 0.86}, 0.8) and not refuted({"refuted": 0.86}, 0.9)
-    assert not refuted({"refuted": 0.99}, None) and not refuted({}, 0.5)
 
 
 def test_an_answer_nothing_supports_is_unsupported_whatever_its_score() -> None:
     from ragmend.diagnosis.off_question import asks_question
-    from ragmend.diagnosis.verdict import backing, is_unsupported, unbacked
+    from ragmend.diagnosis.verdict import backing
 
     weak = {"entail": 0.03, "contradict": 0.5, "joint_entail": 0.0, "choice": 0.0}
     bridged = {"entail": 0.04, "contradict": 0.1, "joint_entail": 0.9, "choice": 0.0}
@@ -853,12 +817,6 @@ def test_an_answer_nothing_supports_is_unsupported_whatever_its_score() -> None:
     assert backing([weak]) == 0.03 and backing([weak, bridged]) == 0.9
     # A choice between two alternatives no window can settle is not judged; nothing left: 1.
     assert backing([weak, choice]) == 0.03 and backing([choice]) == 1.0 and backing([]) == 1.0
-    assert unbacked({"backing": 0.03}, 0.1) and not unbacked({"backing": 0.3}, 0.1)
-    # No bar, or no backing recorded (a claim given to check, a task over given text): the score.
-    assert not unbacked({"backing": 0.03}, None) and not unbacked({}, 0.1)
-    assert is_unsupported(0.2, 0.46, {"backing": 0.03}, 0.8, 0.1)
-    assert not is_unsupported(0.2, 0.46, {"backing": 0.5, "refuted": 0.5}, 0.8, 0.1)
-    assert is_unsupported(0.2, 0.46, {"refuted": 0.9}, 0.8, 0.1) and is_unsupported(0.5, 0.46, {}, 0.8, 0.1)
     # Recorded only for an answer to a question.
     assert asks_question("What English comedian has a style of stream-of-conscious banter?")
     assert asks_question("who founded Marvel Comics")

@@ -12,6 +12,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.engine import Engine
 from ragmend.engine.presentation import ABSTAINED, NOT_SUPPORTED
 from ragmend.server.app import create_app
@@ -135,6 +136,8 @@ def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer,
     unstreamed = whole.model_extra["ragmend"]
     if verify_first:
         assert content == whole.choices[0].message.content
+    elif unstreamed["abstained_by"] and is_abstention(unstreamed["generated"]):
+        assert content == unstreamed["generated"]  # an abstention is said once
     elif unstreamed["answer_policy"] == "abstain":
         assert content == unstreamed["generated"] + f"\n\n{CORRECTION}{unstreamed['answer']}"
     else:
@@ -409,6 +412,8 @@ def test_a_live_stream_starts_before_the_request_ends(live_server: LiveServer, v
         assert t["first_token_s"] is not None and 0 < t["first_token_s"] <= t["generate_s"]
     if verify_first:
         assert content == ext["answer"]
+    elif ext["abstained_by"] and CORRECTION not in content:
+        assert is_abstention(content)  # the streamed answer abstained: said once, not corrected
     elif (ext["repair"] and ext["repair"].get("kept") in ("repaired", "abstained", "conflict")) or ext[
         "answer_policy"
     ] in ("abstain", "conflict"):

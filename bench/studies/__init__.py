@@ -34,6 +34,7 @@ STUDIES: dict[str, tuple[str, str]] = {
     "label-audit": ("label_audit", "bench detect's figures under a person's reading of the answers"),
     "prompt-budget": ("prompt_budget", "Naive RAG's answers under several evidence budgets of the prompt"),
     "repair-arms": ("repair_arms", "what each repair action alone does to each DEV answer"),
+    "rules": ("rule_ledger", "each decision rule: right answers it flags, wrong ones it alone catches"),
     "select-answer": ("select_answer", "whether the diagnosis can pick a right answer from the evidence"),
 }
 

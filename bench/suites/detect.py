@@ -24,6 +24,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +33,16 @@ import numpy as np
 from ragmend.bench.stats import auroc
 from ragmend.corpora.cases import Case
 from ragmend.diagnosis.comparison import check_comparison, only_the_pick
+from ragmend.diagnosis.decision import Support, decide, unsupported_by
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features
-from ragmend.diagnosis.failure import FailureSignals, decide_failure
 from ragmend.diagnosis.off_question import asks_question, unaddressed
 from ragmend.diagnosis.premises import premise_text
-from ragmend.diagnosis.types import Diagnosis
+from ragmend.diagnosis.types import DecisionSignals, Diagnosis, NLIState
 from ragmend.diagnosis.verdict import (
     VerdictModel,
     backing,
     claim_features,
-    is_unsupported,
+    grounded,
     judges_backing,
     refutation,
 )
@@ -90,6 +91,8 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "kappa": d.kg.kappa if d.kg.available else "missing",
         "kg_entailed": sum(m.verdict == "entailed" for m in d.kg.matches),
         "features": d.verdict.features if d.verdict else {},
+        "signals": asdict(d.signals) if d.signals else None,
+        "unsupported_by": list(d.verdict.unsupported_by) if d.verdict else [],
         "claim_features": [claim_features(h, evidence, case.query, case.response) for h in d.e_r.hypotheses],
     }
 
@@ -299,15 +302,15 @@ def rescore(
 ) -> list[dict[str, Any]]:
     """The rows as another verdict model decides them, from the features they recorded (no
     diagnosis runs again): its claim model gives claim_p_max, its answer model P(unsupported),
-    and the failure follows as the diagnoser decides it (`failure.decide_failure`; answerable when the
+    and the failure follows as the diagnoser decides it (`decision.decide`; answerable when the
     best passage's cross-encoder relevance reaches `relevance_threshold` and the response does
     not abstain, as Diagnoser._answerability decides with a reranker loaded; an answer off the
     question, as recorded, is WR). With `cases`, the text features and whether the answer
     addresses the question are computed afresh from each row's case (case_text_features,
     off_question.unaddressed), so rows recorded before a change to either are scored with it. A claim
-    contradicted at `refute_threshold` makes a row unsupported (verdict.refuted; its `refuted`
+    contradicted at `refute_threshold` makes a row unsupported (decision.VERDICT_RULES; its `refuted`
     feature is read from the claims the row recorded), and so does an answer to a question whose
-    recorded `backing` is under `support_floor` (verdict.unbacked)."""
+    recorded `backing` is under `support_floor` (the same table)."""
     out = []
     for r in rows:
         if not r.get("features"):
@@ -345,13 +348,19 @@ def rescore(
             alone = only_the_pick(query, r["claims"])
         else:
             alone = r.get("only_the_pick", len(r["claims"]) <= 1)
-        decision = decide_failure(
-            FailureSignals(
-                rule=r["rule_failure"],
+        e_q, e_r, matches = _rule_states(r)
+        decision = decide(
+            DecisionSignals(
                 kappa=r.get("kappa", "missing"),  # rows from before the graph was recorded: none read
+                e_q=e_q,
+                e_r=e_r,
+                label_matches=matches,
                 off_question=r.get("off_question"),  # rows recorded before the check: unknown
-                unsupported=is_unsupported(p, threshold, x, refute_threshold, support_floor),
-                features=x,
+                unsupported=bool(
+                    unsupported_by(Support.of(p, threshold, x, refute_threshold, support_floor))
+                ),
+                abstained=x.get("abstained", 0.0) > 0,
+                grounded=grounded(x),
                 answerable=answerable,
                 comparison=r.get("comparison"),
                 alternatives=r.get("alternatives"),
@@ -360,6 +369,17 @@ def rescore(
         )
         out.append({**r, "score": p, "failure": decision.failure})
     return out
+
+
+def _rule_states(row: Mapping[str, Any]) -> tuple[NLIState, NLIState, bool | None]:
+    """Algorithm 1's e_q, e_r and label agreement as a row recorded them, or, for rows recorded
+    before the signals were, states that make Algorithm 1 decide the row's `rule_failure`."""
+    if (signals := row.get("signals")) is not None:
+        return signals["e_q"], signals["e_r"], signals["label_matches"]
+    rule = row.get("rule_failure", row["failure"])
+    e_q: NLIState = "neutral" if rule == "IE" else "entail"
+    e_r: NLIState = "neutral" if rule in ("IE", "WR") else "entail"
+    return e_q, e_r, False if rule == "LEM" else None
 
 
 def _rounded(features: Mapping[str, float]) -> dict[str, float]:

@@ -40,7 +40,7 @@ def cross_validate(
     """Per data set of `sets` (those with both labels): n, out-of-fold AUROC and F1 at each
     fold's own operating threshold, and under `refute`, by bar of diagnosis.refute_threshold,
     the decision's F1, precision, recall and share of supported answers flagged when a claim
-    contradicted at the bar also fails an answer (verdict.refuted)."""
+    contradicted at the bar also fails an answer (decision.VERDICT_RULES)."""
     fold = [zlib.crc32(source_group(cases[(ex.set, ex.id)]).encode()) % folds for ex in exs]
     scored: dict[str, list[tuple[bool, float, bool, float]]] = {s: [] for s in sets}
     for k in range(folds):

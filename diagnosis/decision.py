@@ -1,0 +1,297 @@
+"""Every decision the diagnosis takes from its signals, in one place, as two ordered tables.
+
+The checks (the NLI adjustments, the graph's cross-check, answerability, off-question,
+comparison, alternatives, conflict) and the verdict's score only report what they found: into a
+`Support` record (is the answer unsupported, and why) and a `DecisionSignals` record (what the failure
+type is decided from). Nothing else in ragmend assigns a failure type.
+
+- `VERDICT_RULES`: an answer is unsupported when any of them applies; the verdict lists each one
+  that did (`Verdict.unsupported_by`).
+- `RULES`: the failure type is what the FIRST rule that applies decides; the diagnosis names it
+  (`decided_by`) and lists every rule that applied, in order (`failure_steps`).
+
+docs/diagnosis.md's "The failure type" is generated from these tables (`markdown`; the test of
+this module checks that the two agree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from ragmend.diagnosis.types import (
+    ABSTAIN_LABEL,
+    DecisionSignals,
+    FailureStep,
+    FailureType,
+    Mode,
+    NLIState,
+    RuleName,
+    UnsupportedBy,
+)
+
+# -- whether the verdict calls an answer unsupported -------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Support:
+    """What the verdict's decision reads: the score and its operating point, and the two claim
+    signals that overrule it (verdict.refutation, verdict.backing), with their settings."""
+
+    p_unsupported: float
+    threshold: float
+    refutation: float = 0.0  # the strongest contradiction of a claim nothing entails more
+    backing: float | None = None  # the best support of a claim one window could settle; None: not read
+    refute_at: float | None = None  # diagnosis.refute_threshold (None: off)
+    support_floor: float | None = None  # diagnosis.support_floor (None: off)
+
+    @staticmethod
+    def of(
+        p: float,
+        threshold: float,
+        features: Mapping[str, float],
+        refute_at: float | None,
+        support_floor: float | None,
+    ) -> Support:
+        """From the verdict's named features (`refuted`, and `backing` where it was recorded)."""
+        return Support(
+            p_unsupported=p,
+            threshold=threshold,
+            refutation=features.get("refuted", 0.0),
+            backing=features.get("backing"),
+            refute_at=refute_at,
+            support_floor=support_floor,
+        )
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    name: UnsupportedBy
+    applies: Callable[[Support], bool]
+    when: str
+    why: str
+
+
+VERDICT_RULES: tuple[VerdictRule, ...] = (
+    VerdictRule(
+        "score",
+        lambda s: s.p_unsupported >= s.threshold,
+        "P(unsupported) is at or above the operating point",
+        "the calibrated score over every signal (diagnosis/verdict.py)",
+    ),
+    VerdictRule(
+        "refuted",
+        lambda s: s.refute_at is not None and s.refutation >= s.refute_at,
+        "a claim is contradicted at `diagnosis.refute_threshold` and nothing entails it more",
+        "a linear score weighs one decisive contradiction against all that speaks for the answer",
+    ),
+    VerdictRule(
+        "unbacked",
+        lambda s: s.support_floor is not None and s.backing is not None and s.backing < s.support_floor,
+        "an answer to a question none of whose claims one window supports at `diagnosis.support_floor`",
+        "the generated answers' score weighs relevance and confidence, which can pass an answer "
+        "nothing read supports",
+    ),
+)
+
+
+def unsupported_by(support: Support) -> tuple[UnsupportedBy, ...]:
+    """Every verdict rule that applies, in order; () when the answer is supported."""
+    return tuple(rule.name for rule in VERDICT_RULES if rule.applies(support))
+
+
+# -- the failure type ---------------------------------------------------------------------------
+
+
+def rule_only(s: DecisionSignals) -> DecisionSignals:
+    """The signals D2R-RAG's Algorithm 1 reads (with the off-question check): no verdict, no check
+    of a pick, no conflict. What `RULES` then decides is the rule's own failure type."""
+    return replace(s, unsupported=None, comparison=None, alternatives=None, conflict=False)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: RuleName
+    applies: Callable[[DecisionSignals], bool]
+    decides: FailureType
+    when: str
+    why: str
+
+
+def _verdict(s: DecisionSignals) -> bool:
+    return s.unsupported is not None
+
+
+def _agreeing_pick(s: DecisionSignals) -> bool:
+    return s.comparison == "agrees" and s.off_question is None and s.only_the_pick and not s.conflict
+
+
+def _label_mismatch(s: DecisionSignals) -> bool:
+    decided_by_evidence = s.e_q != "neutral" and s.e_r == "entail"
+    return s.label_matches is False and decided_by_evidence and s.unsupported is not False
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "graph_conflict",
+        lambda s: s.kappa == "conflict",
+        "WP",
+        "kappa is `conflict`: a triple of the answer clashes with the corpus graph",
+        "Algorithm 1: the graph reads outside the retrieved passages, so no text score outweighs it",
+    ),
+    Rule(
+        "comparison_disagrees",
+        lambda s: s.comparison == "disagrees",
+        "WR",
+        "the passages' dates pick the other alternative of a comparison in time",
+        "the NLI model does not compare dates; the dates themselves decide",
+    ),
+    Rule(
+        "alternatives_disagree",
+        lambda s: s.alternatives == "disagrees",
+        "WR",
+        "the evidence supports the other alternative of a choice, and not the pick",
+        "a pick the passages give to the other alternative is wrong however well its words match",
+    ),
+    Rule(
+        "comparison_agrees",
+        _agreeing_pick,
+        "NoFailure",
+        "the dates agree with an answer that is its pick alone and addresses the question, "
+        "and the evidence holds no conflict",
+        "the comparison is the whole answer and it is what the passages say",
+    ),
+    Rule(
+        "abstained",
+        lambda s: _verdict(s) and s.abstained,
+        "IE",
+        "the answer abstains (no claim)",
+        "an abstention asserts nothing; the evidence was not enough for the generator",
+    ),
+    Rule(
+        "unanswered",
+        lambda s: _verdict(s) and not s.answerable and (bool(s.unsupported) or not s.grounded),
+        "IE",
+        "the evidence does not answer the question and the answer is unsupported or ungrounded",
+        "nothing read supports it; a supported answer is better evidence than answerability",
+    ),
+    Rule(
+        "insufficient_evidence",
+        lambda s: not _verdict(s) and s.e_q == "neutral",
+        "IE",
+        "no verdict, and e_q is neutral",
+        "Algorithm 1: the evidence does not decide the question",
+    ),
+    Rule(
+        "off_question",
+        lambda s: s.off_question is not None,
+        "WR",
+        "the answer does not address what was asked (the diagnosis's `off_question`)",
+        "a passage may well entail what an answer about something else says",
+    ),
+    Rule(
+        "evidence_conflict",
+        lambda s: s.conflict,
+        "WR",
+        "the answer takes one side where the evidence holds incompatible answers",
+        "an answer the sources contradict is not reported as supported",
+    ),
+    Rule(
+        "supported",
+        lambda s: s.unsupported is False,
+        "NoFailure",
+        "the verdict finds the answer supported",
+        "the calibrated verdict replaces Algorithm 1's reading of e_r",
+    ),
+    Rule(
+        "label_mismatch",
+        _label_mismatch,
+        "LEM",
+        "claim mode: the evidence decides the claim, the response supports it, its label says otherwise",
+        "Algorithm 1: LabelCompatible(y, e_q) fails",
+    ),
+    Rule(
+        "unsupported",
+        lambda s: bool(s.unsupported) or (not _verdict(s) and s.e_r != "entail"),
+        "WR",
+        "the verdict finds the answer unsupported (no verdict: e_r is not entail)",
+        "the evidence answers the question, so the answer is what fails",
+    ),
+    Rule(
+        "no_failure",
+        lambda s: True,
+        "NoFailure",
+        "no rule above applies",
+        "",
+    ),
+)
+
+RULE_NAMES: tuple[RuleName, ...] = tuple(r.name for r in RULES)
+
+
+@dataclass(frozen=True)
+class Decision:
+    failure: FailureType
+    decided_by: RuleName
+    applied: tuple[FailureStep, ...]  # every rule that applies, in order; the first decided
+    rule_failure: FailureType  # what Algorithm 1 with the off-question check alone decides
+
+
+def _first(s: DecisionSignals, rules: tuple[Rule, ...]) -> Rule:
+    return next(rule for rule in rules if rule.applies(s))
+
+
+def decide(s: DecisionSignals, rules: tuple[Rule, ...] = RULES) -> Decision:
+    """The failure type: the first of `rules` that applies (`rules`: the table, or the table less
+    some rule, as the rule study measures it)."""
+    applied = tuple(FailureStep(rule.name, rule.decides) for rule in rules if rule.applies(s))
+    first = _first(s, rules)
+    return Decision(first.decides, first.name, applied, _first(rule_only(s), rules).decides)
+
+
+def gated_label(mode: Mode, failure: FailureType, label: str | None) -> str | None:
+    """Claim mode: IE and LEM abstain ("Unverified", NOT ENOUGH INFO) instead of guessing."""
+    if mode == "claim" and failure in ("IE", "LEM"):
+        return ABSTAIN_LABEL
+    return label
+
+
+# LabelCompatible(y, e_q) for claim verification: the label must say what the evidence says.
+_COMPATIBLE: dict[str, NLIState] = {
+    "SUPPORTS": "entail",
+    "REFUTES": "contradict",
+    "NOT ENOUGH INFO": "neutral",
+}
+
+
+def label_matches(label: str | None, e_q: NLIState) -> bool | None:
+    """Whether a claim's label says what the evidence says (None: no label, or one of no task)."""
+    if label is None or (expected := _COMPATIBLE.get(label.upper())) is None:
+        return None
+    return expected == e_q
+
+
+# -- the docs -----------------------------------------------------------------------------------
+
+DocPart = Literal["verdict", "failure"]
+
+
+def markdown() -> str:
+    """docs/diagnosis.md's tables of the two rule sets, as the code holds them."""
+    lines = [
+        "An answer is **unsupported** when any of these applies (`diagnosis.verdict.unsupported_by`",
+        "lists each that did):",
+        "",
+        "| rule | applies when | why |",
+        "|---|---|---|",
+        *(f"| `{r.name}` | {r.when} | {r.why} |" for r in VERDICT_RULES),
+        "",
+        "The **failure type** is what the first of these rules that applies decides",
+        "(`diagnosis.decided_by`; `diagnosis.failure_steps` lists every rule that applied, in order):",
+        "",
+        "| # | rule | applies when | decides | why |",
+        "|---|---|---|---|---|",
+        *(f"| {n} | `{r.name}` | {r.when} | {r.decides} | {r.why} |" for n, r in enumerate(RULES, start=1)),
+    ]
+    return "\n".join(lines) + "\n"
