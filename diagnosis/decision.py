@@ -17,8 +17,8 @@ this module checks that the two agree).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Generic, Literal, TypeVar
 
 from ragmend.diagnosis.types import (
     ABSTAIN_LABEL,
@@ -65,13 +65,21 @@ class Support:
         )
 
 
+S = TypeVar("S")
+N = TypeVar("N", bound=str)
+
+
 @dataclass(frozen=True)
-class VerdictRule:
-    name: UnsupportedBy
-    applies: Callable[[Support], bool]
+class Rule(Generic[S, N]):
+    """One named rule: when it applies to what the diagnosis read, and why it earns its place."""
+
+    name: N
+    applies: Callable[[S], bool]
     when: str
     why: str
 
+
+VerdictRule = Rule[Support, UnsupportedBy]
 
 VERDICT_RULES: tuple[VerdictRule, ...] = (
     VerdictRule(
@@ -111,12 +119,10 @@ def rule_only(s: DecisionSignals) -> DecisionSignals:
 
 
 @dataclass(frozen=True)
-class Rule:
-    name: RuleName
-    applies: Callable[[DecisionSignals], bool]
-    decides: FailureType
-    when: str
-    why: str
+class FailureRule(Rule[DecisionSignals, RuleName]):
+    """A rule of the failure table, with the failure type it decides when it is the first."""
+
+    decides: FailureType = field(kw_only=True)
 
 
 def _verdict(s: DecisionSignals) -> bool:
@@ -132,98 +138,98 @@ def _label_mismatch(s: DecisionSignals) -> bool:
     return s.label_matches is False and decided_by_evidence and s.unsupported is not False
 
 
-RULES: tuple[Rule, ...] = (
-    Rule(
+RULES: tuple[FailureRule, ...] = (
+    FailureRule(
         "graph_conflict",
         lambda s: s.kappa == "conflict",
-        "WP",
         "kappa is `conflict`: a triple of the answer clashes with the corpus graph",
         "Algorithm 1: the graph reads outside the retrieved passages, so no text score outweighs it",
+        decides="WP",
     ),
-    Rule(
+    FailureRule(
         "comparison_disagrees",
         lambda s: s.comparison == "disagrees",
-        "WR",
         "the passages' dates pick the other alternative of a comparison in time",
         "the NLI model does not compare dates; the dates themselves decide",
+        decides="WR",
     ),
-    Rule(
+    FailureRule(
         "alternatives_disagree",
         lambda s: s.alternatives == "disagrees",
-        "WR",
         "the evidence supports the other alternative of a choice, and not the pick",
         "a pick the passages give to the other alternative is wrong however well its words match",
+        decides="WR",
     ),
-    Rule(
+    FailureRule(
         "comparison_agrees",
         _agreeing_pick,
-        "NoFailure",
         "the dates agree with an answer that is its pick alone and addresses the question, "
         "and the evidence holds no conflict",
         "the comparison is the whole answer and it is what the passages say",
+        decides="NoFailure",
     ),
-    Rule(
+    FailureRule(
         "abstained",
         lambda s: _verdict(s) and s.abstained,
-        "IE",
         "the answer abstains (no claim)",
         "an abstention asserts nothing; the evidence was not enough for the generator",
+        decides="IE",
     ),
-    Rule(
+    FailureRule(
         "unanswered",
         lambda s: _verdict(s) and not s.answerable and (bool(s.unsupported) or not s.grounded),
-        "IE",
         "the evidence does not answer the question and the answer is unsupported or ungrounded",
         "nothing read supports it; a supported answer is better evidence than answerability",
+        decides="IE",
     ),
-    Rule(
+    FailureRule(
         "insufficient_evidence",
         lambda s: not _verdict(s) and s.e_q == "neutral",
-        "IE",
         "no verdict, and e_q is neutral",
         "Algorithm 1: the evidence does not decide the question",
+        decides="IE",
     ),
-    Rule(
+    FailureRule(
         "off_question",
         lambda s: s.off_question is not None,
-        "WR",
         "the answer does not address what was asked (the diagnosis's `off_question`)",
         "a passage may well entail what an answer about something else says",
+        decides="WR",
     ),
-    Rule(
+    FailureRule(
         "evidence_conflict",
         lambda s: s.conflict,
-        "WR",
         "the answer takes one side where the evidence holds incompatible answers",
         "an answer the sources contradict is not reported as supported",
+        decides="WR",
     ),
-    Rule(
+    FailureRule(
         "supported",
         lambda s: s.unsupported is False,
-        "NoFailure",
         "the verdict finds the answer supported",
         "the calibrated verdict replaces Algorithm 1's reading of e_r",
+        decides="NoFailure",
     ),
-    Rule(
+    FailureRule(
         "label_mismatch",
         _label_mismatch,
-        "LEM",
         "claim mode: the evidence decides the claim, the response supports it, its label says otherwise",
         "Algorithm 1: LabelCompatible(y, e_q) fails",
+        decides="LEM",
     ),
-    Rule(
+    FailureRule(
         "unsupported",
         lambda s: bool(s.unsupported) or (not _verdict(s) and s.e_r != "entail"),
-        "WR",
         "the verdict finds the answer unsupported (no verdict: e_r is not entail)",
         "the evidence answers the question, so the answer is what fails",
+        decides="WR",
     ),
-    Rule(
+    FailureRule(
         "no_failure",
         lambda s: True,
-        "NoFailure",
         "no rule above applies",
         "",
+        decides="NoFailure",
     ),
 )
 
@@ -238,11 +244,11 @@ class Decision:
     rule_failure: FailureType  # what Algorithm 1 with the off-question check alone decides
 
 
-def _first(s: DecisionSignals, rules: tuple[Rule, ...]) -> Rule:
+def _first(s: DecisionSignals, rules: tuple[FailureRule, ...]) -> FailureRule:
     return next(rule for rule in rules if rule.applies(s))
 
 
-def decide(s: DecisionSignals, rules: tuple[Rule, ...] = RULES) -> Decision:
+def decide(s: DecisionSignals, rules: tuple[FailureRule, ...] = RULES) -> Decision:
     """The failure type: the first of `rules` that applies (`rules`: the table, or the table less
     some rule, as the rule study measures it)."""
     applied = tuple(FailureStep(rule.name, rule.decides) for rule in rules if rule.applies(s))

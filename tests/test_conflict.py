@@ -123,10 +123,13 @@ def test_a_live_stream_ends_with_both_sides_as_a_correction() -> None:
     from ragmend.engine.outcome import Outcome
     from ragmend.server.schemas import AnswerResponse
 
-    first = object()
+    first = SimpleNamespace(response="The band formed in 1994.")
     outcome = cast(Outcome, SimpleNamespace(first=first, answer=first))
     said = f"{DISAGREE} [1] says: A; [2] says: B."
-    reply = cast(AnswerResponse, SimpleNamespace(answer=said, answer_policy="conflict", answer_note=None))
+    reply = cast(
+        AnswerResponse,
+        SimpleNamespace(answer=said, answer_policy="conflict", answer_note=None, abstained_by=None),
+    )
     assert tail(outcome, reply) == f"\n\n[Correction] {said}"
 
 

@@ -28,6 +28,11 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _counts(ledger: dict[str, int]) -> tuple[int, int, int, int]:
+    """right_decided, wrong_decided, right_alone, wrong_alone."""
+    return (ledger["right_decided"], ledger["wrong_decided"], ledger["right_alone"], ledger["wrong_alone"])
+
+
 def test_each_rule_is_counted_where_it_decides_and_where_it_alone_flags(tmp_path: Path) -> None:
     rows = [
         _row("1", True, "NoFailure", []),  # right, passes
@@ -41,33 +46,13 @@ def test_each_rule_is_counted_where_it_decides_and_where_it_alone_flags(tmp_path
     )
     assert result["n"] == {"hotpotqa": 5} and result["right"] == {"hotpotqa": 3}
     rules = result["rules"]
-    assert rules["unsupported"]["all"] == {
-        "right_decided": 1,
-        "wrong_decided": 1,
-        "right_alone": 1,
-        "wrong_alone": 1,
-    }
-    assert rules["off_question"]["all"] == {
-        "right_decided": 1,
-        "wrong_decided": 1,
-        "right_alone": 0,
-        "wrong_alone": 1,
-    }
+    assert _counts(rules["unsupported"]["all"]) == (1, 1, 1, 1)
+    assert _counts(rules["off_question"]["all"]) == (1, 1, 0, 1)
     assert rules["off_question:subject"]["all"]["wrong_alone"] == 1
-    assert rules["off_question:kind"]["all"] == {
-        "right_decided": 1,
-        "wrong_decided": 0,
-        "right_alone": 0,
-        "wrong_alone": 0,
-    }
+    assert _counts(rules["off_question:kind"]["all"]) == (1, 0, 0, 0)
     # Left out, "refuted" changes nothing (the score still flags answer 3); the score alone flags 2.
     assert rules["verdict:refuted"]["all"]["right_alone"] == 0
-    assert rules["verdict:score"]["all"] == {
-        "right_decided": 1,
-        "wrong_decided": 1,
-        "right_alone": 0,
-        "wrong_alone": 1,
-    }
+    assert _counts(rules["verdict:score"]["all"]) == (1, 1, 0, 1)
     # Without the verdict's "supported", answer 1 would fall to the catch-all: it passes alone.
     assert rules["supported"]["all"]["right_decided"] == 1
     table = rule_ledger.markdown(rule_ledger.study(rule_ledger.read_answers([tmp_path / "r.jsonl"])))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ragmend.diagnosis.decision import RULES, VERDICT_RULES, Rule, decide
+from ragmend.diagnosis.decision import RULES, VERDICT_RULES, FailureRule, decide
 from ragmend.diagnosis.types import OFF_QUESTION, DecisionSignals
 from ragmend.fileio import atomic_write_json
 
@@ -80,7 +80,7 @@ def read_answers(paths: Iterable[Path]) -> list[Answer]:
     return answers
 
 
-def _flagged(signals: DecisionSignals, rules: tuple[Rule, ...] = RULES) -> bool:
+def _flagged(signals: DecisionSignals, rules: tuple[FailureRule, ...] = RULES) -> bool:
     return decide(signals, rules).failure != "NoFailure"
 
 
