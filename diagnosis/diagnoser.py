@@ -56,7 +56,7 @@ from ragmend.diagnosis.hypotheses import (
 )
 from ragmend.diagnosis.kg_crosscheck import crosscheck
 from ragmend.diagnosis.language import LANGUAGE_NAMES, check_language
-from ragmend.diagnosis.off_question import anchored_passages, asks_question, unaddressed
+from ragmend.diagnosis.off_question import asks_question, unaddressed
 from ragmend.diagnosis.options import DiagnosisOptions, shipped_options
 from ragmend.diagnosis.premises import (
     JOINT,
@@ -78,7 +78,6 @@ from ragmend.diagnosis.types import (
     Mode,
     NLISignal,
     NLIState,
-    OffQuestion,
     PassageScores,
     Thresholds,
     Verdict,
@@ -269,7 +268,7 @@ class Diagnoser:
         rule_e_q = e_q.state
 
         # -- does the answer address the question ----------------------------------------------
-        off_question = self._off_question(query, response, passages, claim_verdicts, t) if qa else None
+        off_question = unaddressed(query, response) if qa else None
 
         # -- the calibrated verdict -----------------------------------------------------------
         verdict: Verdict | None = None
@@ -460,22 +459,6 @@ class Diagnoser:
         kg = kg or KGSignal("missing", (), available=False)
         return crosscheck(kg, claim_verdicts, t.entail)
 
-    def _off_question(
-        self,
-        query: str,
-        response: str,
-        passages: Sequence[EvidencePassage],
-        claim_verdicts: Sequence[HypothesisVerdict],
-        t: Thresholds,
-    ) -> OffQuestion | None:
-        """What of the question the answer does not address: another person, place or work,
-        another relation than the one asked, or support only from passages about something the
-        question does not name. Such an answer fails even where a passage entails it."""
-        off = unaddressed(query, response)
-        if off is None and _support_off_question(query, passages, claim_verdicts, t.entail):
-            return "support"
-        return off
-
     def _evidence_vectors(
         self, passages: Sequence[EvidencePassage], evidence: list[str], dim: int
     ) -> np.ndarray:
@@ -586,29 +569,6 @@ class Diagnoser:
         best = passages[int(rel.argmax())].id if answers else None
         support = None if p_answerable is None else round(p_answerable, 4)  # None: from the scores
         return NLISignal(state, (HypothesisVerdict(query, state, best, scores),), construction, support)
-
-
-def _support_off_question(
-    query: str, passages: Sequence[EvidencePassage], verdicts: Sequence[HypothesisVerdict], entail: float
-) -> bool:
-    """The answer is entailed, but only by passages that are not about what was asked
-    (off_question.anchored_passages): a fact about a neighbouring place or person, true of it, is no
-    answer to a question about another."""
-    ids = {p.id for p in passages}
-    support = {
-        s.passage
-        for v in verdicts
-        if v.state == "entail"
-        for s in v.scores
-        if s.passage in ids and s.entail >= entail
-    }
-    if not support:  # nothing entailed: no passage text needs reading
-        return False
-    anchored = anchored_passages(query, [(p.title, p.text) for p in passages])
-    if anchored is None:
-        return False
-    about = {p.id: a for p, a in zip(passages, anchored, strict=True)}
-    return not any(about[pid] for pid in support)
 
 
 def relevance_by_id(passages: Sequence[EvidencePassage], relevance: np.ndarray) -> dict[str, float]:

@@ -5,7 +5,6 @@ for, the year the question set, the answers it offered, or only the question's o
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from ragmend.diagnosis.choices import offered_choice, picked_alternative
 from ragmend.diagnosis.hypotheses import is_abstention
@@ -239,28 +238,6 @@ def other_relation(question: str, response: str) -> bool:
         return False
     asked, said = relations(question), relations(response)
     return bool(asked) and bool(said) and not asked & said
-
-
-def anchored_passages(question: str, passages: Sequence[tuple[str, str]]) -> list[bool] | None:
-    """For each passage (title, text): whether it is about what the question asks, i.e. it names
-    one of the question's key spans, or a passage that does names it by its title (the bridge of a
-    two-hop question: "the county where East Lempster is" leads to the county's own page). None
-    when there is nothing to anchor to: the question names nothing, or it is an instruction over
-    a given text."""
-    asked = asked_spans(question)
-    if not asked:
-        return None
-    texts = [normalise(f"{title} {text}") for title, text in passages]
-    direct = [any(found_in(s, t) for s in asked) for t in texts]
-    titles = [normalise(title) for title, _ in passages]
-    return [
-        direct[i]
-        or (
-            bool(titles[i])
-            and any(direct[j] and f" {titles[i]} " in f" {texts[j]} " for j in range(len(texts)) if j != i)
-        )
-        for i in range(len(texts))
-    ]
 
 
 def wrong_kind(question: str, response: str) -> bool:

@@ -13,9 +13,8 @@ Mode = Literal["qa", "claim"]
 # What of the question an answer does not address: its subject (an answer about someone else),
 # its relation (born, when asked founded), the kind of answer (no date for "when", no number for
 # "how many"), the year the question set (an answer dating it otherwise), anything beyond the
-# question's own words (restated), or its support (only passages about something the question
-# does not name entail it).
-OffQuestion = Literal["subject", "relation", "kind", "year", "restated", "support", "choice"]
+# question's own words (restated), or the alternatives it offers (choice).
+OffQuestion = Literal["subject", "relation", "kind", "year", "restated", "choice"]
 
 OFF_QUESTION: tuple[OffQuestion, ...] = (
     "subject",
@@ -23,7 +22,6 @@ OFF_QUESTION: tuple[OffQuestion, ...] = (
     "kind",
     "year",
     "restated",
-    "support",
     "choice",
 )
 NLI_STATES: tuple[NLIState, ...] = ("entail", "neutral", "contradict")

@@ -562,53 +562,6 @@ def test_an_answer_placing_the_asked_relation_in_another_work_is_about_something
     )
 
 
-def test_a_passage_is_about_the_question_when_it_names_it_or_is_led_to() -> None:
-    from ragmend.diagnosis.off_question import anchored_passages
-
-    question = "What is the county seat of the county where East Lempster is?"
-    passages = [
-        ("East Lempster", "East Lempster is a village in Sullivan County."),
-        ("Sullivan County", "Its county seat is Newport."),  # led to by the first (a bridge)
-        ("Strafford County", "Its county seat is Dover."),  # neither names nor is named
-    ]
-    assert anchored_passages(question, passages) == [True, True, False]
-    assert anchored_passages("what is it?", passages) is None  # nothing named to anchor to
-    assert anchored_passages("Summarize the following news.", passages) is None
-
-
-def test_support_only_from_passages_off_the_subject_is_off_the_question() -> None:
-    """A wrong answer the local generator gave (HotpotQA DEV, its passages shortened): the shipped
-    NLI model found the answer entailed (0.42) by the page of another Maria Anna, which names
-    nothing the question names and which no passage about the question's subject leads to."""
-    from ragmend.diagnosis.diagnoser import _support_off_question
-    from ragmend.diagnosis.types import HypothesisVerdict, NLIState, PassageScores
-    from ragmend.rag.types import Passage
-
-    question = "What was the name of a land where Maria Anna of Spain's husband was king?"
-    texts = {
-        "Maria Anna of Austria": "Maria Anna of Austria was Queen consort of Portugal.",
-        "Portrait of Maria Anna": "A 1630 portrait of Maria Anna of Spain by Velazquez.",
-    }
-    passages = [
-        Passage(id=t, doc_id=t, title=t, text=x, score=0.5, retriever="dense") for t, x in texts.items()
-    ]
-
-    def claim(austria: float, portrait: float) -> HypothesisVerdict:
-        scores = (
-            PassageScores("Maria Anna of Austria", austria, 1 - austria, 0.0),
-            PassageScores("Portrait of Maria Anna", portrait, 1 - portrait, 0.0),
-        )
-        state: NLIState = "entail" if max(austria, portrait) >= 0.4 else "neutral"
-        return HypothesisVerdict("... was Saxony.", state, None, scores)
-
-    assert _support_off_question(question, passages, [claim(0.42, 0.02)], 0.4)
-    assert not _support_off_question(question, passages, [claim(0.42, 0.6)], 0.4)  # the subject's page too
-    assert not _support_off_question(question, passages, [claim(0.3, 0.02)], 0.4)  # not entailed
-    assert not _support_off_question("what is it?", passages, [claim(0.42, 0.02)], 0.4)  # nothing named
-    bridge = passages[1].model_copy(update={"text": passages[1].text + " See Maria Anna of Austria."})
-    assert not _support_off_question(question, [passages[0], bridge], [claim(0.42, 0.02)], 0.4)
-
-
 def test_generator_confidence_is_a_feature_only_where_the_engine_reports_it() -> None:
     def features(token_logprobs: list[float] | None) -> dict[str, float]:
         return answer_features(

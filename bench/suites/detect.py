@@ -325,13 +325,11 @@ def rescore(
             query = case.query
             x = {**x, **_rounded(fresh)}
             claims = [{**c, **_rounded(f)} for c, f in zip(claims, fresh_claims, strict=True)]
-            # "support" is read from the NLI scores, which rows do not keep: as recorded.
-            kept = r.get("off_question") if r.get("off_question") == "support" else None
             if "comparison" not in r:  # rows from before the check; recorded ones may read the corpus
                 passages = [(p.title, p.text) for p in case.passages]
                 check = check_comparison(case.query, case.response, passages)
                 r = {**r, "comparison": check.outcome if check else None}
-            r = {**r, "off_question": kept or unaddressed(case.query, case.response)}
+            r = {**r, "off_question": unaddressed(case.query, case.response)}
         x = {**x, "refuted": refutation(claims)}
         # Recorded for an answer to a question; rows from before it get it from their case.
         if "backing" in x or (query is not None and judges_backing(asks_question(query), x)):
