@@ -9,6 +9,10 @@ type is decided from). Nothing else in ragmend assigns a failure type.
   that did (`Verdict.unsupported_by`).
 - `RULES`: the failure type is what the FIRST rule that applies decides; the diagnosis names it
   (`decided_by`) and lists every rule that applied, in order (`failure_steps`).
+- `grade`: how sure a failure is. A confident one replaces the answer (its repair, abstention or
+  correction); an uncertain one leaves it, its unsupported sentences marked. A failure is
+  confident where a sure rule decided it, or where the verdict is sure (P(unsupported) at
+  `diagnosis.replace_threshold`, or a sure verdict rule applied), or without a verdict.
 
 docs/diagnosis.md's "The failure type" is generated from these tables (`markdown`; the test of
 this module checks that the two agree).
@@ -16,7 +20,7 @@ this module checks that the two agree).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, Literal, TypeVar
 
@@ -25,6 +29,7 @@ from ragmend.diagnosis.types import (
     DecisionSignals,
     FailureStep,
     FailureType,
+    Grade,
     Mode,
     NLIState,
     RuleName,
@@ -77,6 +82,8 @@ class Rule(Generic[S, N]):
     applies: Callable[[S], bool]
     when: str
     why: str
+    # What it finds is decisive evidence, not a score: a failure it decides replaces the answer.
+    sure: bool = field(default=False, kw_only=True)
 
 
 VerdictRule = Rule[Support, UnsupportedBy]
@@ -93,6 +100,7 @@ VERDICT_RULES: tuple[VerdictRule, ...] = (
         lambda s: s.refute_at is not None and s.refutation >= s.refute_at,
         "a claim is contradicted at `diagnosis.refute_threshold` and nothing entails it more",
         "a linear score weighs one decisive contradiction against all that speaks for the answer",
+        sure=True,
     ),
     VerdictRule(
         "unbacked",
@@ -107,6 +115,14 @@ VERDICT_RULES: tuple[VerdictRule, ...] = (
 def unsupported_by(support: Support) -> tuple[UnsupportedBy, ...]:
     """Every verdict rule that applies, in order; () when the answer is supported."""
     return tuple(rule.name for rule in VERDICT_RULES if rule.applies(support))
+
+
+def verdict_sure(p_unsupported: float, replace_at: float | None, applied: Sequence[UnsupportedBy]) -> bool:
+    """Whether the verdict's flag is sure enough to replace an answer: its P(unsupported) reaches
+    `replace_at` (diagnosis.replace_threshold; None: every flag is), or a sure verdict rule applied."""
+    if replace_at is None or p_unsupported >= replace_at:
+        return True
+    return any(rule.sure for rule in VERDICT_RULES if rule.name in applied)
 
 
 # -- the failure type ---------------------------------------------------------------------------
@@ -133,6 +149,10 @@ def _agreeing_pick(s: DecisionSignals) -> bool:
     return s.comparison == "agrees" and s.off_question is None and s.only_the_pick and not s.conflict
 
 
+def _unanswered(s: DecisionSignals) -> bool:
+    return _verdict(s) and not s.answerable and s.e_r != "entail" and (bool(s.unsupported) or not s.grounded)
+
+
 def _label_mismatch(s: DecisionSignals) -> bool:
     decided_by_evidence = s.e_q != "neutral" and s.e_r == "entail"
     return s.label_matches is False and decided_by_evidence and s.unsupported is not False
@@ -152,6 +172,7 @@ RULES: tuple[FailureRule, ...] = (
         "the passages' dates pick the other alternative of a comparison in time",
         "the NLI model does not compare dates; the dates themselves decide",
         decides="WR",
+        sure=True,
     ),
     FailureRule(
         "alternatives_disagree",
@@ -159,6 +180,7 @@ RULES: tuple[FailureRule, ...] = (
         "the evidence supports the other alternative of a choice, and not the pick",
         "a pick the passages give to the other alternative is wrong however well its words match",
         decides="WR",
+        sure=True,
     ),
     FailureRule(
         "comparison_agrees",
@@ -174,12 +196,15 @@ RULES: tuple[FailureRule, ...] = (
         "the answer abstains (no claim)",
         "an abstention asserts nothing; the evidence was not enough for the generator",
         decides="IE",
+        sure=True,
     ),
     FailureRule(
         "unanswered",
-        lambda s: _verdict(s) and not s.answerable and (bool(s.unsupported) or not s.grounded),
-        "the evidence does not answer the question and the answer is unsupported or ungrounded",
-        "nothing read supports it; a supported answer is better evidence than answerability",
+        _unanswered,
+        "the evidence does not answer the question, it entails not every claim of the answer, "
+        "and the answer is unsupported or ungrounded",
+        "nothing read supports it; passages that entail what the answer says do answer it, "
+        "whatever the question's answerability",
         decides="IE",
     ),
     FailureRule(
@@ -242,6 +267,7 @@ class Decision:
     decided_by: RuleName
     applied: tuple[FailureStep, ...]  # every rule that applies, in order; the first decided
     rule_failure: FailureType  # what Algorithm 1 with the off-question check alone decides
+    grade: Grade | None  # how sure the failure is; None: no failure
 
 
 def _first(s: DecisionSignals, rules: tuple[FailureRule, ...]) -> FailureRule:
@@ -253,7 +279,15 @@ def decide(s: DecisionSignals, rules: tuple[FailureRule, ...] = RULES) -> Decisi
     some rule, as the rule study measures it)."""
     applied = tuple(FailureStep(rule.name, rule.decides) for rule in rules if rule.applies(s))
     first = _first(s, rules)
-    return Decision(first.decides, first.name, applied, _first(rule_only(s), rules).decides)
+    return Decision(first.decides, first.name, applied, _first(rule_only(s), rules).decides, _grade(first, s))
+
+
+def _grade(rule: FailureRule, s: DecisionSignals) -> Grade | None:
+    """Confident where the deciding rule is sure, where the verdict is (`DecisionSignals.sure`),
+    or without a verdict (Algorithm 1 decides on discrete states); else uncertain."""
+    if rule.decides == "NoFailure":
+        return None
+    return "confident" if rule.sure or s.unsupported is None or s.sure else "uncertain"
 
 
 def gated_label(mode: Mode, failure: FailureType, label: str | None) -> str | None:
@@ -289,15 +323,27 @@ def markdown() -> str:
         "An answer is **unsupported** when any of these applies (`diagnosis.verdict.unsupported_by`",
         "lists each that did):",
         "",
-        "| rule | applies when | why |",
-        "|---|---|---|",
-        *(f"| `{r.name}` | {r.when} | {r.why} |" for r in VERDICT_RULES),
+        "| rule | applies when | sure | why |",
+        "|---|---|---|---|",
+        *(f"| `{r.name}` | {r.when} | {_yes(r.sure)} | {r.why} |" for r in VERDICT_RULES),
         "",
         "The **failure type** is what the first of these rules that applies decides",
         "(`diagnosis.decided_by`; `diagnosis.failure_steps` lists every rule that applied, in order):",
         "",
-        "| # | rule | applies when | decides | why |",
-        "|---|---|---|---|---|",
-        *(f"| {n} | `{r.name}` | {r.when} | {r.decides} | {r.why} |" for n, r in enumerate(RULES, start=1)),
+        "| # | rule | applies when | decides | sure | why |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {n} | `{r.name}` | {r.when} | {r.decides} | {_yes(r.sure)} | {r.why} |"
+            for n, r in enumerate(RULES, start=1)
+        ),
+        "",
+        "A failure a **sure** rule decides is confident: it replaces the answer. Any other is",
+        "confident where the verdict is sure (P(unsupported) at `diagnosis.replace_threshold`, or a",
+        "sure verdict rule applied) or without a verdict, and else uncertain: the answer stays, its",
+        "unsupported sentences marked (`diagnosis.grade`).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _yes(sure: bool) -> str:
+    return "yes" if sure else ""

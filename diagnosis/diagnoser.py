@@ -4,7 +4,7 @@ One answer, in this order (each step a function below, or in the module named):
 
   language       English, or the reason the answer is not judged                     language.py
   claims         the response as atomic claims, and the question as a statement      _hypotheses
-  premises       passages, their windows, the joint premise                          premises.py
+  premises       passages, their windows, a claim's joint premise                    premises.py
   NLI            every premise-hypothesis pair in ONE batched call                   _judge
   checks         another edition, a role of another, a window naming nothing        adjust.py
   aggregate      per hypothesis, then per signal: e_q and e_r                        aggregate.py
@@ -14,8 +14,8 @@ One answer, in this order (each step a function below, or in the module named):
   off question   another subject, relation or kind of answer than the one asked      off_question.unaddressed
   verdict        P(unsupported) over every signal, and its overrules                 verdict.py
   picks          a comparison in time; the other alternative of a choice             comparison.py
-  failure        decided once, from one record of signals                            failure.py
-  stage          where the pipeline most likely failed (RAGEC)                       failure.py
+  failure        decided once, from one record of signals                            decision.py
+  stage          where the pipeline most likely failed (RAGEC)                       stage.py
 
 The rules (names, years, sentence splitting) and the NLI model read English: a question or an
 answer that reads as another language is not judged (language.py), and the diagnosis says so.
@@ -45,7 +45,14 @@ from ragmend.diagnosis.answerability import answerability_features
 from ragmend.diagnosis.comparison import TitleLookup, check_comparison, only_the_pick
 from ragmend.diagnosis.compound import atomic_claims, decompose
 from ragmend.diagnosis.conflict import conflict_on_claims
-from ragmend.diagnosis.decision import Support, decide, gated_label, label_matches, unsupported_by
+from ragmend.diagnosis.decision import (
+    Support,
+    decide,
+    gated_label,
+    label_matches,
+    unsupported_by,
+    verdict_sure,
+)
 from ragmend.diagnosis.egc import egc_features
 from ragmend.diagnosis.hypotheses import (
     is_abstention,
@@ -90,9 +97,6 @@ from ragmend.diagnosis.verdict import (
     grounded,
     text_features,
 )
-
-# The passages read together as the joint premise: a two-hop answer's facts sit in two.
-JOINT_PASSAGES = 2
 
 
 class NLIModel(Protocol):
@@ -222,7 +226,7 @@ class Diagnoser:
         if not hyp.nli_reads_query or with_verdict:
             relevance_job = self._beside.submit(self._timed_relevance, query, passages, reranked)
         premises = build_premises(
-            passages, o.window_sentences, o.premise_words, o.joint_premise, JOINT_PASSAGES, o.window_top
+            passages, o.window_sentences, o.premise_words, o.joint_premise, o.window_top
         )
         evidence = list(premises.evidence)
 
@@ -323,6 +327,7 @@ class Diagnoser:
             label_matches=label_matches(hyp.label, rule_e_q),
             off_question=off_question,
             unsupported=verdict.unsupported if verdict else None,
+            sure=verdict.sure if verdict else True,
             abstained=features.get("abstained", 0.0) > 0,
             grounded=grounded(features),
             answerable=e_q.state == "entail",
@@ -369,6 +374,7 @@ class Diagnoser:
             alternatives=alternatives,
             failure_steps=decision.applied,
             decided_by=decision.decided_by,
+            grade=decision.grade,
             signals=signals,
             language=language,
             unsupported_spans=unsupported_spans(response, e_r.hypotheses, failure != "NoFailure", verdict),
@@ -411,17 +417,28 @@ class Diagnoser:
 
     def _judge(self, hyp: Hypotheses, premises: Premises, t: Thresholds) -> list[HypothesisVerdict]:
         """Every hypothesis against its premises in ONE batched NLI call, each score adjusted by
-        the checks (adjust.py), each passage scored by its most decisive window, and the joint
-        premise kept only where it may support the hypothesis."""
+        the checks (adjust.py), each passage scored by its most decisive window, and a joint
+        premise kept only where no single passage contradicts the hypothesis."""
         hypotheses = hyp.all
         contrast_at = len(hypotheses) - 1 if hyp.contrast else -1
-        # The contrast is read against single windows only, as the claim it is set against.
-        chosen = [premises.for_hypothesis(h, n == contrast_at) for n, h in enumerate(hypotheses)]
-        pairs = [(premises.items[i][1], h) for h, idx in zip(hypotheses, chosen, strict=True) for i in idx]
+        # Each hypothesis meets its windows and, where no single passage holds its words, its own
+        # joint premise; the contrast is read against single windows only, as the claim it is set
+        # against.
+        items = list(premises.items)
+        joined: dict[int, tuple[str, ...]] = {}  # a joint premise's item: the passages it joins
+        chosen: list[list[int]] = []
+        for at, h in enumerate(hypotheses):
+            idx = premises.for_hypothesis(h)
+            if at != contrast_at and (joint := premises.joint_for(h)) is not None:
+                joined[len(items)] = joint.joined
+                items.append((JOINT, joint.text))
+                idx = [*idx, len(items) - 1]
+            chosen.append(idx)
+        pairs = [(items[i][1], h) for h, idx in zip(hypotheses, chosen, strict=True) for i in idx]
         # A one-sentence answer is often its own question statement: each distinct pair once.
         slot = {pair: n for n, pair in enumerate(dict.fromkeys(pairs))}
         batch = self.nli.predict(list(slot)) if pairs else None
-        facts = PremiseFacts(premises.items)
+        facts = PremiseFacts(items)
         passage_ids = premises.passage_ids
         verdicts: list[HypothesisVerdict] = []
         row = 0
@@ -430,16 +447,18 @@ class Diagnoser:
             best: dict[str, PassageScores] = {}
             for i in idx:
                 assert batch is not None  # a premise and a hypothesis made a pair
-                pid = premises.items[i][0]
+                pid = items[i][0]
                 k = slot[pairs[row]]
                 row += 1
                 p = batch.probs[k]
                 e, n, c = adjusted((float(p[0]), float(p[1]), float(p[2])), claim, i, facts)
-                s = PassageScores(pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[k])
+                s = PassageScores(
+                    pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[k], joined.get(i, ())
+                )
                 if pid not in best or _decisive(s) > _decisive(best[pid]):
                     best[pid] = s  # a passage's windows: the one that says most, either way
             scores = [best[pid] for pid in passage_ids if pid in best]
-            if JOINT in best and not joint_may_support(h, premises.joint_text, scores, t):
+            if JOINT in best and not joint_may_support(scores, t):
                 scores = [s for s in scores if s.passage != JOINT]
             verdicts.append(hypothesis_state(h, scores, t))
         return verdicts
@@ -508,9 +527,9 @@ class Diagnoser:
         )
         o = self.options
         why = unsupported_by(Support.of(p, threshold, features, o.refute_threshold, o.support_floor))
-        verdict = Verdict(
-            round(p, 4), threshold, bool(why), "NoFailure", rounded, model.profile_for(features), why
-        )
+        sure = verdict_sure(p, o.replace_threshold, why)
+        profile = model.profile_for(features)
+        verdict = Verdict(round(p, 4), threshold, bool(why), "NoFailure", rounded, profile, why, sure)
         return replace(e_r, hypotheses=scored), verdict
 
     def _timed_relevance(

@@ -37,6 +37,7 @@ class DiagnosisOptions:
     unsupported_threshold: float | None  # None: the verdict model's own operating point
     refute_threshold: float | None  # a claim contradicted at this fails the answer (decision.py "refuted")
     support_floor: float | None  # an answer nothing entails at this fails (decision.py "unbacked")
+    replace_threshold: float | None  # a failure this sure replaces the answer (decision.py "grade")
     contradiction_needs_name: bool  # adjust.py
     other_edition_is_neutral: bool  # adjust.py
     role_of_another_refutes: bool  # adjust.py
@@ -75,6 +76,7 @@ def diagnosis_options(d: DiagnosisSettings, nli_max_length: int) -> DiagnosisOpt
         refute_threshold=d.refute_threshold,
         conflict_threshold=d.conflict_threshold,
         support_floor=d.support_floor,
+        replace_threshold=d.replace_threshold,
         contradiction_needs_name=d.contradiction_needs_name,
         other_edition_is_neutral=d.other_edition_is_neutral,
         role_of_another_refutes=d.role_of_another_refutes,

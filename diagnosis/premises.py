@@ -1,4 +1,4 @@
-"""The premises an answer is judged against: passages, their windows, and the joint premise.
+"""The premises an answer is judged against: passages, their windows, and a claim's joint premise.
 
 A premise is `"Title: text"`, the shape the NLI model was trained on. A long passage is read as
 windows (a claim is supported by what one window says, not by the length of a paragraph), and
@@ -89,42 +89,88 @@ def _word_windows(sentences: list[str], max_words: int) -> list[str]:
 
 def select_premises(hypothesis: str, premises: Sequence[tuple[str, str]], top: int) -> list[int]:
     """The premises (indices) one hypothesis is scored against: all of them, or the `top` passage
-    windows sharing most content words with it, plus the joint premise. Word overlap, not a model:
-    a window that names nothing of the claim can neither support nor contradict it."""
-    windows = [i for i, (pid, _) in enumerate(premises) if pid != JOINT]
-    if top <= 0 or len(windows) <= top:
+    windows sharing most content words with it. Word overlap, not a model: a window that names
+    nothing of the claim can neither support nor contradict it."""
+    if top <= 0 or len(premises) <= top:
         return list(range(len(premises)))
     words = content_words(hypothesis)
-    overlap = {i: len(words & content_words(premises[i][1])) for i in windows}
-    keep = sorted(sorted(windows, key=lambda i: -overlap[i])[:top])
-    return keep + [i for i, (pid, _) in enumerate(premises) if pid == JOINT]
+    overlap = {i: len(words & content_words(text)) for i, (_, text) in enumerate(premises)}
+    return sorted(sorted(range(len(premises)), key=lambda i: -overlap[i])[:top])
+
+
+@dataclass(frozen=True)
+class Source:
+    """One passage as a joint premise reads it: its id, title and sentences."""
+
+    id: str
+    title: str
+    sentences: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JointPremise:
+    """Two passages read together for one hypothesis."""
+
+    joined: tuple[str, str]  # the passages' ids, in passage order
+    text: str
 
 
 @dataclass(frozen=True)
 class Premises:
-    """Every premise of one answer as (passage id, text), in passage order, the joint premise
-    last; `evidence` holds each whole passage as a premise."""
+    """Every premise of one answer as (passage id, text), in passage order; `evidence` holds each
+    whole passage as a premise, `sources` each passage's sentences for a joint premise."""
 
     items: tuple[tuple[str, str], ...]
     evidence: tuple[str, ...]
-    joint_text: str  # the top passages read together (whether or not it is a premise)
+    sources: tuple[Source, ...]  # empty: no joint premise (diagnosis.joint_premise off)
     top: int  # each hypothesis meets at most this many windows (0: every premise)
 
     @property
     def passage_ids(self) -> list[str]:
         """One id per passage (and the joint premise), in order: the scores are reported by them."""
-        return list(dict.fromkeys(pid for pid, _ in self.items))
+        return [*dict.fromkeys(pid for pid, _ in self.items), JOINT]
 
-    def for_hypothesis(self, hypothesis: str, single_windows_only: bool = False) -> list[int]:
-        """The premises (indices) a hypothesis is scored against. The joint premise is read only
-        for a hypothesis whose names and numbers it all holds: for any other, its score would be
-        dropped anyway (`joint_may_support`), and it is the longest pair of the batch."""
-        covers = not single_windows_only and joint_covers(hypothesis, self.joint_text)
-        return [
-            i
-            for i in select_premises(hypothesis, self.items, self.top)
-            if self.items[i][0] != JOINT or covers
-        ]
+    def for_hypothesis(self, hypothesis: str) -> list[int]:
+        """The passage windows (indices into `items`) a hypothesis is scored against."""
+        return select_premises(hypothesis, self.items, self.top)
+
+    def joint_for(self, hypothesis: str) -> JointPremise | None:
+        """The joint premise of a hypothesis whose words no single passage holds: the two passages
+        that together hold most of them, each read as its title and the (at most
+        `JOINT_SENTENCES`) sentences sharing most words with the hypothesis or naming the other
+        passage's title (the bridge: "directed by Christopher Nolan" joins the film's page to
+        Nolan's), in passage order. A bridge answer's two facts sit in two passages; read whole,
+        two passages overrun the NLI model's length and lose the second fact. None where one
+        passage holds every word, where no second passage adds one, or where the two do not hold
+        every name and number of the hypothesis: then no passage pair can bridge it."""
+        words = content_words(hypothesis)
+        if not words or len(self.sources) < 2:
+            return None
+        held = [words & content_words(" ".join((s.title, *s.sentences))) for s in self.sources]
+        first = max(range(len(held)), key=lambda i: (len(held[i]), -i))
+        missing = words - held[first]
+        if not missing:
+            return None
+        second = max((i for i in range(len(held)) if i != first), key=lambda i: (len(held[i] & missing), -i))
+        if not held[second] & missing:
+            return None
+        a, b = (self.sources[i] for i in sorted((first, second)))
+        text = f"{_focused(a, words | content_words(b.title))} {_focused(b, words | content_words(a.title))}"
+        if not joint_covers(hypothesis, text):
+            return None
+        return JointPremise((a.id, b.id), text)
+
+
+JOINT_SENTENCES = 2  # sentences of each passage in a joint premise: two facts fit the NLI length
+
+
+def _focused(source: Source, words: set[str]) -> str:
+    """A passage's title and its sentences sharing most of `words`, in passage order."""
+    overlap = [len(words & content_words(s)) for s in source.sentences]
+    ranked = sorted(range(len(overlap)), key=lambda i: -overlap[i])
+    keep = sorted(i for i in ranked[:JOINT_SENTENCES] if overlap[i] > 0)
+    text = " ".join(source.sentences[i] for i in keep)
+    return f"{source.title}: {text}" if source.title else text
 
 
 def build_premises(
@@ -132,33 +178,28 @@ def build_premises(
     window_sentences: int,
     premise_words: int,
     joint_premise: bool,
-    joint_passages: int,
     window_top: int,
 ) -> Premises:
     windows = [premise_windows(p, window_sentences, premise_words) for p in passages]
     items = [(p.id, text) for p, texts in zip(passages, windows, strict=True) for text in texts]
-    if joint_premise and len(passages) > 1:
-        items.append((JOINT, " ".join(premise_text(p) for p in passages[:joint_passages])))
     evidence = tuple(premise_text(p) for p in passages)
+    sources = tuple(Source(p.id, p.title, tuple(split_sentences(p.text))) for p in passages)
     # Each hypothesis meets every premise, or with window_top only the windows that share most
-    # words with it (and the joint premise): a long source is not scored window by window for
-    # every claim. Whole passages, none of them split: every one.
+    # words with it: a long source is not scored window by window for every claim. Whole
+    # passages, none of them split: every one.
     windowed = window_sentences > 0 or any(len(texts) > 1 for texts in windows)
-    return Premises(
-        tuple(items), evidence, " ".join(evidence[:joint_passages]), window_top if windowed else 0
-    )
+    return Premises(tuple(items), evidence, sources if joint_premise else (), window_top if windowed else 0)
 
 
-def joint_may_support(
-    hypothesis: str, joint_text: str, scores: Sequence[PassageScores], t: Thresholds
-) -> bool:
-    """The joint premise (top passages read together) may only bridge facts the passages state:
-    every name and number of the hypothesis occurs in it, and no single passage contradicts the
-    hypothesis. Otherwise its entailment is what a long, on-topic premise draws from the NLI
-    model for any claim (a capital entailed by passages that never name it), and it is left out."""
-    if any(s.contradict >= t.contradict for s in scores if s.passage != JOINT):
-        return False
-    return joint_covers(hypothesis, joint_text)
+def joint_may_support(scores: Sequence[PassageScores], t: Thresholds) -> bool:
+    """A joint premise may only bridge what no passage outside it contradicts: otherwise its
+    entailment is what two on-topic passages side by side draw from the NLI model for a claim
+    another passage denies. The two it joins are read in it; alone, each holds half a bridge,
+    which the model reads as another subject ("Nolan was born in Westminster" against "The
+    director of Inception was born in Westminster")."""
+    joined = {pid for s in scores for pid in s.joined}
+    outside = [s for s in scores if s.passage != JOINT and s.passage not in joined]
+    return not any(s.contradict >= t.contradict for s in outside)
 
 
 def joint_covers(hypothesis: str, joint_text: str) -> bool:

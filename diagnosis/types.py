@@ -10,6 +10,8 @@ Kappa = Literal["consistent", "conflict", "missing", "no_triplet"]
 FailureType = Literal["NoFailure", "WP", "IE", "WR", "LEM"]
 Stage = Literal["none", "chunking", "retrieval", "reranking", "generation"]
 Mode = Literal["qa", "claim"]
+# How sure a failure is (decision.py): a confident one replaces the answer, an uncertain one marks it.
+Grade = Literal["confident", "uncertain"]
 # What of the question an answer does not address: its subject (an answer about someone else),
 # its relation (born, when asked founded), the kind of answer (no date for "when", no number for
 # "how many"), the year the question set (an answer dating it otherwise), anything beyond the
@@ -49,11 +51,12 @@ class Thresholds:
 class PassageScores:
     """One passage (or the joint premise) against one hypothesis: calibrated probabilities."""
 
-    passage: str  # passage id, or "joint" for the concatenated top passages
+    passage: str  # passage id, or "joint" for a claim's joint premise
     entail: float
     neutral: float
     contradict: float
     truncated: bool = False
+    joined: tuple[str, ...] = ()  # the joint premise: the passages it reads together
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ class Verdict:
     # "claim" (a claim given to check), "response", or "default" (a file without profiles).
     profile: str = "default"
     unsupported_by: tuple[UnsupportedBy, ...] = ()  # what made it unsupported; () when supported
+    sure: bool = True  # sure enough that a failure it finds replaces the answer (decision.verdict_sure)
 
 
 # The rules that decide the failure type, in their order (decision.RULES, where each is explained).
@@ -199,6 +203,7 @@ class DecisionSignals:
     label_matches: bool | None = None  # claim mode: the label says what e_q says; None: no label
     off_question: OffQuestion | None = None  # what of the question the answer does not address
     unsupported: bool | None = None  # the verdict's decision (decision.VERDICT_RULES); None: no verdict
+    sure: bool = True  # the verdict is sure enough to replace an answer (decision.verdict_sure)
     abstained: bool = False  # the response makes no claim
     grounded: bool = True  # the evidence holds one of a one-claim answer's key spans
     answerable: bool = True  # the evidence answers the question (answerability), whatever the answer
@@ -287,6 +292,7 @@ class Diagnosis:
     # decides; the first one decided (`decided_by`). None: not judged.
     failure_steps: tuple[FailureStep, ...] = ()
     decided_by: RuleName | None = None
+    grade: Grade | None = None  # how sure the failure is (decision.py); None: no failure
     signals: DecisionSignals | None = None  # what the rules read
     # The language the question and the answer read as (ISO 639-1; "und": nothing to tell, such
     # as a bare number), and why the diagnosis did not judge the answer: its rules and its NLI

@@ -49,6 +49,7 @@ UNSUPPORTED_MARK = "[unsupported]"
 NOT_SUPPORTED = "Note: the sources found do not support this answer."
 NOT_ANSWERED = "Note: the sources found do not answer this question."
 NOT_VERIFIED = "the sources found do not verify this claim."
+UNSURE = "Note: the check is not sure the sources found support this answer"
 NOT_CHECKED = "Note: this answer was not checked against the sources: the checks read English only."
 ABSTAINED = "The sources do not answer this question."
 DISAGREE = "The sources disagree:"
@@ -75,10 +76,12 @@ class Reading:
     def of(cls, server: ServerSettings) -> Reading:
         return cls(server.answer_policy, server.citations, server.unanswered_below, server.conflict_majority)
 
-    def abstains(self, failure: FailureType, p_answerable: float | None) -> bool:
+    def abstains(self, failure: FailureType, p_answerable: float | None, answered: bool = False) -> bool:
         """Whether a judged final answer with this failure type, its evidence given P(answerable)
-        by the answerability model, reads as the abstention."""
-        if failure == "NoFailure":
+        by the answerability model, reads as the abstention. `answered`: the evidence entails
+        every claim of the answer, so the sources do answer what it says and saying otherwise
+        would contradict the passages it cites."""
+        if failure == "NoFailure" or answered:
             return False
         unanswered = failure == "IE" or (p_answerable is not None and p_answerable < self.unanswered_below)
         return self.policy == "abstain" or (self.policy == "abstain_unanswered" and unanswered)
@@ -111,7 +114,6 @@ def cite(
     response: str,
     diagnosis: Diagnosis,
     evidence_ids: Sequence[str],
-    joint_passages: int = 2,
     query: str = "",
 ) -> tuple[CitedSentence, ...]:
     """Each sentence of the response with the passages supporting it, by the diagnosis' claims
@@ -124,7 +126,7 @@ def cite(
     if len(sentences) == 1 and len(diagnosis.e_r.hypotheses) == 1:
         # A bare answer is judged as the question's statement: that verdict is the sentence's.
         only = diagnosis.e_r.hypotheses[0]
-        return (_cited(sentences[0], [only], number, joint_passages),)
+        return (_cited(sentences[0], [only], number),)
     out = []
     for sentence in sentences:
         atoms = [claims.get(atom) for atom in decompose(sentence)]
@@ -134,21 +136,18 @@ def cite(
         if len(found) < len(atoms) or not found:
             out.append(CitedSentence(sentence, (), None))
         else:
-            out.append(_cited(sentence, found, number, joint_passages))
+            out.append(_cited(sentence, found, number))
     return tuple(out)
 
 
-def _cited(
-    sentence: str, verdicts: Sequence[HypothesisVerdict], number: dict[str, int], joint_passages: int
-) -> CitedSentence:
+def _cited(sentence: str, verdicts: Sequence[HypothesisVerdict], number: dict[str, int]) -> CitedSentence:
     supported = all(v.state == "entail" for v in verdicts)
     cited: list[int] = []
     if supported:
         for v in verdicts:
-            if v.best_passage == "joint":
-                cited += list(range(1, min(joint_passages, len(number)) + 1))
-            elif v.best_passage in number:
-                cited.append(number[v.best_passage])
+            best = next((s for s in v.scores if s.passage == v.best_passage), None)
+            joined = best.joined if best is not None and best.joined else (v.best_passage,)
+            cited += [number[pid] for pid in joined if pid in number]
     return CitedSentence(sentence, tuple(sorted(set(cited))), supported)
 
 
@@ -187,7 +186,11 @@ def present(
     if diagnosis.conflict is not None and reading.policy != "off":
         return _conflict(response, diagnosis, evidence, reading, query, "answer_policy")
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
-    if reading.abstains(diagnosis.failure, diagnosis.e_q.support):
+    if diagnosis.grade == "uncertain" and reading.policy != "off":
+        note = unsure(diagnosis)
+        text = " ".join(_marked(s, reading.citations, True) for s in sentences) if sentences else response
+        return Presented(f"{text} {note}".strip(), sentences, "marked", note)
+    if reading.abstains(diagnosis.failure, diagnosis.e_q.support, diagnosis.e_r.state == "entail"):
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
     annotate = diagnosis.failed and reading.policy in ("annotate", "abstain_unanswered")
     citations = reading.citations
@@ -198,6 +201,13 @@ def present(
         note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
         return Presented(f"{text} {note}".strip(), sentences, "annotate", note)
     return Presented(text, sentences, None)
+
+
+def unsure(diagnosis: Diagnosis) -> str:
+    """The note under an answer an uncertain failure leaves in place: how sure the check is."""
+    p = diagnosis.verdict.p_unsupported if diagnosis.verdict is not None else None
+    how = f" (it puts the chance that it is unsupported at {round(100 * p)}%)" if p is not None else ""
+    return f"{UNSURE}{how}."
 
 
 def _conflict(

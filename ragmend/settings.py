@@ -48,6 +48,8 @@ class Live:
 LIVE = Live()
 # abstain_unanswered's operating point, chosen on DEV: docs/repair.md, "Who speaks".
 UNANSWERED_BELOW = 0.76
+# diagnosis.replace_threshold's operating point, chosen on DEV by cost: docs/diagnosis.md, "How sure".
+REPLACE_THRESHOLD = 0.5
 # server.answer_policy (engine/presentation.py)
 AnswerPolicy = Literal["annotate", "abstain", "abstain_unanswered", "off"]
 
@@ -286,7 +288,7 @@ class DiagnosisSettings(_Section):
         0.6,
         gt=0,
         lt=1,
-        description="The higher bar at which the joint premise (the top two passages together) entails, "
+        description="The higher bar at which a joint premise (two passages read together) entails, "
         "as two unrelated passages side by side draw spurious entailment.",
     )
     relevance_threshold: float = Field(
@@ -299,7 +301,9 @@ class DiagnosisSettings(_Section):
         0.4, gt=0, lt=1, description="EGC edge threshold on cosine similarity (the EGC paper's)."
     )
     joint_premise: bool = Field(
-        True, description="Also judge the top passages concatenated as one premise (facts in two passages)."
+        True,
+        description="Also judge a claim no single passage holds against the two passages that together "
+        "hold its words, read as one premise (a bridge answer's facts sit in two).",
     )
     window_sentences: int = Field(
         0,
@@ -337,6 +341,14 @@ class DiagnosisSettings(_Section):
         lt=1,
         description="An answer fails at P(unsupported) at or above this; null: the verdict model's own. "
         "Lower catches more unsupported answers and flags more right ones.",
+    )
+    replace_threshold: float | None = Field(
+        REPLACE_THRESHOLD,
+        gt=0,
+        le=1,
+        description="With a verdict: a failed answer at or above this P(unsupported) (or failed by a sure "
+        "rule) is replaced by its repair, abstention or correction; below it the answer stays, its "
+        "unsupported sentences marked and the check's certainty stated; null: every failure replaces.",
     )
     conflict_threshold: float = Field(
         0.6,

@@ -81,6 +81,10 @@ def status(reply: AnswerResponse) -> ChatStatus | None:
         return ChatStatus(description=f"Checked: the sources found do not answer this question{how}")
     if reply.conflict_by is not None:
         return ChatStatus(description="Checked: the sources disagree on this; both sides are shown")
+    if final.grade == "uncertain":
+        p = final.verdict.p_unsupported if final.verdict is not None else None
+        sure = f" ({round(100 * p)}% likely unsupported)" if p is not None else ""
+        return ChatStatus(description=f"Checked: possibly not supported{sure}; the answer is kept, marked")
     if final.failure == "NoFailure":
         if repaired:
             return ChatStatus(description=f"Checked: the first answer was not supported; supported{how}")

@@ -104,7 +104,12 @@ def answer(a: rag.Answer) -> api.Answer:
 
 def passage_scores(s: diag.PassageScores) -> api.PassageScores:
     return api.PassageScores(
-        passage=s.passage, entail=s.entail, neutral=s.neutral, contradict=s.contradict, truncated=s.truncated
+        passage=s.passage,
+        entail=s.entail,
+        neutral=s.neutral,
+        contradict=s.contradict,
+        truncated=s.truncated,
+        joined=list(s.joined),
     )
 
 
@@ -173,6 +178,7 @@ def diagnosis(d: diag.Diagnosis) -> api.Diagnosis:
         alternatives=None if d.alternatives is None else alternatives(d.alternatives),
         failure_steps=[api.FailureStep(step=s.step, failure=s.failure) for s in d.failure_steps],
         decided_by=d.decided_by,
+        grade=d.grade,
         language=d.language,
         not_judged=d.not_judged,
         unsupported_spans=[

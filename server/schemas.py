@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragmend.actions.meter import MemorySource
-from ragmend.diagnosis.types import FailureType, Kappa, Mode, NLIState, OffQuestion, RuleName, Stage
+from ragmend.diagnosis.types import FailureType, Grade, Kappa, Mode, NLIState, OffQuestion, RuleName, Stage
 from ragmend.errors import ApiErrorType
 from ragmend.policy.reward import RewardVariant
 from ragmend.policy.types import PolicyKind
@@ -164,11 +164,16 @@ class TokenUsage(BaseModel):
 class PassageScores(BaseModel):
     """One passage (or the joint premise) against one hypothesis: calibrated NLI probabilities."""
 
-    passage: str = Field(description='the passage id, or "joint" for the concatenated top passages')
+    passage: str = Field(
+        description='the passage id, or "joint" for the two passages read together for this hypothesis'
+    )
     entail: float
     neutral: float
     contradict: float
     truncated: bool
+    joined: list[str] = Field(
+        description='the passages a "joint" premise reads together; empty for a single passage'
+    )
 
 
 class HypothesisVerdict(BaseModel):
@@ -359,9 +364,8 @@ class Diagnosis(BaseModel):
         description="what of the question the answer does not address (its subject: an answer about "
         "someone else; its relation: born when asked founded; kind: no date when asked when, no "
         "number when asked how many; year: it dates otherwise what the question dated, as in a 2008 "
-        "film for a 2016 one; restated: it only repeats the question's words; support: only "
-        "passages about something the question does not name support it; choice: it names neither "
-        "of the answers the question offers); such an answer is WR. Null: it does",
+        "film for a 2016 one; restated: it only repeats the question's words; choice: it names "
+        "neither of the answers the question offers); such an answer is WR. Null: it does",
     )
     comparison: Comparison | None = Field(
         default=None, description="a comparison in time checked against the passages' dates; null: none"
@@ -377,6 +381,12 @@ class Diagnosis(BaseModel):
     )
     decided_by: RuleName | None = Field(
         default=None, description="the rule that decided the failure type (null: not judged)"
+    )
+    grade: Grade | None = Field(
+        default=None,
+        description="how sure a failure is: confident (the answer is replaced by its repair, abstention "
+        "or correction) or uncertain (the answer stays, its unsupported sentences marked); null: no "
+        "failure",
     )
     language: str = Field(
         "en",
@@ -550,12 +560,15 @@ class AnswerResponse(BaseModel):
     )
     answer_policy: str | None = Field(
         None,
-        description="annotate or abstain when the final answer failed and the policy changed what is "
-        "read; conflict when its evidence holds incompatible answers and it reads as both sides; gated "
-        "in claim mode when the label was gated; else null.",
+        description="marked when an uncertain failure left the answer in place, its unsupported "
+        "sentences marked; annotate or abstain when the final answer failed and the policy changed what "
+        "is read; conflict when its evidence holds incompatible answers and it reads as both sides; "
+        "gated in claim mode when the label was gated; else null.",
     )
     answer_note: str | None = Field(
-        None, description="annotate: the sentence added saying the sources do not support the answer."
+        None,
+        description="annotate: the sentence added saying the sources do not support the answer; "
+        "marked: the one saying how sure the check is.",
     )
     abstained_by: Literal["repair", "answer_policy"] | None = Field(
         None,

@@ -58,6 +58,45 @@ def test_a_supported_and_an_unsupported_answer(live_server: LiveServer, engine: 
     assert d.verdict.p_unsupported == pytest.approx(w["diagnosis"]["verdict"]["p_unsupported"], abs=1e-6)
 
 
+FILM = {
+    "id": "film",
+    "title": "Inception",
+    "text": "Inception is a 2010 science fiction action film. It stars Leonardo DiCaprio as a thief who "
+    "steals corporate secrets through dream-sharing technology. The film was written and directed by "
+    "Christopher Nolan, who also produced it with Emma Thomas. It grossed over $836 million.",
+}
+RIVER = {
+    "id": "river",
+    "title": "Seine",
+    "text": "The Seine is a river in northern France. It flows through Paris.",
+}
+NOLAN = {
+    "id": "nolan",
+    "title": "Christopher Nolan",
+    "text": "Christopher Edward Nolan is a British and American filmmaker. Nolan was born in Westminster, "
+    "London, and grew up in Highgate. His films have grossed more than $6 billion worldwide.",
+}
+
+
+def test_a_bridge_answer_two_passages_state_is_left_alone_and_a_wrong_one_caught(
+    live_server: LiveServer,
+) -> None:
+    question = "Where was the director of Inception born?"
+    body = {"question": question, "passages": [FILM, RIVER, NOLAN]}
+    right = check(
+        live_server, {**body, "answer": "The director of Inception was born in Westminster, London."}
+    )
+    wrong = check(live_server, {**body, "answer": "The director of Inception was born in Paris."})
+    assert right.status_code == 200 and wrong.status_code == 200, right.text + wrong.text
+    r, w = right.json(), wrong.json()
+    assert r["supported"] is True and r["diagnosis"]["grade"] is None, r["diagnosis"]["decided_by"]
+    (claim,) = r["diagnosis"]["e_r"]["hypotheses"]
+    assert claim["best_passage"] == "joint"
+    joint = next(s for s in claim["scores"] if s["passage"] == "joint")
+    assert joint["joined"] == ["film", "nolan"]  # the two that hold it, past the river between them
+    assert w["supported"] is False and w["diagnosis"]["failure"] != "NoFailure"
+
+
 def test_without_passages_the_corpus_retrieves_them(live_server: LiveServer) -> None:
     q = sample_questions()[3]
     r = check(live_server, {"question": q["question"], "answer": "I do not know."})

@@ -228,9 +228,9 @@ def test_a_claim_about_the_tail_of_a_long_passage_is_read_where_it_is(engine: En
     assert not after.e_r.hypotheses[0].scores[0].truncated
 
 
-def test_a_claim_one_passage_entails_cites_that_passage_alone(engine: Engine) -> None:
-    """With the real NLI model the joint premise of both passages scores the claim a hair above
-    the Louvre passage alone; the answer still cites only the passage that says it."""
+def test_a_claim_one_passage_holds_is_judged_by_that_passage_alone(engine: Engine) -> None:
+    """No joint premise for a claim whose words one passage holds: the answer cites only the
+    passage that says it, and the pair costs no NLI time."""
     from ragmend.engine.presentation import present
 
     louvre = passage(
@@ -249,9 +249,42 @@ def test_a_claim_one_passage_entails_cites_that_passage_alone(engine: Engine) ->
     response = "Leonardo da Vinci painted the Mona Lisa."
     d = engine.diagnoser.diagnose("Who painted the Mona Lisa?", [louvre, eiffel], response)
     (claim,) = d.e_r.hypotheses
-    joint = next(x.entail for x in claim.scores if x.passage == "joint")
-    alone = next(x.entail for x in claim.scores if x.passage == louvre.id)
-    assert joint > alone  # the case this test is about (the two passages of a walkthrough's corpus)
+    assert [x.passage for x in claim.scores] == [louvre.id, eiffel.id]
     assert claim.state == "entail" and claim.best_passage == louvre.id
     shown = present(response, d, [(louvre.id, louvre.title), (eiffel.id, eiffel.title)])
     assert shown.text == "Leonardo da Vinci painted the Mona Lisa.[1]"
+
+
+def test_a_bridge_claim_two_passages_state_is_supported_and_cites_both(engine: Engine) -> None:
+    """A two-hop fact no single passage states: the claim's joint premise (the two passages that
+    hold its words, each by its sentences on the claim) entails it, and the sentence cites both,
+    even when an unrelated passage ranks between them."""
+    from ragmend.engine.presentation import present
+
+    film = passage(
+        "film#0",
+        "Inception",
+        "Inception is a 2010 science fiction action film. It stars Leonardo DiCaprio as a thief who "
+        "steals corporate secrets through dream-sharing technology. The film was written and directed "
+        "by Christopher Nolan, who also produced it with Emma Thomas. It grossed over $836 million.",
+    )
+    river = passage("seine#0", "Seine", "The Seine is a river in northern France. It flows through Paris.")
+    person = passage(
+        "nolan#0",
+        "Christopher Nolan",
+        "Christopher Edward Nolan is a British and American filmmaker. Nolan was born in Westminster, "
+        "London, and grew up in Highgate. His films have grossed more than $6 billion worldwide.",
+    )
+    response = "The director of Inception was born in Westminster, London."
+    passages = [film, river, person]
+    d = engine.diagnoser.diagnose("Where was the director of Inception born?", passages, response)
+    (claim,) = d.e_r.hypotheses
+    joint = next((x for x in claim.scores if x.passage == "joint"), None)
+    assert joint is not None, claim.scores
+    alone = max(x.entail for x in claim.scores if x.passage != "joint")
+    assert joint.joined == (film.id, person.id)
+    assert joint.entail > alone, claim.scores  # the case this test is about
+    assert claim.state == "entail" and claim.best_passage == "joint"
+    assert d.failure == "NoFailure", (d.decided_by, d.verdict)
+    shown = present(response, d, [(p.id, p.title) for p in passages])
+    assert shown.text == f"{response}[1][3]"

@@ -17,6 +17,7 @@ from ragmend.diagnosis.decision import (
     label_matches,
     markdown,
     unsupported_by,
+    verdict_sure,
 )
 from ragmend.diagnosis.types import DecisionSignals, FailureType
 
@@ -65,11 +66,12 @@ def test_a_label_matches_when_it_says_what_the_evidence_says() -> None:
     [
         (False, "IE", "missing", True, "NoFailure"),  # the verdict clears what the rule flagged
         (True, "NoFailure", "missing", True, "WR"),  # ... and flags what it passed
-        (True, "NoFailure", "missing", False, "IE"),  # an unsupported answer, evidence that does not answer
+        (True, "WR", "missing", False, "IE"),  # an unsupported answer, evidence that does not answer
+        # ... but the evidence entails every claim: it answers what the answer says, so not IE
+        (True, "NoFailure", "missing", False, "WR"),
         (False, "NoFailure", "missing", False, "NoFailure"),  # a supported answer shows it does
         (True, "LEM", "missing", True, "LEM"),  # the rule's type stays where it found one
         (True, "IE", "missing", True, "WR"),  # ... but not IE: with e_q = answerability, the evidence answers
-        (True, "WR", "missing", False, "IE"),  # ... IE where the evidence does not answer
         (False, "NoFailure", "conflict", True, "WP"),  # a conflict with the graph always fails
     ],
 )
@@ -89,8 +91,11 @@ def test_an_abstention_is_ie_and_an_answer_off_the_question_wr() -> None:
 
 
 def test_an_answer_nothing_in_the_evidence_names_is_ie_where_the_question_is_unanswered() -> None:
-    assert decide(signals(unsupported=False, answerable=False, grounded=False)).decided_by == "unanswered"
-    assert decide(signals(unsupported=False, answerable=True, grounded=False)).failure == "NoFailure"
+    ungrounded = signals("WR", unsupported=False, answerable=False, grounded=False)
+    assert decide(ungrounded).decided_by == "unanswered"
+    assert decide(signals("WR", unsupported=False, answerable=True, grounded=False)).failure == "NoFailure"
+    # Passages that entail what the answer says answer it, whatever the question's answerability.
+    assert decide(signals(unsupported=True, answerable=False, grounded=False)).decided_by == "unsupported"
 
 
 @pytest.mark.parametrize(
@@ -163,3 +168,22 @@ def test_label_gate_abstains_only_in_claim_mode_on_ie_and_lem() -> None:
 def test_the_docs_say_what_the_tables_hold() -> None:
     text = DOC.read_text()
     assert markdown() in text, "run python -m ragmend.diagnosis.rules_doc docs/diagnosis.md"
+
+
+def test_a_failure_is_confident_where_a_sure_rule_or_a_sure_verdict_decides_it() -> None:
+    unsure = signals("WR", unsupported=True, sure=False)
+    assert decide(unsure).failure == "WR" and decide(unsure).grade == "uncertain"
+    assert decide(signals("WR", unsupported=True, sure=True)).grade == "confident"
+    # A sure rule's finding replaces the answer whatever the verdict's score.
+    picked = signals("WR", unsupported=False, sure=False, comparison="disagrees")
+    assert decide(picked).decided_by == "comparison_disagrees" and decide(picked).grade == "confident"
+    # Without a verdict Algorithm 1 decides on discrete states: confident; no failure: no grade.
+    assert decide(signals("WR")).grade == "confident"
+    assert decide(signals(unsupported=False, sure=False)).grade is None
+
+
+def test_the_verdict_is_sure_at_the_replace_point_or_by_a_sure_rule() -> None:
+    assert verdict_sure(0.7, 0.6, ("score",)) and not verdict_sure(0.5, 0.6, ("score",))
+    assert verdict_sure(0.3, 0.6, ("score", "refuted"))  # one decisive contradiction
+    assert not verdict_sure(0.3, 0.6, ("unbacked",))
+    assert verdict_sure(0.2, None, ("score",))  # no replace point: every flag replaces

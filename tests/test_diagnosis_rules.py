@@ -186,3 +186,37 @@ def test_a_passage_over_the_word_budget_is_read_in_windows_of_whole_sentences() 
     assert all(any(sentence in b for b in bodies) for sentence in sentences)
     # Sentence windows, where configured, take precedence over the word budget.
     assert len(premise_windows(p, 2, 70)) == 4
+
+
+def test_a_joint_premise_joins_the_two_passages_that_hold_a_claim_no_single_one_does() -> None:
+    from ragmend.diagnosis.premises import build_premises
+    from ragmend.rag.types import Passage
+
+    def p(pid: str, title: str, text: str) -> Passage:
+        return Passage(id=pid, doc_id=pid, title=title, text=text, score=1.0, retriever="dense")
+
+    film = p(
+        "f",
+        "Inception",
+        "Inception is a 2010 film. It stars Leonardo DiCaprio. It was directed by Christopher Nolan.",
+    )
+    other = p("o", "Paris", "Paris is the capital of France. It lies on the Seine.")
+    person = p(
+        "n",
+        "Christopher Nolan",
+        "Christopher Nolan is a filmmaker. He was born in London. He studied English literature.",
+    )
+    premises = build_premises([film, other, person], 0, 128, True, 4)
+    joint = premises.joint_for("Inception was directed by Christopher Nolan, who was born in London.")
+    # The two passages that hold its words, whatever their rank, each by its sentences that share
+    # most words with the claim, in passage order; the passage that adds nothing is left out.
+    assert joint is not None and joint.joined == ("f", "n")
+    assert joint.text == (
+        "Inception: Inception is a 2010 film. It was directed by Christopher Nolan. "
+        "Christopher Nolan: Christopher Nolan is a filmmaker. He was born in London."
+    )
+    # A claim one passage holds whole needs none; nor one whose name no passage holds.
+    assert premises.joint_for("Christopher Nolan was born in London.") is None
+    assert premises.joint_for("Inception was directed by Christopher Nolan, born in Manchester.") is None
+    off = build_premises([film, other, person], 0, 128, False, 4)
+    assert off.joint_for("Inception was directed by Christopher Nolan, who was born in London.") is None

@@ -64,3 +64,32 @@ def test_rows_another_decision_recorded_are_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="the tables decide NoFailure"):
         rule_ledger.read_answers([wrong])
     assert rule_ledger.main([str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_the_replace_point_is_the_cheapest_where_replacing_a_right_answer_costs_more(tmp_path: Path) -> None:
+    from ragmend.bench.studies import replace_point
+
+    def scored(case: str, right: bool, score: float, why: list[str], **signals: Any) -> dict[str, Any]:
+        return {
+            **_row(case, right, "WR" if why else "NoFailure", why, e_r="neutral", **signals),
+            "score": score,
+        }
+
+    rows = [
+        scored("1", True, 0.3, ["score"]),  # a right answer the score barely flags
+        scored("2", True, 0.45, ["score"]),
+        scored("3", False, 0.9, ["score"]),  # a wrong one it is sure of
+        scored("4", False, 0.4, ["score"]),  # a wrong one it barely flags
+        scored("5", True, 0.2, ["score", "refuted"]),  # a sure rule: replaced at any point
+        scored("6", True, 0.1, []),  # passes
+    ]
+    answers = rule_ledger.read_answers([_write(tmp_path / "r.jsonl", rows)])
+    at = {p.threshold: p for p in (replace_point.point(answers, t, 3.0) for t in (0.35, 0.5, 0.95))}
+    assert (at[0.35].right_replaced, at[0.35].wrong_marked) == (2, 0)  # answers 2 and 5 replaced
+    assert (at[0.5].right_replaced, at[0.5].wrong_replaced, at[0.5].wrong_marked) == (1, 1, 1)
+    assert (at[0.95].right_replaced, at[0.95].wrong_marked) == (1, 2)
+    result = replace_point.study(answers, 3.0)
+    # 0.5 costs 3 + 1 = 4 and so does every point up to 0.9 (answer 3 still replaced): the highest wins.
+    assert result["chosen"] == 0.9
+    # Cheap right answers: replace every wrong one, leaving marked only the right answer below them.
+    assert replace_point.study(answers, 0.5)["chosen"] == 0.4

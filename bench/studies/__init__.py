@@ -33,6 +33,7 @@ STUDIES: dict[str, tuple[str, str]] = {
     ),
     "label-audit": ("label_audit", "bench detect's figures under a person's reading of the answers"),
     "prompt-budget": ("prompt_budget", "Naive RAG's answers under several evidence budgets of the prompt"),
+    "replace-point": ("replace_point", "how sure a flag must be to replace an answer, chosen by cost"),
     "repair-arms": ("repair_arms", "what each repair action alone does to each DEV answer"),
     "rules": ("rule_ledger", "each decision rule: right answers it flags, wrong ones it alone catches"),
     "select-answer": ("select_answer", "whether the diagnosis can pick a right answer from the evidence"),

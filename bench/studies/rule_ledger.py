@@ -41,6 +41,7 @@ class Answer:
     right: bool
     signals: DecisionSignals
     unsupported_by: tuple[str, ...]
+    score: float | None = None  # the verdict's P(unsupported); None: no verdict
 
 
 @dataclass
@@ -73,7 +74,10 @@ def read_answers(paths: Iterable[Path]) -> list[Answer]:
             if not row.get("signals"):
                 raise SystemExit(f"{path}:{n}: no recorded signals (rows from before the decision table)")
             signals = DecisionSignals(**row["signals"])
-            answer = Answer(row["set"], not row["unsupported"], signals, tuple(row.get("unsupported_by", ())))
+            score = row.get("score") if signals.unsupported is not None else None
+            answer = Answer(
+                row["set"], not row["unsupported"], signals, tuple(row.get("unsupported_by", ())), score
+            )
             if (remade := decide(signals).failure) != row["failure"]:
                 raise SystemExit(f"{path}:{n}: the tables decide {remade}, the row recorded {row['failure']}")
             answers.append(answer)

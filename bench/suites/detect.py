@@ -92,6 +92,7 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "kg_entailed": sum(m.verdict == "entailed" for m in d.kg.matches),
         "features": d.verdict.features if d.verdict else {},
         "signals": asdict(d.signals) if d.signals else None,
+        "grade": d.grade,
         "unsupported_by": list(d.verdict.unsupported_by) if d.verdict else [],
         "claim_features": [claim_features(h, evidence, case.query, case.response) for h in d.e_r.hypotheses],
     }
@@ -365,7 +366,7 @@ def rescore(
                 only_the_pick=alone,
             )
         )
-        out.append({**r, "score": p, "failure": decision.failure})
+        out.append({**r, "score": p, "failure": decision.failure, "grade": decision.grade})
     return out
 
 
