@@ -100,7 +100,6 @@ VERDICT_RULES: tuple[VerdictRule, ...] = (
         lambda s: s.refute_at is not None and s.refutation >= s.refute_at,
         "a claim is contradicted at `diagnosis.refute_threshold` and nothing entails it more",
         "a linear score weighs one decisive contradiction against all that speaks for the answer",
-        sure=True,
     ),
     VerdictRule(
         "unbacked",
@@ -147,10 +146,6 @@ def _verdict(s: DecisionSignals) -> bool:
 
 def _agreeing_pick(s: DecisionSignals) -> bool:
     return s.comparison == "agrees" and s.off_question is None and s.only_the_pick and not s.conflict
-
-
-def _unanswered(s: DecisionSignals) -> bool:
-    return _verdict(s) and not s.answerable and s.e_r != "entail" and (bool(s.unsupported) or not s.grounded)
 
 
 def _label_mismatch(s: DecisionSignals) -> bool:
@@ -200,11 +195,9 @@ RULES: tuple[FailureRule, ...] = (
     ),
     FailureRule(
         "unanswered",
-        _unanswered,
-        "the evidence does not answer the question, it entails not every claim of the answer, "
-        "and the answer is unsupported or ungrounded",
-        "nothing read supports it; passages that entail what the answer says do answer it, "
-        "whatever the question's answerability",
+        lambda s: _verdict(s) and not s.answerable and (bool(s.unsupported) or not s.grounded),
+        "the evidence does not answer the question and the answer is unsupported or ungrounded",
+        "nothing read supports it; a supported answer is better evidence than answerability",
         decides="IE",
     ),
     FailureRule(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ragmend.diagnosis.hypotheses import split_sentences
-from ragmend.diagnosis.spans import content_words, span_coverage
+from ragmend.diagnosis.spans import content_words, found_in, normalise, span_coverage
 from ragmend.diagnosis.types import PassageScores, Thresholds
 
 JOINT = "joint"  # the passage id of the joint premise
@@ -104,7 +104,24 @@ class Source:
 
     id: str
     title: str
+    text: str
     sentences: tuple[str, ...]
+
+    def names(self, other: Source) -> bool:
+        """Whether this passage names the other's subject: its title, less a disambiguation
+        ("Inception (film)")."""
+        subject = other.title.partition(" (")[0]
+        return bool(normalise(subject)) and found_in(subject, normalise(self.text))
+
+
+def linked_pairs(sources: Sequence[Source]) -> tuple[tuple[int, int], ...]:
+    """The passage pairs (i < j) one of which names the other's subject."""
+    return tuple(
+        (i, j)
+        for i in range(len(sources))
+        for j in range(i + 1, len(sources))
+        if sources[i].names(sources[j]) or sources[j].names(sources[i])
+    )
 
 
 @dataclass(frozen=True)
@@ -122,7 +139,8 @@ class Premises:
 
     items: tuple[tuple[str, str], ...]
     evidence: tuple[str, ...]
-    sources: tuple[Source, ...]  # empty: no joint premise (diagnosis.joint_premise off)
+    sources: tuple[Source, ...]
+    links: tuple[tuple[int, int], ...]  # linked_pairs of the sources; empty: no joint premise
     top: int  # each hypothesis meets at most this many windows (0: every premise)
 
     @property
@@ -135,30 +153,34 @@ class Premises:
         return select_premises(hypothesis, self.items, self.top)
 
     def joint_for(self, hypothesis: str) -> JointPremise | None:
-        """The joint premise of a hypothesis whose words no single passage holds: the two passages
-        that together hold most of them, each read as its title and the (at most
-        `JOINT_SENTENCES`) sentences sharing most words with the hypothesis or naming the other
-        passage's title (the bridge: "directed by Christopher Nolan" joins the film's page to
-        Nolan's), in passage order. A bridge answer's two facts sit in two passages; read whole,
-        two passages overrun the NLI model's length and lose the second fact. None where one
-        passage holds every word, where no second passage adds one, or where the two do not hold
-        every name and number of the hypothesis: then no passage pair can bridge it."""
+        """The joint premise of a hypothesis whose words no single passage holds: of the passage
+        pairs one of which names the other's subject (its title: the link a two-hop answer
+        crosses, "directed by Christopher Nolan" on the film's page to Nolan's), the pair that
+        holds most of its words, each passage read as its title and its (at most
+        `JOINT_SENTENCES`) sentences sharing most words with the hypothesis or naming the other's
+        title, in passage order. Read whole, two passages overrun the NLI model's length and lose
+        the second fact. None where one passage holds as many of the words as any linked pair,
+        or where the pair does not hold every name and number of the hypothesis: two passages
+        that do not speak of each other bridge nothing, and side by side they draw entailment
+        from the NLI model for any claim whose words they share out ("Elko Regional Airport is
+        located in Michigan" from Elko's page and another airport's)."""
         words = content_words(hypothesis)
-        if not words or len(self.sources) < 2:
+        if not words or not self.links:
             return None
-        held = [words & content_words(" ".join((s.title, *s.sentences))) for s in self.sources]
-        first = max(range(len(held)), key=lambda i: (len(held[i]), -i))
-        missing = words - held[first]
-        if not missing:
+        held = [words & content_words(f"{s.title} {s.text}") for s in self.sources]
+        a, b = max(self.links, key=lambda ab: (len(held[ab[0]] | held[ab[1]]), -sum(ab)))
+        if len(held[a] | held[b]) <= max(len(h) for h in held):
             return None
-        second = max((i for i in range(len(held)) if i != first), key=lambda i: (len(held[i] & missing), -i))
-        if not held[second] & missing:
-            return None
-        a, b = (self.sources[i] for i in sorted((first, second)))
-        text = f"{_focused(a, words | content_words(b.title))} {_focused(b, words | content_words(a.title))}"
+        first, second = self.sources[a], self.sources[b]
+        text = " ".join(
+            (
+                _focused(first, words | content_words(second.title)),
+                _focused(second, words | content_words(first.title)),
+            )
+        )
         if not joint_covers(hypothesis, text):
             return None
-        return JointPremise((a.id, b.id), text)
+        return JointPremise((first.id, second.id), text)
 
 
 JOINT_SENTENCES = 2  # sentences of each passage in a joint premise: two facts fit the NLI length
@@ -183,12 +205,13 @@ def build_premises(
     windows = [premise_windows(p, window_sentences, premise_words) for p in passages]
     items = [(p.id, text) for p, texts in zip(passages, windows, strict=True) for text in texts]
     evidence = tuple(premise_text(p) for p in passages)
-    sources = tuple(Source(p.id, p.title, tuple(split_sentences(p.text))) for p in passages)
+    sources = tuple(Source(p.id, p.title, p.text, tuple(split_sentences(p.text))) for p in passages)
+    links = linked_pairs(sources) if joint_premise else ()
     # Each hypothesis meets every premise, or with window_top only the windows that share most
     # words with it: a long source is not scored window by window for every claim. Whole
     # passages, none of them split: every one.
     windowed = window_sentences > 0 or any(len(texts) > 1 for texts in windows)
-    return Premises(tuple(items), evidence, sources if joint_premise else (), window_top if windowed else 0)
+    return Premises(tuple(items), evidence, sources, links, window_top if windowed else 0)
 
 
 def joint_may_support(scores: Sequence[PassageScores], t: Thresholds) -> bool:

@@ -441,8 +441,7 @@ class Engine:
         first_pass_s = clock.now() - started
         if route.routed:
             route = self.router.learn(route, diagnosis, cost)
-        # Only a confident failure is repaired: an uncertain one keeps its answer, marked.
-        if diagnosis.grade != "confident" or not self.settings.policy.repair:
+        if not diagnosis.failed or not self.settings.policy.repair:
             return Outcome(answer, diagnosis, seconds=first_pass_s, first_pass_s=first_pass_s, route=route)
         request.check("repair")
         final, final_diagnosis, trace = self.repairer.repair(answer, diagnosis, started)
@@ -452,7 +451,7 @@ class Engine:
             and isinstance(trace, RepairTrace)
             and trace.kept != "abstained"
             and trace.action != "no_repair"  # it decided that repairing will not help
-            and final_diagnosis.grade == "confident"
+            and final_diagnosis.failed
         ):
             # One more, never a loop: the actions not tried yet, from the better answer so far,
             # within what the request's budgets and deadline leave.

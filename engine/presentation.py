@@ -50,6 +50,7 @@ NOT_SUPPORTED = "Note: the sources found do not support this answer."
 NOT_ANSWERED = "Note: the sources found do not answer this question."
 NOT_VERIFIED = "the sources found do not verify this claim."
 UNSURE = "Note: the check is not sure the sources found support this answer"
+UNSURE_ANSWERED = "Note: the check is not sure the sources found answer this question"
 NOT_CHECKED = "Note: this answer was not checked against the sources: the checks read English only."
 ABSTAINED = "The sources do not answer this question."
 DISAGREE = "The sources disagree:"
@@ -76,12 +77,10 @@ class Reading:
     def of(cls, server: ServerSettings) -> Reading:
         return cls(server.answer_policy, server.citations, server.unanswered_below, server.conflict_majority)
 
-    def abstains(self, failure: FailureType, p_answerable: float | None, answered: bool = False) -> bool:
+    def abstains(self, failure: FailureType, p_answerable: float | None) -> bool:
         """Whether a judged final answer with this failure type, its evidence given P(answerable)
-        by the answerability model, reads as the abstention. `answered`: the evidence entails
-        every claim of the answer, so the sources do answer what it says and saying otherwise
-        would contradict the passages it cites."""
-        if failure == "NoFailure" or answered:
+        by the answerability model, reads as the abstention."""
+        if failure == "NoFailure":
             return False
         unanswered = failure == "IE" or (p_answerable is not None and p_answerable < self.unanswered_below)
         return self.policy == "abstain" or (self.policy == "abstain_unanswered" and unanswered)
@@ -190,7 +189,7 @@ def present(
         note = unsure(diagnosis)
         text = " ".join(_marked(s, reading.citations, True) for s in sentences) if sentences else response
         return Presented(f"{text} {note}".strip(), sentences, "marked", note)
-    if reading.abstains(diagnosis.failure, diagnosis.e_q.support, diagnosis.e_r.state == "entail"):
+    if reading.abstains(diagnosis.failure, diagnosis.e_q.support):
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
     annotate = diagnosis.failed and reading.policy in ("annotate", "abstain_unanswered")
     citations = reading.citations
@@ -204,10 +203,11 @@ def present(
 
 
 def unsure(diagnosis: Diagnosis) -> str:
-    """The note under an answer an uncertain failure leaves in place: how sure the check is."""
+    """The note under an answer an uncertain failure leaves in place: what the check doubts
+    (support, or for IE whether the sources answer the question at all) and how sure it is."""
     p = diagnosis.verdict.p_unsupported if diagnosis.verdict is not None else None
     how = f" (it puts the chance that it is unsupported at {round(100 * p)}%)" if p is not None else ""
-    return f"{UNSURE}{how}."
+    return f"{UNSURE_ANSWERED if diagnosis.failure == 'IE' else UNSURE}{how}."
 
 
 def _conflict(

@@ -113,9 +113,16 @@ def offered_actions(
 ) -> tuple[list[str], list[Masked]]:
     """The enabled actions offered for an answer of `config` diagnosed as `diagnosis` (not
     `exclude`), and those left out: present_conflict where the diagnosis found no conflict on the
-    asked fact; after the stronger generator, all but policy.after_escalation_actions."""
+    asked fact; abstain where the failure is uncertain (its answer stays unless a repair finds one
+    the check supports); after the stronger generator, all but policy.after_escalation_actions."""
     names = [a for a in cfg.enabled_actions if a not in exclude]
     masked: list[Masked] = []
+    if diagnosis.grade == "uncertain":
+        unsure = [a for a in names if BY_NAME[a].effect == "abstain"]
+        names = [a for a in names if a not in unsure]
+        masked += [
+            Masked(a, "the failure is uncertain: an abstention would replace the answer") for a in unsure
+        ]
     if diagnosis.conflict is None:  # nothing for an action that presents the conflict to say
         no_conflict = [a for a in names if BY_NAME[a].effect == "conflict"]
         names = [a for a in names if a not in no_conflict]
@@ -244,7 +251,10 @@ class Repairer:
         over = [f"action_{v}" for v in reward.violated]
         if clock.now() - started > cfg.request_latency_budget_s:
             over.append("request")
-        keep_repaired = support_rank(after) > support_rank(diagnosis)
+        # An uncertain failure's answer is replaced only by one the check supports.
+        keep_repaired = support_rank(after) > support_rank(diagnosis) and (
+            diagnosis.grade != "uncertain" or not after.failed
+        )
         trace = RepairTrace(
             action=action.name,
             failure=diagnosis.failure,

@@ -49,7 +49,7 @@ LIVE = Live()
 # abstain_unanswered's operating point, chosen on DEV: docs/repair.md, "Who speaks".
 UNANSWERED_BELOW = 0.76
 # diagnosis.replace_threshold's operating point, chosen on DEV by cost: docs/diagnosis.md, "How sure".
-REPLACE_THRESHOLD = 0.5
+REPLACE_THRESHOLD = 0.55
 # server.answer_policy (engine/presentation.py)
 AnswerPolicy = Literal["annotate", "abstain", "abstain_unanswered", "off"]
 

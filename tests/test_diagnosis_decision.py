@@ -66,9 +66,8 @@ def test_a_label_matches_when_it_says_what_the_evidence_says() -> None:
     [
         (False, "IE", "missing", True, "NoFailure"),  # the verdict clears what the rule flagged
         (True, "NoFailure", "missing", True, "WR"),  # ... and flags what it passed
-        (True, "WR", "missing", False, "IE"),  # an unsupported answer, evidence that does not answer
-        # ... but the evidence entails every claim: it answers what the answer says, so not IE
-        (True, "NoFailure", "missing", False, "WR"),
+        (True, "NoFailure", "missing", False, "IE"),  # an unsupported answer, evidence that does not answer
+        (True, "WR", "missing", False, "IE"),  # ... IE where the evidence does not answer
         (False, "NoFailure", "missing", False, "NoFailure"),  # a supported answer shows it does
         (True, "LEM", "missing", True, "LEM"),  # the rule's type stays where it found one
         (True, "IE", "missing", True, "WR"),  # ... but not IE: with e_q = answerability, the evidence answers
@@ -94,8 +93,6 @@ def test_an_answer_nothing_in_the_evidence_names_is_ie_where_the_question_is_una
     ungrounded = signals("WR", unsupported=False, answerable=False, grounded=False)
     assert decide(ungrounded).decided_by == "unanswered"
     assert decide(signals("WR", unsupported=False, answerable=True, grounded=False)).failure == "NoFailure"
-    # Passages that entail what the answer says answer it, whatever the question's answerability.
-    assert decide(signals(unsupported=True, answerable=False, grounded=False)).decided_by == "unsupported"
 
 
 @pytest.mark.parametrize(

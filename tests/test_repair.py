@@ -21,15 +21,19 @@ from tests.conftest import LiveServer, tiny_settings
 UNANSWERABLE = "What is the name of the dragon that lives under the royal castle of Wawel?"
 
 
-def repair_settings(tmp: Path, base: Engine, **policy: object) -> Settings:
+def repair_settings(
+    tmp: Path, base: Engine, replace_threshold: float | None = None, **policy: object
+) -> Settings:
     """The session engine's settings with their own policy state and wide budgets. The repair is
     what these tests follow: the first pass is the configured one (the router off) on the one
     generator, with no stronger one to escalate to (tests/test_router.py and
-    tests/test_remote_generator.py cover those)."""
+    tests/test_remote_generator.py cover those), and every failure is sure enough to repair
+    (`replace_threshold`: null) unless a test sets how sure it must be."""
     return settings_with(
         base.settings,
         models={"escalation": None},
         router={"enabled": False},
+        diagnosis={"replace_threshold": replace_threshold},
         # Budgets wide enough for two CPU generations on a loaded test machine.
         policy={
             "latency_budget_s": 120.0,
@@ -41,9 +45,9 @@ def repair_settings(tmp: Path, base: Engine, **policy: object) -> Settings:
     )
 
 
-def make_engine(tmp: Path, base: Engine, **policy: object) -> Engine:
+def make_engine(tmp: Path, base: Engine, replace_threshold: float | None = None, **policy: object) -> Engine:
     """An engine over the session engine's index and models, with its own policy state."""
-    settings = repair_settings(tmp, base, **policy)
+    settings = repair_settings(tmp, base, replace_threshold, **policy)
     eng = Engine(settings, models=ModelRegistry.sharing(base.models, settings))
     eng.load(build_index=False)
     return eng
@@ -145,6 +149,40 @@ def test_http_answer_carries_the_repair_trace(repair_engine: Engine) -> None:
     assert set(rep["decision"]["scores"]) >= {rep["action"]}
     assert rep["cost"]["memory_source"] in ("nvml", "rss") and rep["reward"]["variant"] == "paper"
     assert body["seconds"] >= rep["cost"]["latency_s"]
+
+
+def test_an_uncertain_failure_keeps_the_answer_marked_and_runs_no_repair(
+    tmp_path: Path, engine: Engine
+) -> None:
+    """Over HTTP: with the replace point above any score the verdict gives, the failed answer is
+    uncertain; it is what the user reads, each unsupported sentence marked, with how sure the
+    check is. The abstain action, which would replace it, is not offered."""
+    from ragmend.engine.presentation import UNSUPPORTED_MARK, UNSURE, UNSURE_ANSWERED
+    from ragmend.server.app import create_app
+
+    eng = make_engine(tmp_path, engine, replace_threshold=1.0, enabled_actions=("abstain", "no_repair"))
+    with LiveServer(create_app(eng.settings, engine=eng)) as server:
+        r = httpx.post(server.url + "/v1/answer", json={"query": UNANSWERABLE}, timeout=600)
+    eng.close()
+    assert r.status_code == 200, r.text
+    body = r.json()
+    d = body["diagnosis"]
+    assert d["failure"] != "NoFailure" and d["grade"] == "uncertain", (d["decided_by"], body["generated"])
+    rep = body["repair"]
+    assert rep["kept"] == "original" and rep["action"] != "abstain"
+    assert {
+        "name": "abstain",
+        "reason": "the failure is uncertain: an abstention would replace the answer",
+    } in rep["masked"]
+    assert body["answer_policy"] == "marked" and body["abstained_by"] is None
+    p = round(100 * d["verdict"]["p_unsupported"])
+    doubt = UNSURE_ANSWERED if d["failure"] == "IE" else UNSURE
+    assert body["answer_note"] == f"{doubt} (it puts the chance that it is unsupported at {p}%)."
+    assert body["answer"].startswith(body["generated"].split(".")[0]) and body["answer"].endswith(
+        body["answer_note"]
+    )
+    unsupported = [c for c in body["citations"] if c["supported"] is False]
+    assert unsupported and all(f"{c['text']} {UNSUPPORTED_MARK}" in body["answer"] for c in unsupported)
 
 
 def test_unknown_action_in_config_is_a_clear_error(tmp_path: Path) -> None:

@@ -80,8 +80,7 @@ def reread(row: dict[str, Any], below: float) -> bool:
     rule of engine/presentation.py on what the row kept of the final diagnosis."""
     judged = row["final_failure"] is not None and row.get("judged", True)
     read = Reading("abstain_unanswered", unanswered_below=below)
-    answered = row.get("final_e_r") == "entail"  # rows from before it was recorded: not known
-    by_policy = judged and read.abstains(row["final_failure"], row["p_answerable"], answered)
+    by_policy = judged and read.abstains(row["final_failure"], row["p_answerable"])
     return bool(row["abstained_by_repair"] or is_abstention(row["response"]) or by_policy)
 
 
@@ -198,7 +197,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "judged": bool(outcome.diagnosis and outcome.diagnosis.judged),
                 # The answerability model's P(answerable) for the final answer's evidence.
                 "p_answerable": outcome.diagnosis.e_q.support if outcome.diagnosis else None,
-                "final_e_r": outcome.diagnosis.e_r.state if outcome.diagnosis else None,
                 "action": getattr(trace, "action", None),
                 "abstained": abstained(outcome, read),
                 "abstained_by": read.abstained_by,
