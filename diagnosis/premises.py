@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ragmend.diagnosis.hypotheses import split_sentences
-from ragmend.diagnosis.spans import content_words, found_in, normalise, span_coverage
+from ragmend.diagnosis.spans import content_words, normalise, span_coverage
 from ragmend.diagnosis.types import PassageScores, Thresholds
 
 JOINT = "joint"  # the passage id of the joint premise
@@ -108,10 +108,10 @@ class Source:
     sentences: tuple[str, ...]
 
     def names(self, other: Source) -> bool:
-        """Whether this passage names the other's subject: its title, less a disambiguation
-        ("Inception (film)")."""
-        subject = other.title.partition(" (")[0]
-        return bool(normalise(subject)) and found_in(subject, normalise(self.text))
+        """Whether this passage names the other's subject: its title whole, less a disambiguation
+        ("Inception (film)"). Whole: most of a name's words ("Regional Airport") name another."""
+        subject = normalise(other.title.partition(" (")[0])
+        return bool(subject) and f" {subject} " in f" {normalise(self.text)} "
 
 
 def linked_pairs(sources: Sequence[Source]) -> tuple[tuple[int, int], ...]:

@@ -433,6 +433,15 @@ def test_the_user_reads_citations_and_what_the_policy_says(bundled_engine: Engin
     evidence = [(p.id, p.title) for p in passages]
     d = bundled_engine.diagnoser.diagnose(question, passages, wrong)
     assert d.failed
+    # An uncertain failure keeps the answer, its unsupported sentence marked, whatever the policy
+    # but off, with what the check doubts and how sure it is.
+    unsure = present(wrong, replace(d, grade="uncertain"), evidence, Reading("abstain"))
+    assert unsure.policy_applied == "marked" and unsure.abstained_by is None
+    assert (
+        unsure.text.startswith(f"{wrong} [unsupported]") and unsure.note and unsure.text.endswith(unsure.note)
+    )
+    assert present(wrong, replace(d, grade="uncertain"), evidence, Reading("off")).text == wrong
+    d = replace(d, grade="confident")  # what each policy does with a confident one
     annotated = present(wrong, d, evidence, Reading("annotate"))
     assert annotated.policy_applied == "annotate" and "[unsupported]" in annotated.text
     assert annotated.text.endswith(NOT_ANSWERED if d.failure == "IE" else NOT_SUPPORTED)

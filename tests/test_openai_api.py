@@ -16,6 +16,8 @@ from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.engine import Engine
 from ragmend.engine.presentation import ABSTAINED, NOT_SUPPORTED
 from ragmend.server.app import create_app
+from ragmend.server.chat_sources import CitedSources
+from ragmend.server.schemas import AnswerResponse
 from ragmend.server.streaming import CORRECTION
 from ragmend.settings import settings_with
 from tests.conftest import LiveServer, sample_questions
@@ -81,7 +83,9 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
 
     ext = raw.http_response.json()["ragmend"]  # the extension, in the raw body
     assert resp.model_extra is not None and ext == resp.model_extra["ragmend"]  # ... and kept by the client
-    assert ext["query"] == q["question"] and ext["answer"] == choice.message.content
+    # The content is the extension's answer with its passages numbered as the sources it cites.
+    cited = CitedSources.of(AnswerResponse.model_validate(ext))
+    assert ext["query"] == q["question"] and cited.renumber(ext["answer"]) == choice.message.content
     # What the user reads is the presented answer: citations, and the policy's note if it failed.
     assert ext["generated"].strip() and isinstance(ext["citations"], list)
     if ext["abstained_by"] == "repair":

@@ -279,9 +279,12 @@ def test_the_sync_command_says_what_is_wrong(tmp_path: Path) -> None:
     assert not (tmp_path / "sync.json").exists()
 
 
-def judged(failure: str = "NoFailure", not_judged: str | None = None, **reply: Any) -> AnswerResponse:
+def judged(
+    failure: str = "NoFailure", not_judged: str | None = None, grade: str | None = None, **reply: Any
+) -> AnswerResponse:
     """A reply with only what the status line reads."""
-    diagnosis = SimpleNamespace(failure=failure, not_judged=not_judged)
+    verdict = SimpleNamespace(p_unsupported=0.42)
+    diagnosis = SimpleNamespace(failure=failure, not_judged=not_judged, grade=grade, verdict=verdict)
     fields = {
         "diagnosis": diagnosis,
         "repair": None,
@@ -306,6 +309,9 @@ def test_the_status_line_says_how_the_answer_was_judged() -> None:
         "Checked: the first answer was not supported; supported after a repair (rerank)"
     )
     assert line(judged("WR", repair=kept)) == "Checked: not supported by the sources found"
+    assert line(judged("WR", grade="uncertain", repair=kept)) == (
+        "Checked: possibly not supported (42% likely unsupported); the answer is kept, marked"
+    )
     assert (
         line(judged("WR", repair=repaired))
         == "Checked: not supported by the sources found after a repair (rerank)"

@@ -80,7 +80,7 @@ def test_the_replace_point_is_the_cheapest_where_replacing_a_right_answer_costs_
         scored("2", True, 0.45, ["score"]),
         scored("3", False, 0.9, ["score"]),  # a wrong one it is sure of
         scored("4", False, 0.4, ["score"]),  # a wrong one it barely flags
-        scored("5", True, 0.2, ["score", "refuted"]),  # a sure rule: replaced at any point
+        scored("5", True, 0.2, ["score"], comparison="disagrees"),  # a sure rule: replaced at any point
         scored("6", True, 0.1, []),  # passes
     ]
     answers = rule_ledger.read_answers([_write(tmp_path / "r.jsonl", rows)])
