@@ -9,7 +9,8 @@ What a repair does to a stream (docs/api.md, "Streaming"):
   finds it unsupported and a repair replaces it, a clearly marked correction follows in the same
   stream ("[Correction] ..."); when the final answer is still unsupported, the answer policy's
   note follows (or, as a correction, its abstention or both sides of a conflict in the
-  evidence). A streamed answer that already abstains ("I don't know.") is not followed by the
+  evidence); an uncertain failure's answer stays, followed by the note saying how sure the check
+  is. A streamed answer that already abstains ("I don't know.") is not followed by the
   abstention too: it is said once. Citations are in the `ragmend` extension of the last chunk
   (the markers cannot be put into text already sent).
 - `verify_first` (server.stream_verify_first, or stream_options.verify_first per request): the
