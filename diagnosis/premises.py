@@ -100,18 +100,25 @@ def select_premises(hypothesis: str, premises: Sequence[tuple[str, str]], top: i
 
 @dataclass(frozen=True)
 class Source:
-    """One passage as a joint premise reads it: its id, title and sentences."""
+    """One passage as a joint premise reads it, read once per answer."""
 
     id: str
     title: str
     text: str
-    sentences: tuple[str, ...]
+    plain: str  # the text normalised, padded with a space each side for whole-name search
+    words: frozenset[str]  # the content words of its title and text
+
+    @staticmethod
+    def of(p: EvidencePassage) -> Source:
+        return Source(
+            p.id, p.title, p.text, f" {normalise(p.text)} ", frozenset(content_words(f"{p.title} {p.text}"))
+        )
 
     def names(self, other: Source) -> bool:
         """Whether this passage names the other's subject: its title whole, less a disambiguation
         ("Inception (film)"). Whole: most of a name's words ("Regional Airport") name another."""
         subject = normalise(other.title.partition(" (")[0])
-        return bool(subject) and f" {subject} " in f" {normalise(self.text)} "
+        return bool(subject) and f" {subject} " in self.plain
 
 
 def linked_pairs(sources: Sequence[Source]) -> tuple[tuple[int, int], ...]:
@@ -135,7 +142,8 @@ class JointPremise:
 @dataclass(frozen=True)
 class Premises:
     """Every premise of one answer as (passage id, text), in passage order; `evidence` holds each
-    whole passage as a premise, `sources` each passage's sentences for a joint premise."""
+    whole passage as a premise, `sources` each passage as a joint premise reads it (none with
+    diagnosis.joint_premise off)."""
 
     items: tuple[tuple[str, str], ...]
     evidence: tuple[str, ...]
@@ -167,7 +175,7 @@ class Premises:
         words = content_words(hypothesis)
         if not words or not self.links:
             return None
-        held = [words & content_words(f"{s.title} {s.text}") for s in self.sources]
+        held = [words & s.words for s in self.sources]
         a, b = max(self.links, key=lambda ab: (len(held[ab[0]] | held[ab[1]]), -sum(ab)))
         if len(held[a] | held[b]) <= max(len(h) for h in held):
             return None
@@ -188,10 +196,11 @@ JOINT_SENTENCES = 2  # sentences of each passage in a joint premise: two facts f
 
 def _focused(source: Source, words: set[str]) -> str:
     """A passage's title and its sentences sharing most of `words`, in passage order."""
-    overlap = [len(words & content_words(s)) for s in source.sentences]
+    sentences = split_sentences(source.text)  # only for the rare claim that gets a joint premise
+    overlap = [len(words & content_words(s)) for s in sentences]
     ranked = sorted(range(len(overlap)), key=lambda i: -overlap[i])
     keep = sorted(i for i in ranked[:JOINT_SENTENCES] if overlap[i] > 0)
-    text = " ".join(source.sentences[i] for i in keep)
+    text = " ".join(sentences[i] for i in keep)
     return f"{source.title}: {text}" if source.title else text
 
 
@@ -205,8 +214,8 @@ def build_premises(
     windows = [premise_windows(p, window_sentences, premise_words) for p in passages]
     items = [(p.id, text) for p, texts in zip(passages, windows, strict=True) for text in texts]
     evidence = tuple(premise_text(p) for p in passages)
-    sources = tuple(Source(p.id, p.title, p.text, tuple(split_sentences(p.text))) for p in passages)
-    links = linked_pairs(sources) if joint_premise else ()
+    sources = tuple(Source.of(p) for p in passages) if joint_premise else ()
+    links = linked_pairs(sources)
     # Each hypothesis meets every premise, or with window_top only the windows that share most
     # words with it: a long source is not scored window by window for every claim. Whole
     # passages, none of them split: every one.

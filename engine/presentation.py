@@ -185,17 +185,18 @@ def present(
     if diagnosis.conflict is not None and reading.policy != "off":
         return _conflict(response, diagnosis, evidence, reading, query, "answer_policy")
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
-    if diagnosis.grade == "uncertain" and reading.policy != "off":
-        note = unsure(diagnosis)
-        text = " ".join(_marked(s, reading.citations, True) for s in sentences) if sentences else response
-        return Presented(f"{text} {note}".strip(), sentences, "marked", note)
-    if reading.abstains(diagnosis.failure, diagnosis.e_q.support):
+    # An uncertain failure keeps its answer, marked, whatever the policy but off.
+    uncertain = diagnosis.grade == "uncertain" and reading.policy != "off"
+    if not uncertain and reading.abstains(diagnosis.failure, diagnosis.e_q.support):
         return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
-    annotate = diagnosis.failed and reading.policy in ("annotate", "abstain_unanswered")
+    annotate = uncertain or (diagnosis.failed and reading.policy in ("annotate", "abstain_unanswered"))
     citations = reading.citations
     if not citations and not annotate:
         return Presented(response, sentences, None)
     text = " ".join(_marked(s, citations, annotate) for s in sentences) if sentences else response
+    if uncertain:
+        note = unsure(diagnosis)
+        return Presented(f"{text} {note}".strip(), sentences, "marked", note)
     if annotate:
         note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
         return Presented(f"{text} {note}".strip(), sentences, "annotate", note)

@@ -117,16 +117,19 @@ def offered_actions(
     the check supports); after the stronger generator, all but policy.after_escalation_actions."""
     names = [a for a in cfg.enabled_actions if a not in exclude]
     masked: list[Masked] = []
-    if diagnosis.grade == "uncertain":
-        unsure = [a for a in names if BY_NAME[a].effect == "abstain"]
-        names = [a for a in names if a not in unsure]
-        masked += [
-            Masked(a, "the failure is uncertain: an abstention would replace the answer") for a in unsure
-        ]
-    if diagnosis.conflict is None:  # nothing for an action that presents the conflict to say
-        no_conflict = [a for a in names if BY_NAME[a].effect == "conflict"]
-        names = [a for a in names if a not in no_conflict]
-        masked += [Masked(a, "the evidence holds no conflict on the asked fact") for a in no_conflict]
+    left_out = (
+        (
+            "abstain",
+            diagnosis.grade == "uncertain",
+            "the failure is uncertain: an abstention would replace the answer",
+        ),
+        # nothing for an action that presents the conflict to say
+        ("conflict", diagnosis.conflict is None, "the evidence holds no conflict on the asked fact"),
+    )
+    for effect, applies, why in left_out:
+        if applies:
+            masked += [Masked(a, why) for a in names if BY_NAME[a].effect == effect]
+            names = [a for a in names if BY_NAME[a].effect != effect]
     narrowed = cfg.after_escalation_actions
     if config.generator != "escalation" or narrowed is None:
         return names, masked

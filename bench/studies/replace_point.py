@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ragmend.bench.studies.rule_ledger import Answer, read_answers
+from ragmend.bench.studies.rule_ledger import Answer, read_answers, rows_missing
 from ragmend.diagnosis.decision import decide, verdict_sure
 from ragmend.fileio import atomic_write_json
 
@@ -105,9 +105,7 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--json", dest="as_json", action="store_true", help="print JSON, not a table")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args(argv)
-    missing = [str(p) for p in args.rows if not p.is_file()]
-    if missing:
-        print(f"rows not found: {', '.join(missing)}", file=sys.stderr)
+    if rows_missing(args.rows):
         return 2
     if args.right_cost <= 0:
         print("--right-cost: a positive number", file=sys.stderr)

@@ -64,6 +64,14 @@ class Study:
     rules: dict[str, dict[str, Ledger]] = field(default_factory=dict)  # rule -> set -> ledger
 
 
+def rows_missing(paths: Sequence[Path]) -> bool:
+    """Whether a rows file is not there (each such one named on stderr)."""
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"rows not found: {', '.join(missing)}", file=sys.stderr)
+    return bool(missing)
+
+
 def read_answers(paths: Iterable[Path]) -> list[Answer]:
     answers = []
     for path in paths:
@@ -182,9 +190,7 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--json", dest="as_json", action="store_true", help="print JSON, not a table")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args(argv)
-    missing = [str(p) for p in args.rows if not p.is_file()]
-    if missing:
-        print(f"rows not found: {', '.join(missing)}", file=sys.stderr)
+    if rows_missing(args.rows):
         return 2
     result = study(read_answers(args.rows))
     if args.out:
