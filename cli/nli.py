@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 from ragmend.cli.common import SHARED_DATA, err, progress_bar, run, settings, training_progress
+from ragmend.errors import InputError
+from ragmend.settings import Settings
 
 DEVICE_HELP = "auto (CUDA where torch sees a GPU), cpu or cuda[:n]."
 
@@ -26,14 +28,22 @@ def nli_pairs(
         int | None, typer.Option(help="Items per dataset (default all of the dev split).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for swaps and neutral sampling.")] = 0,
+    grounded: Annotated[
+        bool,
+        typer.Option(
+            help="Also the grounded pairs: response sentences and claims against source windows, "
+            "labelled from the hallucination sets and edits, into <out>/grounded/ with a data card "
+            "(--limit: rows per set)."
+        ),
+    ] = False,
 ) -> None:
     """Build in-domain NLI pairs from the DEV splits of HotpotQA and FEVER (entity swaps with spaCy).
 
     Example: ragmend nli pairs --out /tmp/nli-pairs --limit 100
+    Example: ragmend nli pairs --out /tmp/nli-pairs --limit 50 --grounded
     """
     from ragmend.corpora.nli_pairs import build_in_domain_pairs
     from ragmend.corpora.readers import write_jsonl
-    from ragmend.errors import InputError
     from ragmend.models.spacy_model import load_spacy
 
     def work() -> None:
@@ -45,9 +55,35 @@ def nli_pairs(
         for source, rows in sorted(pairs.items()):
             write_jsonl((p.as_json() for p in rows), out_dir / f"{source}.jsonl")
             summary[source] = len(rows)
+        if grounded:
+            summary |= _grounded_pairs(data_root, out_dir / "grounded", s, seed, limit)
         print(json.dumps({"out": str(out_dir), "pairs": summary, "total": sum(summary.values())}, indent=2))
 
     run(work)
+
+
+def _grounded_pairs(data_root: Path, out: Path, s: Settings, seed: int, limit: int | None) -> dict[str, int]:
+    """The grounded pairs, one JSONL file per source set, and their data card; the count per file."""
+    from ragmend.corpora.readers import write_jsonl
+    from ragmend.fileio import atomic_write_json, atomic_write_text
+    from ragmend.models.spacy_model import load_spacy
+    from ragmend.train.grounded_pairs import build_grounded_pairs, card, card_markdown
+
+    if not (data_root / "hallucination").is_dir():
+        raise InputError(f"{data_root} does not hold the grounded-hallucination sets (hallucination/)")
+    pairs = build_grounded_pairs(data_root, load_spacy(s.models), seed=seed, limit=limit)
+    written = {}
+    for name in sorted({p.set for p in pairs}):
+        rows = (
+            {**p.pair.as_json(), "set": p.set, "task": p.task, "group": p.group}
+            for p in pairs
+            if p.set == name
+        )
+        written[f"grounded/{name}"] = write_jsonl(rows, out / f"{name}.jsonl")
+    summary = card(pairs)
+    atomic_write_json(out / "card.json", summary)
+    atomic_write_text(out / "DATA_CARD.md", card_markdown(summary))
+    return written
 
 
 @nli_app.command("train")
@@ -130,7 +166,6 @@ def nli_label(
     --skip-from train/mixes/mpnet-teacher-cpu.yaml --out data/nli-soft
     """
     from ragmend.corpora.readers import load_nli as load_pairs
-    from ragmend.errors import InputError
     from ragmend.models.nli import open_nli
     from ragmend.models.runtime import torch_device
     from ragmend.train.nli_distill import agreement, label_pairs
@@ -210,7 +245,6 @@ def nli_calibrate(
     Example: ragmend nli calibrate --model data/nli-v0/onnx --data data/nli-v0/heldout.jsonl
     """
     from ragmend.corpora.readers import load_nli as load_pairs
-    from ragmend.errors import InputError
     from ragmend.models.nli import open_nli
     from ragmend.train.calibrate import calibrate, save_calibration
 

@@ -9,12 +9,17 @@ where the set says so, the response's unsupported character spans.
 | faithdial | dialogue | entailment, generic (no hallucination) | any hallucination | unknown |
 | factcheck_gpt | claim | completely-support | refute, irrelevant | the whole claim |
 | halueval | qa | the right answer | the hallucinated answer | the whole answer |
+| q2_wow | dialogue | label 0 | label 1 (inconsistent with the knowledge) | unknown |
+| xsum_hallucination, frank, fib | summary | corpora/summaries.py | | |
+| contractnli, wice | claim | corpora/grounded_claims.py | | |
 
 Partly supported rows (Factcheck-GPT's partially-support, FaithDial's partial hallucinations
 as their own label) are unsupported with the span unknown. Test rows are never read: SummEdits'
-`test` rows, BEGIN's test file; the sets without a split are read whole. HaluEval rows whose
-knowledge shares a sentence with a HotpotQA paragraph of the evaluation corpus are dropped
-(`drop_sentences`), so no evaluated passage is trained on.
+`test` rows, BEGIN's test file, FRANK's and ContractNLI's test splits (and the XSum annotations of
+FRANK's test articles); WiCE's train split only (its dev is for measuring); the sets without a
+split are read whole. Rows whose source shares a
+sentence with a HotpotQA paragraph of the evaluation corpus (HaluEval's, Q²'s and WiCE's
+Wikipedia text) are dropped (`drop_sentences`), so no evaluated passage is trained on.
 """
 
 from __future__ import annotations
@@ -24,53 +29,37 @@ import difflib
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-Task = Literal["qa", "summary", "data2txt", "dialogue", "claim"]
-TASKS: tuple[Task, ...] = ("qa", "summary", "data2txt", "dialogue", "claim")
-Spans = tuple[tuple[int, int], ...]
+from ragmend.corpora.grounded import Grounded, Spans
+from ragmend.corpora.grounded_claims import contractnli, wice
+from ragmend.corpora.summaries import fib, frank, xsum_hallucination
+
 HALLUCINATION_DIR = "hallucination"
 
 
-@dataclass(frozen=True)
-class Grounded:
-    """One response and the source it should rest on."""
-
-    id: str
-    set: str  # where it comes from: a shared set, or "edit" (ragmend's controlled edits)
-    task: Task
-    question: str  # the question or dialogue turn it answers ("" for a summary)
-    source: tuple[str, ...]  # the passages, the document or the knowledge
-    response: str
-    unsupported: bool
-    spans: Spans | None  # unsupported character ranges of the response; None: unknown where
-    group: str  # what must stay in one split (a source document): rows sharing it are split together
-    kind: str = ""  # the edit or label that made it (for the data card)
-
-    def as_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["source"] = list(self.source)
-        d["spans"] = None if self.spans is None else [list(s) for s in self.spans]
-        return d
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> Grounded:
-        spans = None if d["spans"] is None else tuple((int(a), int(b)) for a, b in d["spans"])
-        return Grounded(**{**d, "source": tuple(d["source"]), "spans": spans})
-
-
 def read_all(root: Path, drop_sentences: frozenset[str] = frozenset()) -> list[Grounded]:
-    """Every non-test row of every set under root/hallucination, in a fixed order."""
+    """Every non-test row of every set under root/hallucination, in a fixed order, but for rows
+    whose source shares a sentence with `drop_sentences` (the evaluation corpus's)."""
     base = root / HALLUCINATION_DIR
-    return [
+    rows = [
         *summedits(base / "summedits"),
         *begin(base / "begin"),
         *faithdial(base / "faithdial_audit"),
         *factcheck_gpt(base / "factcheck_gpt_stance" / "subtask3_claim_evidence_stance.jsonl"),
-        *halueval(base / "halueval_qa_samples" / "qa_one-turn_data.json", drop_sentences),
+        *halueval(base / "halueval_qa_samples" / "qa_one-turn_data.json"),
+        *q2_wow(base / "q2_wow" / "cross_annotation.csv"),
+        *xsum_hallucination(base / "xsum_hallucination", base / "frank"),
+        *frank(base / "frank"),
+        *fib(base / "fib"),
+        *contractnli(base / "contractnli"),
+        *wice(base / "wice"),
     ]
+    if not drop_sentences:
+        return rows
+    return [g for g in rows if not any(s in drop_sentences for src in g.source for s in sentences_of(src))]
 
 
 def summedits(folder: Path) -> Iterator[Grounded]:
@@ -159,6 +148,26 @@ def _dialogue(
     )
 
 
+def q2_wow(path: Path) -> Iterator[Grounded]:
+    """Both systems' responses of every turn (label 1: inconsistent with the knowledge)."""
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            for system in ("dodeca", "memnet"):
+                if not row[f"{system}_response"].strip() or not row["knowledge"].strip():
+                    continue
+                unsupported = row[f"{system}_label"].strip() == "1"
+                g = _dialogue(
+                    "q2_wow",
+                    f"{row['episode_idx']}-{row['round']}-{system}",
+                    row["knowledge"],
+                    row["message"],
+                    row[f"{system}_response"],
+                    unsupported,
+                    "inconsistent" if unsupported else "consistent",
+                )
+                yield replace(g, group=f"q2_wow-{row['episode_idx']}")
+
+
 def factcheck_gpt(path: Path) -> Iterator[Grounded]:
     with path.open() as f:
         for i, line in enumerate(f):
@@ -182,15 +191,13 @@ def factcheck_gpt(path: Path) -> Iterator[Grounded]:
             )
 
 
-def halueval(path: Path, drop_sentences: frozenset[str]) -> Iterator[Grounded]:
+def halueval(path: Path) -> Iterator[Grounded]:
     with path.open() as f:
         for i, line in enumerate(f):
             if not line.strip():
                 continue
             row = json.loads(line)
             knowledge = row["knowledge"].strip()
-            if drop_sentences and any(s in drop_sentences for s in sentences_of(knowledge)):
-                continue
             for answer, unsupported in ((row["right_answer"], False), (row["hallucinated_answer"], True)):
                 answer = answer.strip()
                 yield Grounded(

@@ -13,13 +13,17 @@ contradicting passage counts. The answer's side is
 the passages that entail its claim; the other side is those that contradict it. What each side
 says is quoted from its own passages, never the answer's words: the answer's side by its sentence
 that entails the claim most, the other side by its sentence that contradicts it most (one small NLI
-batch). Each side also carries the sum of its passages' trust levels, where every one of them has
-one (a document's "trust" at ingest). Nothing is generated.
+batch). A conflict stands only where those quotes themselves entail and contradict the claim at the
+same bar: read whole, a long passage draws contradictions that none of its sentences holds, and the
+user would read two quotes that agree presented as a disagreement. Each side also carries the sum
+of its passages' trust levels, where every one of them has one (a document's "trust" at ingest).
+Nothing is generated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from ragmend.diagnosis.hypotheses import split_sentences
 from ragmend.diagnosis.premises import JOINT
@@ -44,7 +48,7 @@ def conflict_on_claims(
     """The strongest conflict over the answer's claims (`passages`: each id and text; `relevance`:
     each passage's cross-encoder logit for the question, None without a reranker; `trust`: the
     trust level of each passage whose source has one), or None."""
-    best: tuple[float, HypothesisVerdict, list[str], list[str]] | None = None
+    candidates: list[tuple[float, HypothesisVerdict, list[str], list[str]]] = []
     for claim in claims:
         scores = [s for s in claim.scores if s.passage != JOINT]
         pro = [s.passage for s in scores if s.entail >= threshold]
@@ -58,21 +62,23 @@ def conflict_on_claims(
             max(s.entail for s in scores if s.passage in pro),
             max(s.contradict for s in scores if s.passage in con),
         )
-        if best is None or strength > best[0]:
-            best = (strength, claim, pro, con)
-    if best is None:
-        return None
-    strength, claim, pro, con = best
+        candidates.append((strength, claim, pro, con))
     text = dict(passages)
-    says_for, says_against = _quotes([text[p] for p in pro], [text[p] for p in con], claim.hypothesis, nli)
-    return EvidenceConflict(
-        claim=claim.hypothesis,
-        sides=(
-            ConflictSide(tuple(pro), says_for, takes_answer=True, trust=_trusted(pro, trust)),
-            ConflictSide(tuple(con), says_against, takes_answer=False, trust=_trusted(con, trust)),
-        ),
-        strength=round(strength, 4),
-    )
+    for strength, claim, pro, con in sorted(candidates, key=lambda c: -c[0]):
+        says_for, says_against = _quotes(
+            [text[p] for p in pro], [text[p] for p in con], claim.hypothesis, nli
+        )
+        if says_for.score < threshold or says_against.score < threshold:
+            continue
+        return EvidenceConflict(
+            claim=claim.hypothesis,
+            sides=(
+                ConflictSide(tuple(pro), says_for.text, takes_answer=True, trust=_trusted(pro, trust)),
+                ConflictSide(tuple(con), says_against.text, takes_answer=False, trust=_trusted(con, trust)),
+            ),
+            strength=round(strength, 4),
+        )
+    return None
 
 
 def _trusted(ids: Sequence[str], trust: Mapping[str, float] | None) -> float | None:
@@ -82,9 +88,14 @@ def _trusted(ids: Sequence[str], trust: Mapping[str, float] | None) -> float | N
     return round(sum(trust[p] for p in ids), 4)
 
 
+class Quote(NamedTuple):
+    text: str
+    score: float  # its P(entail) or P(contradict) of the claim, as the side it quotes
+
+
 def _quotes(
     for_texts: Sequence[str], against_texts: Sequence[str], claim: str, nli: NLIScores
-) -> tuple[str, str]:
+) -> tuple[Quote, Quote]:
     """The sentence of the entailing passages that entails the claim most, and the sentence of the
     contradicting passages that contradicts it most, from one NLI batch."""
     pro, con = _sentences(for_texts), _sentences(against_texts)
@@ -95,9 +106,13 @@ def _quotes(
     )
 
 
-def _best(sentences: Sequence[str], scores: Sequence[float], texts: Sequence[str]) -> str:
-    """The best-scored sentence; a passage's whole text where it has no sentence to split."""
-    return sentences[max(range(len(sentences)), key=scores.__getitem__)] if sentences else texts[0].strip()
+def _best(sentences: Sequence[str], scores: Sequence[float], texts: Sequence[str]) -> Quote:
+    """The best-scored sentence; a passage's whole text where it has no sentence to split (scored
+    1.0: its passage's own score already met the bar)."""
+    if not sentences:
+        return Quote(texts[0].strip(), 1.0)
+    i = max(range(len(sentences)), key=scores.__getitem__)
+    return Quote(sentences[i], float(scores[i]))
 
 
 def _sentences(texts: Sequence[str]) -> list[str]:

@@ -30,11 +30,11 @@ from ragmend.actions.meter import Cost
 from ragmend.actions.plans import BY_NAME, PLAN_NAMES, Plan, expected_s, feasible_plans, pinned
 from ragmend.budgets import Budgets
 from ragmend.diagnosis.question_form import question_form
-from ragmend.diagnosis.types import ABSTAINED, Diagnosis
+from ragmend.diagnosis.types import Diagnosis
 from ragmend.policy import Policy, PolicyStore
 from ragmend.policy.facade import LIVE_POLICY_KEYS, action_budgets, check_enabled_actions
 from ragmend.policy.plan_context import PlanContextBuilder
-from ragmend.policy.reward import Reward, abstention_quality, reward_from_signals
+from ragmend.policy.reward import Reward, answer_quality, reward_from_signals
 from ragmend.policy.store import SQLiteStore
 from ragmend.policy.types import Decision
 from ragmend.settings import PolicySettings, Settings
@@ -70,16 +70,11 @@ class Route:
 
 
 def plan_reward(cfg: PolicySettings, diagnosis: Diagnosis, cost: Cost) -> Reward:
-    """The router's reward of a first pass: Eq. 2 with the verdict's graded quality, 1 -
-    P(unsupported), where the diagnosis has a verdict (Algorithm 1's quality part otherwise),
-    and its cost factors against the request's budgets (the first pass spends the request's
-    time, not a repair's). On DEV the graded quality routed better than Eq. 2's coarse one
-    (docs/policy.md, "The router"). A first answer that abstains ("I don't know.") is worth
-    what the repair's abstention is worth: right exactly when the evidence does not answer."""
-    if diagnosis.e_r.construction == ABSTAINED:
-        quality: float | None = abstention_quality(diagnosis)
-    else:
-        quality = None if diagnosis.verdict is None else 1.0 - diagnosis.verdict.p_unsupported
+    """The router's reward of a first pass: Eq. 2 with the answer's graded quality
+    (policy/reward.py `answer_quality`: 1 - P(unsupported) under a verdict; a first answer that
+    abstains is worth what the repair's abstention is worth) and its cost factors against the
+    request's budgets (the first pass spends the request's time, not a repair's). On DEV the
+    graded quality routed better than Eq. 2's coarse one (docs/policy.md, "The router")."""
     return reward_from_signals(
         failure=diagnosis.failure,
         kappa=diagnosis.kappa,
@@ -88,7 +83,7 @@ def plan_reward(cfg: PolicySettings, diagnosis: Diagnosis, cost: Cost) -> Reward
         memory_bytes=cost.memory_bytes,
         budgets=plan_budgets(cfg, cost.memory_source),
         variant=cfg.reward_variant,
-        quality=quality,
+        quality=answer_quality(diagnosis),
     )
 
 

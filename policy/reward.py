@@ -3,9 +3,11 @@
     r(a) = 1/4 (1[NoFailure] + 1[kappa consistent] + 2 * 1[e_r entail])
            * prod over x in {latency, memory} of 1[x_a <= B_x] * (1 - x_a / B_x)
 
-The quality part is read from the diagnosis AFTER the repair; x_a is the measured cost of the
-repair pass (latency, additional peak memory) and B_x the per-action budgets times the budget
-scale. Variants (Table 2 of the paper):
+The quality part is read from the diagnosis AFTER the repair: where the diagnosis has a verdict,
+its graded form, 1 - P(unsupported) (`answer_quality`; the router's reward reads the same), since
+the indicator form scores a right answer the check doubts as low as a wrong one it is sure of;
+Eq. 2's indicators otherwise. x_a is the measured cost of the repair pass (latency, additional
+peak memory) and B_x the per-action budgets times the budget scale. Variants (Table 2 of the paper):
   paper          both factors as above;
   unweighted     the hard gates only: a feasible action gets factor 1, however close to budget;
   unconstrained  the soft factors only, NOT gated and not clipped: an overrun is a penalty that
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragmend.budgets import Budgets
-from ragmend.diagnosis.types import Diagnosis
+from ragmend.diagnosis.types import ABSTAINED, Diagnosis
 from ragmend.errors import InputError
 
 RewardVariant = Literal["paper", "unweighted", "unconstrained"]
@@ -37,7 +39,7 @@ BUDGET_SCALES: dict[str, float] = {"stringent": 0.7, "default": 1.0, "relaxed": 
 @dataclass(frozen=True)
 class Reward:
     total: float  # quality * latency_factor * memory_factor, in [0, 1] (< 0: unconstrained overrun)
-    quality: float  # 1/4 (NF + KG + 2 NLI), in {0, .25, .5, .75, 1}; an abstention's: in [0, 1]
+    quality: float  # in [0, 1]: answer_quality, or an abstention's or a presented conflict's
     no_failure: bool
     kg_consistent: bool
     response_entailed: bool
@@ -85,23 +87,35 @@ def compute_reward(
     conflict `diagnosis` found; its quality is `conflict_quality`. The cost factors are Eq. 2's."""
     if abstained and presented_conflict:
         raise InputError("a repair either abstains or presents the conflict, not both")
+    said_instead = abstained or presented_conflict  # the user reads no answer the signals judged
     quality = (
         abstention_quality(diagnosis)
         if abstained
         else conflict_quality(diagnosis)
         if presented_conflict
-        else None
+        else answer_quality(diagnosis)
     )
     return reward_from_signals(
         failure=diagnosis.failure,
         kappa=diagnosis.kappa,
-        e_r="neutral" if quality is not None else diagnosis.e_r.state,
+        e_r="neutral" if said_instead else diagnosis.e_r.state,
         latency_s=latency_s,
         memory_bytes=memory_bytes,
         budgets=budgets,
         variant=variant,
         quality=quality,
     )
+
+
+def answer_quality(diagnosis: Diagnosis) -> float:
+    """The quality of the answer `diagnosis` judged: 1 - the verdict's P(unsupported) where it has
+    a verdict, Eq. 2's indicator form otherwise; an answer that itself abstains ("I don't know.")
+    is worth an abstention (`abstention_quality`)."""
+    if diagnosis.e_r.construction == ABSTAINED:
+        return abstention_quality(diagnosis)
+    if diagnosis.verdict is not None:
+        return min(1.0, max(0.0, 1.0 - diagnosis.verdict.p_unsupported))
+    return eq2_quality(diagnosis.failure, diagnosis.kappa, diagnosis.e_r.state)
 
 
 def abstention_quality(diagnosis: Diagnosis) -> float:

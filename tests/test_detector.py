@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from ragmend.corpora.hallucination import Grounded
+from ragmend.corpora.grounded import Grounded
 from ragmend.models import bundled
 from ragmend.models.detector import OnnxDetector, TorchDetector, Window, Windows, detection, open_detector
 from ragmend.train.detector_export import export_detector

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from ragmend.corpora.cases import RAGTRUTH_TRAIN, ragtruth_cases, ragtruth_held, ragtruth_source
-from ragmend.corpora.hallucination import Grounded, edited_spans, read_all, sentences_of
+from ragmend.corpora.grounded import Grounded
+from ragmend.corpora.hallucination import edited_spans, read_all, sentences_of
 from ragmend.corpora.nli_pairs import EntitySwapper
 from ragmend.models.spacy_model import load_spacy
 from ragmend.settings import Settings
@@ -41,9 +42,23 @@ def test_an_edited_summary_is_marked_where_it_differs() -> None:
 def test_every_set_is_read_without_its_test_rows() -> None:
     rows = read_all(DATA)
     sets = Counter(g.set for g in rows)
-    assert set(sets) == {"summedits", "begin", "faithdial", "factcheck_gpt", "halueval"}
+    assert set(sets) == {
+        "summedits", "begin", "faithdial", "factcheck_gpt", "halueval",
+        "q2_wow", "xsum_hallucination", "frank", "fib", "contractnli", "wice",
+    }  # fmt: skip
     assert not any("begin_test" in g.id for g in rows)
     assert sets["summedits"] < 4681 / 2  # SummEdits' test rows are most of it: none read
+    # FRANK's test articles are read from neither FRANK nor the XSum annotations of the same articles.
+    held = set((DATA / "hallucination" / "frank" / "test_split.txt").read_text().split())
+    assert sets["frank"] and sets["xsum_hallucination"]
+    assert not {g.group.split("-", 1)[1] for g in rows if g.set in ("frank", "xsum_hallucination")} & held
+    contract_test = json.loads((DATA / "hallucination" / "contractnli" / "test.json").read_text())
+    assert not {f"contractnli-{d['id']}" for d in contract_test["documents"]} & {g.group for g in rows}
+    assert sets["q2_wow"] == 1088 and sets["wice"] == 374  # every labelled response; WiCE's train only
+    # One article, one group, whichever set its summary comes from.
+    assert {g.group for g in rows if g.set == "fib"} & {
+        g.group for g in rows if g.set in ("frank", "xsum_hallucination")
+    }
     for g in rows:
         assert g.response and g.source and g.source[0]
         assert g.unsupported or g.spans == ()
@@ -159,3 +174,21 @@ def test_the_trainer_says_what_a_bad_oversample_is(tmp_path: Path) -> None:
     )
     assert r.returncode == 2 and "expected SET=N" in r.stderr + r.stdout
     assert not (tmp_path / "o").exists()
+
+
+def test_a_summary_span_counts_where_two_annotators_marked_it() -> None:
+    from ragmend.corpora.summaries import _majority_spans
+
+    summary = "the mayor of leeds opened a new bridge on monday."
+    marks = [("w1", "mayor of leeds"), ("w2", "of leeds opened"), ("w3", "on monday"), ("w2", "absent text")]
+    assert [summary[a:b] for a, b in _majority_spans(summary, marks)] == ["of leeds"]
+    assert _majority_spans(summary, [("w1", "on monday")]) == ()  # one annotator is not enough
+
+
+def test_a_claims_unsupported_tokens_become_its_spans() -> None:
+    from ragmend.corpora.grounded_claims import _token_spans
+
+    claim = "The audience consists of Australian ex-pats."
+    tokens = ["The", "audience", "consists", "of", "Australian", "ex", "-", "pats", "."]
+    marked = [False, False, False, False, True, True, True, True, False]
+    assert [claim[a:b] for a, b in _token_spans(claim, tokens, marked)] == ["Australian ex-pats"]

@@ -63,6 +63,10 @@ def test_a_conflict_needs_one_passage_for_and_another_against_the_same_claim() -
     joint = hypothesis_state("h", [s("a", 0.9, 0.0), s("joint", 0.0, 0.9)], T)
     assert conflict_on_claims([weak], passages, 0.6, negations) is None
     assert conflict_on_claims([joint], passages, 0.6, negations) is None
+    # A passage read whole may contradict where none of its sentences does: no quote says the
+    # other side, so there is no conflict to show.
+    whole_only = [("a", "Paris is the capital."), ("b", "It is old. It is large."), ("c", "Lyon.")]
+    assert conflict_on_claims([claim], whole_only, 0.6, negations) is None
 
 
 def test_egc_features_on_a_hand_graph() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -122,9 +123,29 @@ def test_pairs_cli_writes_one_file_per_source(tmp_path: Path, limit: int) -> Non
     from ragmend.cli.main import app
 
     result = CliRunner().invoke(
-        app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(DATA), "--limit", str(limit)]
+        app,
+        [
+            "nli",
+            "pairs",
+            "--out",
+            str(tmp_path),
+            "--data-root",
+            str(DATA),
+            "--limit",
+            str(limit),
+            "--grounded",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert len(list(tmp_path.glob("*.jsonl"))) == 16
+    # The grounded pairs: one file per set that gave any, each row with its set, shape and group,
+    # and a data card that counts them all.
+    files = sorted(tmp_path.glob("grounded/*.jsonl"))
+    rows = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    card = json.loads((tmp_path / "grounded" / "card.json").read_text())
+    assert len(files) >= 8 and card["total"] == len(rows) > 0
+    assert {r["label"] for r in rows} == {"entailment", "neutral", "contradiction"}
+    assert all(r["group"] and r["task"] and r["premise"] and r["hypothesis"] for r in rows)
+    assert "| contractnli |" in (tmp_path / "grounded" / "DATA_CARD.md").read_text()
     result = CliRunner().invoke(app, ["nli", "pairs", "--out", str(tmp_path), "--data-root", str(tmp_path)])
     assert result.exit_code == 2 and "does not hold the shared data" in " ".join(result.output.split())

@@ -37,6 +37,7 @@ from ragmend.policy import (
 )
 from ragmend.policy.exchange import state_from_json
 from ragmend.policy.facade import ArmsDisabled
+from ragmend.policy.reward import eq2_quality
 from ragmend.policy.types import ArmStats
 from ragmend.settings import PolicySettings, load_settings
 
@@ -335,6 +336,24 @@ def test_reward_from_a_diagnosis_and_policy_settings() -> None:
     )
     rw = pol.reward(after, 4.0, 8 * MB)
     assert rw.budgets == Budgets(4.5, 9 * MB) and rw.total == 1.0 and rw.variant == "unweighted"
+
+
+def test_a_repair_earns_the_graded_verdict_where_the_diagnosis_has_one() -> None:
+    import dataclasses
+
+    from ragmend.diagnosis.types import Verdict
+
+    def judged(failure: str, p_unsupported: float) -> Diagnosis:
+        verdict = Verdict(p_unsupported, 0.55, p_unsupported >= 0.55, failure, {})  # type: ignore[arg-type]
+        return dataclasses.replace(diagnosis(failure, e_r="entail"), verdict=verdict)
+
+    doubted = compute_reward(judged("WR", 0.58), 0.0, None, Budgets())  # flagged, barely
+    refuted = compute_reward(judged("WR", 0.95), 0.0, None, Budgets())
+    passed = compute_reward(judged("NoFailure", 0.1), 0.0, None, Budgets())
+    assert doubted.quality == pytest.approx(0.42) and refuted.quality == pytest.approx(0.05)
+    assert passed.quality == pytest.approx(0.9) and passed.response_entailed
+    # Eq. 2's indicators gave both flagged answers the same 0.5 (e_r entail, a failure).
+    assert eq2_quality("WR", "missing", "entail") == 0.5
 
 
 def test_presenting_a_conflict_earns_its_strength_and_nothing_without_one() -> None:

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from ragmend.corpora.cases import RAGTRUTH_TRAIN, Case, ragtruth_cases, ragtruth_held, ragtruth_source
-from ragmend.corpora.hallucination import TASKS, Grounded, Task, read_all, sentences_of
+from ragmend.corpora.grounded import TASKS, Grounded, Task
+from ragmend.corpora.hallucination import read_all, sentences_of
 from ragmend.corpora.nli_pairs import EntitySwapper
 from ragmend.corpora.readers import (
     HotpotItem,
@@ -229,15 +230,18 @@ def on_topic(g: Grounded, sentences: Sequence[str], rng: random.Random) -> str |
     """A sentence from another source of the same set sharing most content words with the
     response (an addition on the topic, as a generator's baseless addition is), none of its
     source's sentences; None when none shares a word."""
-    said = _content(g.response)
+    said = content_words(g.response)
     source = " ".join(g.source)
     draws = [rng.choice(sentences) for _ in range(ADDED_DRAWS)] if sentences else []
-    scored = [(len(said & _content(x)), x) for x in draws if 4 <= len(x.split()) <= 40 and x not in source]
+    scored = [
+        (len(said & content_words(x)), x) for x in draws if 4 <= len(x.split()) <= 40 and x not in source
+    ]
     best = max(scored, default=(0, ""), key=lambda t: t[0])
     return best[1] if best[0] > 0 else None
 
 
-def _content(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
+    """Words of four letters or more, but for the commonest: what a text is about."""
     return {w for w in re.findall(r"[a-z]{4,}", text.lower()) if w not in _COMMON}
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.corpora.hallucination import Grounded
+from ragmend.corpora.grounded import Grounded
 from ragmend.corpora.readers import read_jsonl
 from ragmend.errors import InputError
 from ragmend.models import bundled

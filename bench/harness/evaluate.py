@@ -358,6 +358,9 @@ class Evaluation:
             # The first answer's scores where a repair replaced it: what the repair turned right or
             # wrong (the same gate as the final answer's).
             "first_scores": self._first_scores(item, outcome, method),
+            # The first answer as generated, whatever the user read in its place: whether the
+            # check hid or replaced a right answer.
+            "first_generated_scores": self._generated_scores(item, outcome, method),
             **_repair_fields(outcome),
         }
 
@@ -367,6 +370,12 @@ class Evaluation:
         d = outcome.first_diagnosis
         label = d.final_label if d is not None and method.gate else None
         return self.ws.task.score(item, self.scored_text(outcome, first=True), label)
+
+    def _generated_scores(self, item: EvalItem, outcome: Outcome, method: Method) -> dict[str, float]:
+        first = outcome.first or outcome.answer
+        d = outcome.first_diagnosis or outcome.diagnosis
+        label = d.final_label if d is not None and method.gate else None
+        return self.ws.task.score(item, first.response, label)
 
     def reads_abstention(self, outcome: Outcome, first: bool = False) -> bool:
         """The user reads that the sources do not answer: the abstain action's statement, or the

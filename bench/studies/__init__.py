@@ -37,6 +37,10 @@ STUDIES: dict[str, tuple[str, str]] = {
     "repair-arms": ("repair_arms", "what each repair action alone does to each DEV answer"),
     "rules": ("rule_ledger", "each decision rule: right answers it flags, wrong ones it alone catches"),
     "select-answer": ("select_answer", "whether the diagnosis can pick a right answer from the evidence"),
+    "trust": (
+        "trust",
+        "TEST: right answers flagged and read away, abstentions read, into reports/trust.json",
+    ),
 }
 
 
