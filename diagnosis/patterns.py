@@ -23,17 +23,21 @@ import re
 NAME_CONNECTORS = ("of", "de", "la", "von", "van", "du", "for")
 _NAME_WORD = r"[A-Z][\w'\-.]*"
 
+# The most words one name runs to. Bounded, so that a search over a long capitalised text tries a
+# few words at each start, not the rest of the text (which made a 24k-character input take 20 s).
+NAME_MAX_WORDS = 10
+
 # A name: a run of capitalised words joined by spaces and at most one connector between two of them
 # ("Gerald R. Ford International Airport"). The surface checks find every run in a text and look
 # each up in the evidence, so a run stops at "the", "&" and a curly apostrophe: "Simon & Garfunkel"
 # is two names, each to be found, not one span the evidence must state whole. Full stops are part
 # of a word (initials, "St."), so a run may go on over a sentence end: spans cuts it there.
-NAME = rf"{_NAME_WORD}(?:\s+(?:(?:{'|'.join(NAME_CONNECTORS)})\s+)?{_NAME_WORD})*"
+NAME = rf"{_NAME_WORD}(?:\s+(?:(?:{'|'.join(NAME_CONNECTORS)})\s+)?{_NAME_WORD}){{0,{NAME_MAX_WORDS - 1}}}"
 
 # A person's full name as a cast list writes it in brackets after a role ("Rachel Green (Jennifer
 # Aniston)"): two capitalised words or more, no connector, so that a one-word place ("(Missouri)")
 # or a phrase ("(born 1994)", "(Bank of America)") is no performer.
-FULL_NAME = rf"{_NAME_WORD}(?:\s+{_NAME_WORD})+"
+FULL_NAME = rf"{_NAME_WORD}(?:\s+{_NAME_WORD}){{1,{NAME_MAX_WORDS - 1}}}"
 
 # The connectors of NAME_LOOSE: NAME's less "for", with "le", "the" and "&".
 NAME_LOOSE_CONNECTORS = ("of", "de", "la", "le", "von", "van", "du", "the", "&")
@@ -44,7 +48,10 @@ _NAME_LOOSE_WORD = r"[A-Z][\w'\u2019.\-]*"
 # apostrophe, and where "for" joins two capitalised runs (not joined here). The splitter matches the
 # whole subject from the sentence's start to its verb, so a name this does not cover leaves the
 # claim whole, the cautious outcome; NAME, searched anywhere, must instead not fuse two names.
-NAME_LOOSE = rf"{_NAME_LOOSE_WORD}(?:\s+(?:(?:{'|'.join(NAME_LOOSE_CONNECTORS)})\s+)?{_NAME_LOOSE_WORD})*"
+NAME_LOOSE = (
+    rf"{_NAME_LOOSE_WORD}(?:\s+(?:(?:{'|'.join(NAME_LOOSE_CONNECTORS)})\s+)?{_NAME_LOOSE_WORD})"
+    rf"{{0,{NAME_MAX_WORDS - 1}}}"
+)
 
 # A title in double quotes, straight or curly ("Baby Driver"), its text captured: a name of a work
 # whatever its case.

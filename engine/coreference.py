@@ -31,6 +31,12 @@ THING_LABELS = frozenset(
 _PROPER_TAGS = frozenset({"NNP", "NNPS"})
 _WORD = re.compile(r"\b\w+\b")
 
+# What of a conversation a follow-up is read against, here and by the condensing call
+# (engine/services.py): the latest turns, each from its start (an answer names its subject
+# first); a follow-up refers to what was just said, the small generator's context is short, and
+# spaCy's pass over a long conversation cannot be cancelled.
+HISTORY_TURNS = 6
+HISTORY_TURN_CHARS = 600
 Parse = Callable[[str], Any]  # spaCy's Language: text -> Doc with .ents and tokens with .tag_
 
 
@@ -38,7 +44,8 @@ def candidates(history: Sequence[Turn], parse: Parse) -> list[tuple[str, str]]:
     """(text, label) of the conversation's entities, most salient first: what the last answer
     added to its question (the answer's subject), then the rest of that answer, then its
     question, then earlier turns, latest first."""
-    turns = list(history)
+    latest = list(history)[-HISTORY_TURNS:]
+    turns = [t.model_copy(update={"content": t.content[:HISTORY_TURN_CHARS]}) for t in latest]
     ordered: list[tuple[str, str]] = []
     if turns and turns[-1].role == "assistant":
         answer = entities(parse(turns[-1].content))

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ragmend.engine.coreference import resolve_pronouns
+from ragmend.engine.coreference import HISTORY_TURN_CHARS, HISTORY_TURNS, resolve_pronouns
 from ragmend.engine.presentation import plain_text
 from ragmend.rag.prompts import get_prompt
 from ragmend.rag.types import Turn
@@ -16,10 +16,6 @@ if TYPE_CHECKING:
 
 # A rewrite longer than this many times the query is the model rambling, not a query.
 _MAX_GROWTH = 3
-# What of a conversation the condensing call sees: its last turns, each cut to a length; a
-# follow-up refers to what was just said, and the small generator's context is short.
-HISTORY_TURNS = 6
-HISTORY_TURN_CHARS = 600
 
 
 # A follow-up that names nothing it needs the conversation for is asked as it is: no call, and

@@ -15,8 +15,10 @@ from pathlib import Path
 from ragmend.errors import InputError
 from ragmend.jsonl import numbered_objects
 
-# An ATX heading ("# Title", "## Title"; "#hashtag" is not one).
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+# An ATX heading's opening ("# Title", "## Title"; "#hashtag" is not one). The title and its
+# optional closing hashes are cut by string methods: a lazy group before `\s*#*\s*$` backtracks
+# cubically on a line of spaces.
+_HEADING_OPEN = re.compile(r"[ \t]{0,3}#{1,6}[ \t]+(?=\S)")
 # The sample corpus shipped in the package (see data/ATTRIBUTION.md): the default source.
 BUNDLED_CORPUS = Path(__file__).resolve().parent / "data" / "sample_corpus.jsonl"
 
@@ -64,13 +66,29 @@ class SourceDocument:
         for line in self.text.splitlines():
             if line.lstrip().startswith(("```", "~~~")):
                 fence = not fence  # a "#" line inside a code block is code, not a heading
-            m = None if fence else _HEADING.match(line)
-            if m:
-                parts.append((m.group(1).strip(), []))
+            title = None if fence else heading_title(line)
+            if title:
+                parts.append((title, []))
             else:
                 parts[-1][1].append(line)
         out = [(title, "\n".join(lines).strip()) for title, lines in parts]
         return [(title, text) for title, text in out if text] or [(self.title, self.text)]
+
+
+def heading_title(line: str) -> str | None:
+    """The title of an ATX heading line, without its closing hashes; None for any other line.
+
+    >>> heading_title("## Getting started ##"), heading_title("#hashtag"), heading_title("# C#")
+    ('Getting started', None, 'C#')
+    """
+    m = _HEADING_OPEN.match(line)
+    if m is None:
+        return None
+    title = line[m.end() :].rstrip()
+    unclosed = title.rstrip("#")
+    if unclosed != title and (not unclosed or unclosed[-1] in " \t"):
+        title = unclosed.rstrip()
+    return title or None
 
 
 def load_source(path: Path, max_file_bytes: int) -> list[SourceDocument]:
@@ -124,7 +142,7 @@ def _read_file(path: Path, doc_id: str, source: str, max_file_bytes: int) -> Sou
     suffix = path.suffix.lower()
     data = _read_bytes(path, max_file_bytes)
     if suffix in PDF_SUFFIXES:
-        text = _pdf_text(path)
+        text = _pdf_text(path, max_file_bytes)
     else:
         text = _decode(data, path)
         if suffix in HTML_SUFFIXES:
@@ -145,16 +163,32 @@ def _title(text: str, path: Path) -> str:
     return path.stem.replace("_", " ")
 
 
-def _pdf_text(path: Path) -> str:
+# A PDF's pages read at most: a small file can hold a page tree that takes minutes to walk.
+MAX_PDF_PAGES = 2000
+
+
+def _pdf_text(path: Path, max_chars: int) -> str:
+    """The text of a PDF's pages, refused past MAX_PDF_PAGES pages or `max_chars` characters (the
+    file size limit: compressed text can expand far beyond its file)."""
     try:
         from pypdf import PdfReader
-        from pypdf.errors import PdfReadError
+        from pypdf.errors import PyPdfError
     except ImportError as e:
         raise InputError(f"{path}: PDF support needs pypdf: pip install 'ragmend[pdf]'") from e
+    texts: list[str] = []
+    size = 0
     try:
-        return "\n".join(page.extract_text() or "" for page in PdfReader(str(path)).pages)
-    except (PdfReadError, ValueError, KeyError) as e:
-        raise InputError(f"{path} is not a readable PDF: {e}") from e
+        pages = PdfReader(str(path)).pages
+        if len(pages) > MAX_PDF_PAGES:
+            raise InputError(f"{path} has {len(pages)} pages, over the limit of {MAX_PDF_PAGES}")
+        for page in pages:
+            texts.append(page.extract_text() or "")
+            size += len(texts[-1])
+            if size > max_chars:
+                raise InputError(f"{path}: its text runs past {max_chars} characters (the file size limit)")
+    except (PyPdfError, ValueError, KeyError, RecursionError) as e:
+        raise InputError(f"{path} is not a readable PDF: {type(e).__name__}: {e}") from e
+    return "\n".join(texts)
 
 
 def _read_jsonl(path: Path, source: str, max_file_bytes: int) -> list[SourceDocument]:

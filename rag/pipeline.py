@@ -10,7 +10,7 @@ from ragmend.errors import InputError
 from ragmend.models.generation import Purpose
 from ragmend.models.registry import ModelRegistry
 from ragmend.rag.evidence import Embedder, Splitter, best_sentence, compact_context, focused_context, numbered
-from ragmend.rag.prompts import answer_messages, get_prompt
+from ragmend.rag.prompts import answer_messages, answer_prompt
 from ragmend.rag.retrieval import SnapshotRetriever, rerank
 from ragmend.rag.store import IndexBackend, Snapshot
 from ragmend.rag.types import Answer, Passage, RAGConfig, StageTimings
@@ -168,7 +168,7 @@ class Pipeline:
         generator makes it (a streamed request)."""
         query = validate_query(query, self.settings.rag.max_query_chars)
         config = config or self.default_config()
-        template = get_prompt(config.prompt)
+        template = answer_prompt(config.prompt)
         retriever = self.index.retriever  # one snapshot for the whole request
         passages, timings = self.retrieve(query, config, retriever)
         context, used = self.context(query, passages, config)

@@ -19,6 +19,7 @@ class PromptTemplate:
     description: str
     system: str
     user: str
+    answer: bool = False  # a request may choose it for its answer
 
     def messages(self, **values: str) -> list[dict[str, str]]:
         return [
@@ -31,7 +32,9 @@ class PromptTemplate:
 def load_prompts(path: Path = PROMPTS_FILE) -> dict[str, PromptTemplate]:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     return {
-        name: PromptTemplate(name, spec.get("description", ""), spec["system"], spec["user"])
+        name: PromptTemplate(
+            name, spec.get("description", ""), spec["system"], spec["user"], bool(spec.get("answer"))
+        )
         for name, spec in data.items()
     }
 
@@ -50,6 +53,19 @@ def answer_messages(
         note = get_prompt("instructions").system.format(instructions=instructions.strip())
         messages[0]["content"] = f"{messages[0]['content']}\n\n{note}"
     return messages
+
+
+def answer_prompt_names() -> list[str]:
+    """The prompts a request may choose for its answer (`answer: true` in prompts.yaml): the others
+    are ragmend's own calls (condensing a follow-up, rewriting a query), filled with other values."""
+    return sorted(name for name, t in load_prompts().items() if t.answer)
+
+
+def answer_prompt(name: str) -> PromptTemplate:
+    """An answer prompt by name; InputError naming the answer prompts for any other."""
+    if name not in answer_prompt_names():
+        raise InputError(f"unknown answer prompt '{name}'; known: {answer_prompt_names()}")
+    return load_prompts()[name]
 
 
 def get_prompt(name: str) -> PromptTemplate:

@@ -29,6 +29,8 @@ def numbered_objects(
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(f"{where}:{n}: not valid JSON ({e.msg})") from None
+        except RecursionError:
+            raise InputError(f"{where}:{n}: JSON nested too deeply") from None
         if not isinstance(row, dict):
             raise InputError(f"{where}:{n}: not a JSON object (each line: {expected})")
         yield n, row

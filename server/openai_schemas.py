@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragmend.server.schemas import AnswerResponse
+from ragmend.server.schemas import MAX_MESSAGE_CHARS, MAX_MESSAGES, AnswerResponse
 
 # The same bounds as RAGConfig.max_tokens / temperature, so a bad value is refused naming the
 # request field rather than a config field the client never sent.
@@ -40,6 +40,14 @@ class ChatMessage(BaseModel):
     content: str | list[TextPart] | None = Field(
         default=None, description="A string, or a list of text parts ({type: text, text})."
     )
+
+    @field_validator("content")
+    @classmethod
+    def _bounded(cls, v: str | list[TextPart] | None) -> str | list[TextPart] | None:
+        size = len(v) if isinstance(v, str) else sum(len(p.text) for p in v or [])
+        if size > MAX_MESSAGE_CHARS:
+            raise ValueError(f"a message holds at most {MAX_MESSAGE_CHARS} characters (this one {size})")
+        return v
 
     def text(self) -> str:
         if self.content is None:
@@ -73,6 +81,7 @@ class ChatCompletionRequest(BaseModel):
 
     messages: list[ChatMessage] = Field(
         min_length=1,
+        max_length=MAX_MESSAGES,
         description="The conversation. The last user message is the question; the RAG prompt "
         "supplies its own system message, and earlier turns are not used.",
         examples=[[{"role": "user", "content": "Who founded Marvel Comics?"}]],

@@ -30,11 +30,17 @@ from ragmend.settings import RetrievalMode
 # --- /v1/answer: the request ------------------------------------------------------------------
 
 
+# A conversation's bounds, for /v1/answer's history and /v1/chat/completions' messages alike: a
+# client cannot hand the server megabytes of turns to parse.
+MAX_MESSAGES = 100
+MAX_MESSAGE_CHARS = 20_000
+
+
 class HistoryMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "developer", "user", "assistant"]
-    content: str = Field(max_length=20000)
+    content: str = Field(max_length=MAX_MESSAGE_CHARS)
 
 
 class AnswerRequest(BaseModel):
@@ -51,6 +57,7 @@ class AnswerRequest(BaseModel):
     )
     history: list[HistoryMessage] | None = Field(
         default=None,
+        max_length=MAX_MESSAGES,
         description="Earlier messages of a conversation, oldest first: user and assistant turns make "
         "a follow-up `query` standalone before retrieval; system and developer messages shape the "
         "answer's style and language (never its grounding).",

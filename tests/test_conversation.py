@@ -8,11 +8,13 @@ from __future__ import annotations
 import httpx
 from openai import OpenAI
 
-from ragmend.engine.services import HISTORY_TURN_CHARS, HISTORY_TURNS, render_history
+from ragmend.engine.coreference import HISTORY_TURN_CHARS, HISTORY_TURNS
+from ragmend.engine.services import render_history
 from ragmend.models.registry import ModelRegistry
 from ragmend.rag.prompts import answer_messages, get_prompt
 from ragmend.rag.types import Turn
 from ragmend.server.mapping import conversation
+from tests.bounded import finishes
 from tests.conftest import LiveServer, sample_questions
 
 
@@ -217,3 +219,21 @@ def test_a_follow_up_after_a_marked_answer_over_http(live_server: LiveServer) ->
     ext = reply.model_extra["ragmend"]
     assert ext["query"] == "When did Andrew Jaspan found The Conversation?"
     assert ext["condensed_from"] == "When did he found it?" and "condense" not in ext["usage"]["by_purpose"]
+
+
+def test_a_long_conversation_is_no_stall_for_pronoun_resolution() -> None:
+    """A follow-up after 100 turns of 20,000 characters each (the API's bounds): only the latest
+    turns are parsed, from their start, so spaCy never reads the whole conversation."""
+    out = finishes(
+        "from ragmend.engine.coreference import resolve_pronouns\n"
+        "from ragmend.models.registry import ModelRegistry\n"
+        "from ragmend.rag.types import Turn\n"
+        "from ragmend.settings import Settings\n"
+        "parse = ModelRegistry(Settings()).spacy\n"
+        "filler = ' '.join(['Alpha Beta went to Gamma City.'] * 700)[:20_000]\n"
+        "turns = [Turn(role='user' if i % 2 == 0 else 'assistant', content=filler) for i in range(98)]\n"
+        "turns += [Turn(role='user', content='Who founded Marvel Comics?'),\n"
+        "          Turn(role='assistant', content='Martin Goodman founded Marvel Comics.')]\n"
+        "print(resolve_pronouns('When was he born?', turns, parse, lambda s: False))"
+    )
+    assert out.strip() == "When was Martin Goodman born?"

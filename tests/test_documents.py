@@ -1,4 +1,5 @@
 import json
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -6,6 +7,7 @@ import pytest
 
 from ragmend.errors import InputError
 from ragmend.rag.documents import html_to_text, load_source
+from tests.bounded import finishes
 
 MAX = 10_000_000
 
@@ -146,15 +148,20 @@ def test_html_to_text_blocks() -> None:
     assert html_to_text("<p>a</p><p>b<br>c</p>") == "a\nb\nc"
 
 
-def _minimal_pdf(text: str) -> bytes:
-    """A one-page PDF with `text` in Helvetica, with a correct cross-reference table."""
+def _minimal_pdf(text: str, padding: int = 0) -> bytes:
+    """A one-page PDF with `text` in Helvetica, with a correct cross-reference table; `padding`:
+    that many spaces after the text operators, its content stream Flate-compressed."""
     stream = f"BT /F1 18 Tf 72 700 Td ({text}) Tj ET".encode()
+    extra = b""
+    if padding:
+        stream = zlib.compress(stream + b" " * padding, 9)
+        extra = b" /Filter /FlateDecode"
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
         b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
+        b"<< /Length " + str(len(stream)).encode() + extra + b" >>\nstream\n" + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
     out = bytearray(b"%PDF-1.4\n")
@@ -181,9 +188,43 @@ def test_corrupt_pdf_is_named(tmp_path: Path) -> None:
         load_source(tmp_path, MAX)
 
 
+def test_a_pdf_that_expands_past_the_decompression_limit_is_named(tmp_path: Path) -> None:
+    """80 MB of content from an 80 kB file: pypdf stops at its limit, and the error names the file
+    (it was an unhandled 500 on an upload)."""
+    (tmp_path / "bomb.pdf").write_bytes(_minimal_pdf("x", padding=80_000_000))
+    with pytest.raises(InputError, match=r"bomb\.pdf is not a readable PDF: LimitReachedError"):
+        load_source(tmp_path, MAX)
+
+
+def test_a_pdf_whose_text_runs_past_the_limit_is_refused(tmp_path: Path) -> None:
+    from ragmend.rag.documents import _pdf_text
+
+    (tmp_path / "long.pdf").write_bytes(_minimal_pdf("Tidal power stations turn tides into electricity."))
+    with pytest.raises(InputError, match=r"long\.pdf: its text runs past 20 characters"):
+        _pdf_text(tmp_path / "long.pdf", max_chars=20)
+
+
+def test_a_deeply_nested_jsonl_line_is_named(tmp_path: Path) -> None:
+    (tmp_path / "deep.jsonl").write_text('{"id": "a", "text": "ok"}\n' + "[" * 200_000 + "\n")
+    with pytest.raises(InputError, match=r"deep\.jsonl:2: JSON nested too deeply"):
+        load_source(tmp_path / "deep.jsonl", MAX)
+
+
 def test_the_jsonl_reader_examples_run() -> None:
     import doctest
 
     from ragmend import jsonl
 
     assert doctest.testmod(jsonl).failed == 0
+
+
+def test_a_long_line_of_spaces_is_no_stall_for_the_heading_reader() -> None:
+    """A Markdown line of 100k spaces between a heading's words (the old pattern backtracked
+    cubically on it: 1,500 spaces took seconds, this many would take hours)."""
+    out = finishes(
+        "from ragmend.rag.documents import SourceDocument as D\n"
+        "line = '# a' + ' ' * 100_000 + ' #' + ' ' * 100_000 + 'x'\n"
+        "d = D('x.md', 'x', line + '\\ntext', 'x.md', markdown=True)\n"
+        "print(len(d.sections()))"
+    )
+    assert out.strip() == "1"

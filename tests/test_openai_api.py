@@ -235,6 +235,14 @@ USER = [{"role": "user", "content": "Who founded Marvel?"}]
             "messages.0.content",
         ),
         ({"messages": [{"role": "user", "content": "x" * 5000}]}, 400, "over the maximum"),
+        # A conversation's bounds: at most 100 messages of at most 20,000 characters each.
+        ({"messages": [{"role": "user", "content": "hi"}] * 101}, 400, "messages"),
+        ({"messages": [{"role": "user", "content": "x" * 20_001}, *USER]}, 400, "messages.0.content"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "x" * 20_001}]}, *USER]},
+            400,
+            "at most 20000 characters",
+        ),
         ({"messages": USER, "n": 2}, 400, "n"),
         ({"messages": USER, "stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
         ({"messages": USER, "stop": [""]}, 400, "stop"),

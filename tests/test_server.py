@@ -44,6 +44,9 @@ def test_answer_over_http(live_server: LiveServer) -> None:
         ({"query": "x" * 5000}, 400, "over the maximum"),
         ({"query": "ok", "config": {"k": 0}}, 400, "config.k"),
         ({"query": "ok", "config": {"bogus": 1}}, 400, "config.bogus"),
+        # One of ragmend's own prompts (it needs a conversation) is no answer prompt: a 400, not a 500.
+        ({"query": "ok", "config": {"prompt": "condense"}}, 400, "unknown answer prompt 'condense'"),
+        ({"query": "ok", "history": [{"role": "user", "content": "hi"}] * 101}, 400, "history"),
         ({"query": 42}, 400, "query"),
         ({}, 400, "query"),
         ({"query": "ok", "extra": True}, 400, "extra"),
