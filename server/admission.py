@@ -46,7 +46,7 @@ import math
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from anyio import CapacityLimiter, to_thread
@@ -71,6 +71,10 @@ log = logging.getLogger("ragmend.admission")
 T = TypeVar("T")
 
 WINDOW = 64  # requests each estimate remembers
+# How long a measurement counts. Refused requests add none, so without ageing a few slow passes
+# (anyone can ask for one) would refuse every short deadline until a restart; once they age out
+# there is no estimate, nothing is refused on it, and the next answers measure again.
+MAX_AGE_S = 300.0
 MIN_SAMPLES = 3  # before this many, no prediction: nothing is refused on a guess
 FIRST_QUANTILE = 0.95  # a request is admitted on the first pass's 95th percentile, not its mean
 # ...and only with this much more time left than that: work that starts and then misses its
@@ -98,33 +102,41 @@ class ServiceTimes:
       refuse an idle one's requests on those figures).
     - the interval between two slots freeing while requests wait (the queue's drain rate), the
       mean of the last WINDOW.
+
+    Each reads only measurements of the last MAX_AGE_S seconds (`clock`'s).
     """
 
-    def __init__(self) -> None:
-        self._first: dict[tuple[str, int], deque[float]] = {}
-        self._gaps: deque[float] = deque(maxlen=WINDOW)
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._first: dict[tuple[str, int], deque[tuple[float, float]]] = {}
+        self._gaps: deque[tuple[float, float]] = deque(maxlen=WINDOW)
         self._last_saturated_release: float | None = None
 
     def observe_first(self, kind: str, running: int, first_s: float) -> None:
-        self._first.setdefault((kind, running), deque(maxlen=WINDOW)).append(first_s)
+        self._first.setdefault((kind, running), deque(maxlen=WINDOW)).append((self.clock(), first_s))
 
     def observe_release(self, now: float, saturated: bool) -> None:
         """A slot freed; `saturated`: requests were waiting for it."""
         if saturated and self._last_saturated_release is not None:
-            self._gaps.append(now - self._last_saturated_release)
+            self._gaps.append((now, now - self._last_saturated_release))
         self._last_saturated_release = now if saturated else None
 
     def first_s(self, kind: str, running: int) -> float | None:
-        samples = self._first.get((kind, running)) or [
-            s for (_, n), d in self._first.items() if n == running for s in d
-        ]
+        samples = self._recent(self._first.get((kind, running), ())) or self._recent(
+            [s for (_, n), d in self._first.items() if n == running for s in d]
+        )
         if len(samples) < MIN_SAMPLES:
             return None
         ordered = sorted(samples)
         return ordered[min(len(ordered) - 1, int(FIRST_QUANTILE * len(ordered)))]
 
     def slot_interval(self) -> float | None:
-        return statistics.fmean(self._gaps) if len(self._gaps) >= MIN_SAMPLES else None
+        gaps = self._recent(self._gaps)
+        return statistics.fmean(gaps) if len(gaps) >= MIN_SAMPLES else None
+
+    def _recent(self, samples: Iterable[tuple[float, float]]) -> list[float]:
+        since = self.clock() - MAX_AGE_S
+        return [value for at, value in samples if at >= since]
 
 
 class Admission:

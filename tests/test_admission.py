@@ -23,7 +23,7 @@ from ragmend.errors import Cancelled, GeneratorTimeout, Overloaded, RequestTimeo
 from ragmend.instrumentation import Events
 from ragmend.models.generator import Generator
 from ragmend.models.registry import ModelRegistry
-from ragmend.server.admission import Admission
+from ragmend.server.admission import MAX_AGE_S, Admission, ServiceTimes
 from ragmend.server.app import create_app
 from ragmend.server.metrics import Metrics
 from ragmend.settings import Settings, settings_with
@@ -254,6 +254,28 @@ def test_work_that_cannot_finish_in_time_is_refused_before_it_starts() -> None:
     assert value(text, "ragmend_generator_request_seconds_total", outcome="answered") == pytest.approx(0.75)
     assert value(text, "ragmend_admission_predicted_seconds", estimate="first_pass_1") > 0
     assert value(text, "ragmend_admission_predicted_seconds", estimate="slot_interval") > 0
+
+
+def test_slow_passes_age_out_of_the_estimate_and_short_deadlines_are_admitted_again() -> None:
+    """A few slow first passes (anyone can ask for one) refuse a short deadline; once they are
+    older than MAX_AGE_S they no longer count, so the refusals do not last until a restart."""
+    now = [1000.0]
+    admission = Admission(1, 10, 30.0)
+    admission.service = ServiceTimes(clock=lambda: now[0])
+
+    def slow(i: int) -> Done:
+        return Done(first_pass_s=20.0, generator_busy_s=0.0)
+
+    async def main() -> None:
+        for i in range(3):
+            await admission.run(slow, i)
+        with pytest.raises(Overloaded, match="less than the"):
+            await admission.run(slow, 9, token=admission.token(5.0))
+        now[0] += MAX_AGE_S + 1
+        assert admission.service.first_s("default", 1) is None
+        assert await admission.run(lambda i: Done(0.1, 0.0), 10, token=admission.token(5.0)) is not None
+
+    asyncio.run(main())
 
 
 def test_a_request_whose_time_ran_short_in_the_queue_is_refused_at_its_slot() -> None:
