@@ -287,7 +287,9 @@ def serve(
 
     Example: ragmend serve --port 8000; then curl -s localhost:8000/readyz
     """
+    from ragmend.errors import ConfigError
     from ragmend.server.app import create_app
+    from ragmend.server.auth import LOOPBACK_HOSTS, exposure_problem, keyless
     from ragmend.server.lifecycle import serve as serve_app
 
     def work() -> None:
@@ -295,13 +297,22 @@ def serve(
 
         s = settings()
         logging.getLogger("ragmend").setLevel(logging.INFO)
+        bind = host or s.server.host
+        if (problem := exposure_problem(bind, s.server)) is not None:
+            raise ConfigError(problem)
+        if keyless(s.server) and bind not in LOOPBACK_HOSTS:
+            logging.getLogger("ragmend").warning(
+                "serving WITHOUT KEYS on %s (server.allow_open): anyone who reaches it may read the "
+                "corpus and steer the shared policy",
+                bind,
+            )
         # The file the settings came from is watched: its tunable part reloads on change and on
         # SIGHUP (server/reload.py), with this invocation's overrides still on top.
         config_path = Invocation.config or os.environ.get("RAGMEND_CONFIG") or None
         # SIGTERM: a graceful shutdown, then exit 0 (server/lifecycle.py).
         serve_app(
             create_app(s, config_path=config_path, config_overrides=Invocation.overrides),
-            host=host or s.server.host,
+            host=bind,
             port=port if port is not None else s.server.port,
             shutdown_timeout_s=s.server.shutdown_timeout_s,
         )

@@ -719,6 +719,12 @@ class ServerSettings(_Section):
     admin_keys: Annotated[tuple[SecretStr, ...], LIVE] = Field(
         (), description="Keys of /admin/* (they open /v1 too); none: the admin endpoints are disabled."
     )
+    allow_open: bool = Field(
+        False,
+        description="Serve without keys on an address other than the loopback (a warning at every "
+        "start); off: such a server refuses to start, and a keyless one answers only requests "
+        "addressed to localhost (no DNS rebinding).",
+    )
     protect_metrics: Annotated[bool, LIVE] = Field(
         False, description="/metrics needs a key too (api or admin); off for scrapers on a private network."
     )

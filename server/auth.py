@@ -6,7 +6,8 @@ Scopes, by path (deny by default: a route someone adds later is a user route unl
            endpoints are disabled (403 saying to configure server.admin_keys).
   metrics  /metrics when server.protect_metrics: a key of server.api_keys or server.admin_keys.
   user     everything else (/v1/* whoever adds it): a key of server.api_keys or server.admin_keys;
-           with no api_keys configured, open (the embedded laptop default).
+           with no key configured at all, open (the embedded laptop default), but only to
+           requests addressed to the loopback unless server.allow_open.
 
 A key travels as `Authorization: Bearer <key>`. 401 with `WWW-Authenticate: Bearer` for a missing
 or unknown key, 403 for a valid key without the scope; both in the app's JSON error shape
@@ -74,10 +75,47 @@ class Refusal:
     message: str
 
 
-def check(server: ServerSettings, path: str, authorization: str | None) -> Refusal | None:
-    """None when the request may go on, else why not."""
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def keyless(server: ServerSettings) -> bool:
+    return not (server.api_keys or server.admin_keys)
+
+
+def exposure_problem(host: str, server: ServerSettings) -> str | None:
+    """Why a server must not start on `host` as configured: keyless on an address other than the
+    loopback, unless server.allow_open says so (then the caller warns)."""
+    if host in LOOPBACK_HOSTS or not keyless(server) or server.allow_open:
+        return None
+    return (
+        f"refusing to serve without keys on {host}: anyone who reaches it may read the corpus and "
+        "steer the shared policy; set server.api_keys (RAGMEND_SERVER__API_KEYS='[\"<key>\"]'), or "
+        "server.allow_open: true to serve it open anyway"
+    )
+
+
+def _addressed_to_loopback(host_header: str | None) -> bool:
+    """Whether a request's Host names the loopback (a name with an optional port)."""
+    if not host_header:
+        return False
+    name = host_header.strip().lower()
+    if name.startswith("["):  # [::1]:8000
+        name = name[1 : name.find("]")] if "]" in name else name
+    else:
+        name = name.rsplit(":", 1)[0]
+    return name in LOOPBACK_HOSTS
+
+
+def check(
+    server: ServerSettings, path: str, authorization: str | None, host_header: str | None = "localhost"
+) -> Refusal | None:
+    """None when the request may go on, else why not. A keyless server (not allow_open) answers
+    only requests addressed to the loopback: a web page that rebinds its own name to 127.0.0.1
+    sends its name as the Host, and must not read the corpus."""
     scope = scope_of(path, server.protect_metrics)
-    if scope == "open" or (scope == "user" and not server.api_keys):
+    if keyless(server) and not server.allow_open and not _addressed_to_loopback(host_header):
+        return Refusal(403, "this server has no keys and answers only requests addressed to localhost")
+    if scope == "open" or (scope == "user" and keyless(server)):
         return None
     if scope == "admin" and not server.admin_keys:
         return Refusal(403, "the admin endpoints are disabled: configure server.admin_keys to enable them")
@@ -122,7 +160,8 @@ class BearerAuth:
         root = scope.get("root_path") or ""
         if root and path.startswith(root):
             path = path[len(root) :] or "/"
-        refusal = check(self._server_settings(), path, Headers(scope=scope).get("authorization"))
+        sent = Headers(scope=scope)
+        refusal = check(self._server_settings(), path, sent.get("authorization"), sent.get("host"))
         if refusal is None:
             await self.app(scope, receive, send)
             return

@@ -32,8 +32,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ragmend.errors import RagmendError
+from ragmend.errors import ConfigError, RagmendError
 from ragmend.instrumentation import Events
+from ragmend.server.auth import keyless
 from ragmend.server.events import ConfigChanged
 from ragmend.settings import ServerSettings, live_keys, load_settings
 
@@ -89,6 +90,15 @@ class ConfigReloader:
         with self._reload_lock:
             try:
                 new = load_settings(self.path, **self._overrides)
+                if (
+                    keyless(new.server)
+                    and not keyless(self._engine.settings.server)
+                    and not new.server.allow_open
+                ):
+                    raise ConfigError(
+                        "server.api_keys and server.admin_keys: the file drops every key, which would "
+                        "open the API; set server.allow_open: true to mean it"
+                    )
                 applied = self._engine.apply_tunables(new, live=SERVER_LIVE_KEYS)
             except RagmendError as e:
                 # ConfigError names the key (never a value: the settings' messages quote none).

@@ -164,9 +164,21 @@ def test_metrics_protection_and_the_open_defaults(engine: Engine, tmp_path: Path
         r = httpx.get(live.url + "/admin/policy", headers=ADMIN)
         assert r.status_code == 403 and "server.admin_keys" in r.json()["error"]["message"]
         assert httpx.get(live.url + "/metrics").status_code == 200
-    # Admin keys only: /v1 still open, /admin needs the key.
+        # ... but only to requests addressed to the loopback: a page that rebinds its own name
+        # to 127.0.0.1 sends that name as the Host (DNS rebinding) and reads nothing.
+        rebound = {"Host": "attacker.example:8000"}
+        r = httpx.post(live.url + "/v1/answer", json={"query": "x"}, headers=rebound)
+        assert r.status_code == 403 and "addressed to localhost" in r.json()["error"]["message"]
+        assert httpx.get(live.url + "/metrics", headers=rebound).status_code == 403
+        assert httpx.get(live.url + "/healthz", headers={"Host": "localhost:8000"}).status_code == 200
+    # Served open on purpose (server.allow_open): any Host.
+    with unloaded_app(engine, tmp_path / "e", allow_open=True) as live:
+        r = httpx.post(live.url + "/v1/answer", json={"query": "x"}, headers={"Host": "ragmend.internal"})
+        assert r.status_code == 503  # let through
+    # Admin keys only: /v1 needs a key too (an admin key opens it), /admin the admin key.
     with unloaded_app(engine, tmp_path / "c", admin_keys=[ADMIN_KEY]) as live:
-        assert httpx.post(live.url + "/v1/answer", json={"query": "x"}).status_code == 503
+        assert httpx.post(live.url + "/v1/answer", json={"query": "x"}).status_code == 401
+        assert httpx.post(live.url + "/v1/answer", json={"query": "x"}, headers=ADMIN).status_code == 503
         assert httpx.get(live.url + "/admin/policy").status_code == 401
         assert httpx.get(live.url + "/admin/policy", headers=ADMIN).status_code == 200  # no model needed
     # Protected metrics with no key to protect them with: refused, saying what to configure.

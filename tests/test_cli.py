@@ -207,3 +207,12 @@ def test_a_study_runs_under_its_name_with_its_own_options(tmp_path: Path) -> Non
     assert listed.exit_code == 0 and all(name in listed.output for name in STUDIES)
     unknown = runner.invoke(app, ["study", "no-such-study"])
     assert unknown.exit_code == 2 and "unknown study" in unknown.output
+
+
+def test_serve_refuses_to_start_keyless_on_an_open_address(tmp_path: Path) -> None:
+    """On an address other than the loopback with no key, `serve` stops before loading anything and
+    says how to open it on purpose."""
+    result = runner.invoke(app, ["--data-dir", str(tmp_path), "serve", "--host", "0.0.0.0"])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "refusing to serve without keys on 0.0.0.0" in said and "server.allow_open" in said

@@ -191,6 +191,11 @@ def test_hot_reload_on_file_change(
     for key in (ADMIN_KEY, NEW_ADMIN_KEY):
         assert key not in caplog.text and key not in config.text
 
+    # A file that drops every key would open the API: refused, the running keys kept.
+    write_config(path, tmp, policy={"alpha": 1.0}, server={"admin_keys": []})
+    until(lambda: counted(url, "file", "error") == 3)
+    assert alpha(url, NEW_ADMIN_KEY) == 1.5 and "drops every key" in caplog.text
+
 
 def test_reload_never_drops_a_request(reloading: tuple[LiveServer, Path, Engine, FastAPI]) -> None:
     live, path, _, app = reloading
