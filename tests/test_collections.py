@@ -46,6 +46,7 @@ HANDBOOK = [{"id": "h1", "title": "Leave", "text": "Employees of Brindle Ltd get
 QUESTION = "Who founded Quenton?"
 C = "/admin/collections"
 ADMIN_KEY = "admin-key-fedcba9876543210"
+AS_ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}  # admin keys open /v1 too (and only keys do)
 JSONL = {"Content-Type": "application/jsonl"}
 
 
@@ -107,7 +108,7 @@ def ask(url: str, model: str | None, question: str = QUESTION) -> httpx.Response
     body: dict[str, Any] = {"query": question}
     if model is not None:
         body["model"] = model
-    return httpx.post(url + "/v1/answer", json=body, timeout=300)
+    return httpx.post(url + "/v1/answer", json=body, headers=AS_ADMIN, timeout=300)
 
 
 def doc_ids(reply: httpx.Response) -> set[str]:
@@ -120,7 +121,7 @@ def test_collections_end_to_end(served: Served) -> None:
     admin = httpx.Client(base_url=url, timeout=300, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
 
     # Declared in the configuration: listed as a model, built from its own source at start.
-    models = [m["id"] for m in httpx.get(url + "/v1/models").json()["data"]]
+    models = [m["id"] for m in httpx.get(url + "/v1/models", headers=AS_ADMIN).json()["data"]]
     assert models == ["ragmend", "ragmend/handbook"]
     listed = {c["name"]: c for c in admin.get(C).json()["data"]}
     assert listed["handbook"]["declared"] and listed["handbook"]["documents"] == 1
@@ -145,6 +146,7 @@ def test_collections_end_to_end(served: Served) -> None:
     chat = httpx.post(
         url + "/v1/chat/completions",
         json={"model": "ragmend/notes", "messages": [{"role": "user", "content": QUESTION}]},
+        headers=AS_ADMIN,
         timeout=300,
     )
     assert chat.status_code == 200 and chat.json()["model"] == "ragmend/notes"
@@ -210,7 +212,10 @@ def test_collections_end_to_end(served: Served) -> None:
     assert admin.delete(C + "/handbook").status_code == 409
     assert admin.delete(C + "/notes").status_code == 204
     assert ask(url, "ragmend/notes").status_code == 404
-    assert [m["id"] for m in httpx.get(url + "/v1/models").json()["data"]] == ["ragmend", "ragmend/handbook"]
+    assert [m["id"] for m in httpx.get(url + "/v1/models", headers=AS_ADMIN).json()["data"]] == [
+        "ragmend",
+        "ragmend/handbook",
+    ]
     if default.settings.store.kind == "files":
         assert not (default.settings.data_dir / "collections" / "notes").exists()
     else:  # its pgvector table and its graph's rows went with it
@@ -254,7 +259,9 @@ def test_a_collection_of_its_own_policy_and_a_second_replica(served: Served, tmp
     replica = Engine(settings, models=served.default.models)
     with LiveServer(create_app(settings, engine=replica)) as other:
         wait_ready(other.url)
-        assert "ragmend/mine" in [m["id"] for m in httpx.get(other.url + "/v1/models").json()["data"]]
+        assert "ragmend/mine" in [
+            m["id"] for m in httpx.get(other.url + "/v1/models", headers=AS_ADMIN).json()["data"]
+        ]
         assert doc_ids(ask(other.url, "ragmend/mine")) <= {"n1", "n2"}
         # Deleted through the first: gone from the second too (it reads the registry again).
         assert admin.delete(C + "/mine").status_code == 204
