@@ -173,3 +173,21 @@ def test_the_escalate_action_answers_with_the_stronger_generator(
         assert [m.reason for m in skipped.masked] == ["needs models.escalation, which is not configured"]
     finally:
         plain.close()
+
+
+def test_a_failing_engine_s_own_words_stay_in_the_log(engine: Engine) -> None:
+    """The engine unreachable: a 502 naming the kind of failure, never its host or its text (a
+    provider's message may quote part of a key)."""
+    port = free_port()  # nothing listens there
+    generator = {"model": "openai/x", "api_base": f"http://127.0.0.1:{port}/v1", "api_key": "sk-secret-123"}
+    settings = settings_with(engine.settings, models={"generator": generator, "escalation": None})
+    remote = Engine(settings, models=ModelRegistry.sharing(engine.models, settings))
+    remote.load()
+    with LiveServer(create_app(settings, engine=remote, load_on_start=False)) as server:
+        r = httpx.post(
+            server.url + "/v1/answer", json={"query": sample_questions(1)[0]["question"]}, timeout=120
+        )
+    assert r.status_code == 502, r.text
+    message = r.json()["error"]["message"]
+    assert "failed: InternalServerError" in message and "the server's log has the detail" in message
+    assert str(port) not in r.text and "sk-secret" not in r.text and "127.0.0.1" not in r.text

@@ -545,7 +545,12 @@ class Generator:
             ) from e
         except Exception as e:  # litellm maps every provider's failure to its own exception types
             request.check("generator")
-            raise GeneratorError(f"generator '{self.model}' failed: {type(e).__name__}: {e}") from e
+            # The provider's text names its host and may quote part of a key: the log has it, the
+            # client gets the kind of failure only.
+            log.warning("generator '%s' failed: %s: %s", self.model, type(e).__name__, e)
+            raise GeneratorError(
+                f"generator '{self.model}' failed: {type(e).__name__} (the server's log has the detail)"
+            ) from e
         seconds = time.perf_counter() - t0
         choice = resp.choices[0]
         usage = getattr(resp, "usage", None)
