@@ -249,13 +249,16 @@ class Engine:
         return self._load_error
 
     def status(self) -> dict[str, Any]:
+        """What the open readiness probe shows: a failed load by its kind only, since its text can
+        name a database's host and user (the log has it whole)."""
+        kind = None if self._load_error is None else self._load_error.split(":", 1)[0]
         return {
             "ready": self.ready,
             "models": {role: self.models.is_loaded(role) for role in self.roles},
             "index": self._index.snapshot.generation
             if self._index is not None and self._index.is_open
             else None,
-            "error": self._load_error,
+            "error": None if kind is None else f"{kind} (the server's log has the detail)",
         }
 
     # -- work ---------------------------------------------------------------------------------

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
 from ragmend.engine import Engine
 from ragmend.server.app import create_app
+from ragmend.settings import settings_with
 from tests.conftest import LiveServer, sample_questions
 
 
@@ -84,6 +86,26 @@ def test_not_ready_is_503_with_retry_after(engine: Engine) -> None:
         r = httpx.post(server.url + "/v1/answer", json={"query": "anything"})
         assert r.status_code == 503 and r.headers["retry-after"] == "5"
         assert "loading" in r.json()["error"]["message"]
+
+
+def test_a_failed_load_shows_its_kind_on_the_open_probe_never_its_text(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A load that fails (here a model file that is not there): /readyz, open to anyone, says the
+    kind of failure; its text, which can name paths, hosts and users, stays in the log."""
+    hidden = tmp_path / "private-dir-7f3a" / "model.gguf"
+    settings = settings_with(
+        engine.settings, data_dir=str(tmp_path), models={"generator": {"gguf": str(hidden)}}
+    )
+    broken = Engine(settings)
+    with LiveServer(create_app(settings, engine=broken)) as server:
+        deadline = time.monotonic() + 120
+        while broken.load_error is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        r = httpx.get(server.url + "/readyz")
+    assert r.status_code == 503 and r.json()["error"].endswith("(the server's log has the detail)")
+    assert "private-dir-7f3a" in broken.load_error and "private-dir-7f3a" not in r.text
 
 
 def test_server_loads_in_the_background_then_turns_ready(engine: Engine) -> None:
