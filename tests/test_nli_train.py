@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -233,3 +234,22 @@ def test_shipped_mix_files_load(mix: Path) -> None:
     cfg = load_train_config(mix)
     assert cfg.mix and 0.0 <= cfg.soft_weight <= 1.0
     assert all(e.source for e in cfg.mix)
+
+
+class _Planted:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, ("touch planted-ran",))
+
+
+def test_a_planted_checkpoint_is_refused_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    from ragmend.errors import InputError
+    from ragmend.train.checkpoint import resume
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(pickle.dumps({"step": 3, "payload": _Planted()}))
+    with pytest.raises(InputError, match="not a checkpoint of tensors and plain values"):
+        resume(path, {}, None, None, None, "cpu")
+    assert not (tmp_path / "planted-ran").exists()

@@ -4,6 +4,7 @@ written atomically and refused when it belongs to another configuration or data.
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,11 @@ def resume(
 
     if not path.exists():
         return 0
-    state = torch.load(path, weights_only=False, map_location=device)
+    try:
+        # weights_only: a checkpoint is data, never code to run (a planted file could be).
+        state = torch.load(path, weights_only=True, map_location=device)
+    except pickle.UnpicklingError as e:
+        raise InputError(f"{path} is not a checkpoint of tensors and plain values; refused: {e}") from None
     if any(state.get(k) != v for k, v in stamp.items()):
         raise InputError(f"{path} belongs to another configuration or data; remove it to start over")
     model.load_state_dict(state["model"])
