@@ -30,6 +30,8 @@ from ragmend.errors import ConfigError, InputError, PeerUnavailable
 from ragmend.fileio import atomic_write_json
 
 RATINGS_PAGE = "/api/v1/evaluations/feedbacks/list"  # an admin's paginated list, 30 a page
+MAX_PAGES = 10_000  # of one read: a peer that pages forever must not hold the sync
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 Outcome = Literal["voted", "already", "kept_first", "unknown", "expired"]
 # ragmend's answers to a vote that are not errors of the sync (policy/feedback.py's rules).
 REFUSALS: dict[int, Outcome] = {404: "unknown", 409: "kept_first", 410: "expired"}
@@ -71,6 +73,12 @@ class _Peer:
     def __init__(self, name: str, base_url: str, api_key: str | None, timeout_s: float, key_hint: str):
         self.name = name
         self.base_url = base_url.rstrip("/")
+        url = httpx.URL(self.base_url)
+        if api_key and url.scheme != "https" and url.host not in LOOPBACK:
+            raise ConfigError(
+                f"{name} at {self.base_url}: refusing to send a key over plain http to another host "
+                "(anyone on the path could read it); use https"
+            )
         self.key_hint = key_hint
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
@@ -123,6 +131,11 @@ class OpenWebUIRatings:
             if not batch or min(int(item.get("updated_at", 0)) for item in batch) < cursor:
                 break
             page += 1
+            if page > MAX_PAGES:
+                raise PeerUnavailable(
+                    f"{self._peer.name} at {self.base_url} kept paging past {MAX_PAGES} pages of ratings "
+                    "changed since the last sync; stopped (nothing was voted from this read)"
+                )
         return sorted(items, key=lambda item: (int(item.get("updated_at", 0)), str(item.get("id"))))
 
     def close(self) -> None:

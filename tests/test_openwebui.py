@@ -276,6 +276,13 @@ def test_the_sync_command_says_what_is_wrong(tmp_path: Path) -> None:
         app, ["feedback", "sync", "--openwebui", "http://x", "--openwebui-key-file", str(key_file)]
     )
     assert empty.exit_code == 2 and "empty" in empty.output
+    # An admin's key is never sent in the clear to another host.
+    plain = runner.invoke(
+        app,
+        ["feedback", "sync", "--openwebui", "http://ui.example.org:8080", *state],
+        env={"OPENWEBUI_API_KEY": "sk-admin"},
+    )
+    assert plain.exit_code == 2 and "refusing to send a key over plain http" in " ".join(plain.output.split())
     assert not (tmp_path / "sync.json").exists()
 
 
