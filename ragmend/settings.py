@@ -719,6 +719,12 @@ class ServerSettings(_Section):
     admin_keys: Annotated[tuple[SecretStr, ...], LIVE] = Field(
         (), description="Keys of /admin/* (they open /v1 too); none: the admin endpoints are disabled."
     )
+    source_roots: tuple[Path, ...] = Field(
+        (),
+        description="Directories whose files an admin may name as a collection's sources over HTTP "
+        "(by their real paths: nothing outside them, no symlink out); none: sources by path are "
+        "refused over HTTP (send documents instead).",
+    )
     allow_open: bool = Field(
         False,
         description="Serve without keys on an address other than the loopback (a warning at every "

@@ -11,6 +11,7 @@ name `default` is the default corpus. Work runs in a worker thread, never on the
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -99,11 +100,27 @@ async def list_collections(collections: CollectionsDep) -> CollectionList:
     return await to_thread.run_sync(lambda: CollectionList(data=[_view(collections, n) for n in collections]))
 
 
+def confined(path: Path, roots: Sequence[Path]) -> Path:
+    """`path` by its real path, when that is an existing path under one of `roots` (theirs real
+    too); else one InputError, the same whether it is missing or outside, so that the answer
+    tells nothing of the server's files."""
+    refused = InputError(f"sources: {path} is not a path under server.source_roots that this server may read")
+    try:
+        real = path.expanduser().resolve()
+        inside = any(real.is_relative_to(root.expanduser().resolve()) for root in roots)
+        if not inside or not real.exists():
+            raise refused
+    except (ValueError, OSError):  # a NUL byte, a loop of links
+        raise refused from None
+    return real
+
+
 @router.post("", status_code=201, summary="Create a collection (built from its sources, if any)")
 async def create_collection(
     body: CollectionCreate, collections: CollectionsDep, events: EventsDep
 ) -> CollectionView:
-    spec = CollectionSpec(body.name, tuple(Path(p) for p in body.sources), body.policy)
+    roots = collections.default.settings.server.source_roots
+    spec = CollectionSpec(body.name, tuple(confined(Path(p), roots) for p in body.sources), body.policy)
 
     def create() -> CollectionView:
         return collection_view(collections.create(spec), _model_name(collections))

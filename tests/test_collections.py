@@ -83,7 +83,11 @@ def served(engine: Engine, backend: dict[str, Any], tmp_path: Path) -> Iterator[
         data_dir=str(tmp_path / "data"),
         sources=[str(corpus)],
         collections={"handbook": {"sources": [str(handbook)]}},
-        server={"max_body_bytes": 200_000, "admin_keys": [ADMIN_KEY]},
+        server={
+            "max_body_bytes": 200_000,
+            "admin_keys": [ADMIN_KEY],
+            "source_roots": [str(tmp_path / "shared")],
+        },
         rag={"max_file_bytes": 5_000},
         **backend,
     )
@@ -116,7 +120,7 @@ def doc_ids(reply: httpx.Response) -> set[str]:
     return {p["doc_id"] for p in reply.json()["evidence"]}
 
 
-def test_collections_end_to_end(served: Served) -> None:
+def test_collections_end_to_end(served: Served, tmp_path: Path) -> None:
     url, default, handbook = served.url, served.default, served.handbook
     admin = httpx.Client(base_url=url, timeout=300, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
 
@@ -183,7 +187,19 @@ def test_collections_end_to_end(served: Served) -> None:
     assert admin.post(C, json={"name": "default"}).status_code == 400
     assert admin.post(C, json={"name": "nul", "sources": ["a\u0000b"]}).status_code == 400
     assert admin.post(C, json={"name": "notes"}).status_code == 409
-    assert admin.post(C, json={"name": "missing", "sources": ["/no/such/path"]}).status_code == 400
+    # Sources by path: only under server.source_roots, by real path; missing and forbidden read alike.
+    outside = admin.post(C, json={"name": "root", "sources": ["/"]})
+    missing = admin.post(C, json={"name": "missing", "sources": [str(tmp_path / "shared" / "nothing.jsonl")]})
+    assert outside.status_code == missing.status_code == 400
+    said = outside.json()["error"]["message"]
+    assert "not a path under server.source_roots" in said
+    assert missing.json()["error"]["message"] == said.replace(
+        "/", str(tmp_path / "shared" / "nothing.jsonl"), 1
+    )
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "out").symlink_to("/etc")  # a link out of the root reads as outside
+    linked = admin.post(C, json={"name": "linked", "sources": [str(tmp_path / "shared" / "out")]})
+    assert linked.status_code == 400 and "server.source_roots" in linked.json()["error"]["message"]
     assert ask(url, "ragmend/nowhere").status_code == 404
 
     # Deleting documents: by id; an unknown id, or the last document, is refused.
