@@ -916,6 +916,17 @@ def test_helm_chart_renders(tmp_path: Path) -> None:
     assert container["resources"]["requests"] and pod["securityContext"]["runAsNonRoot"] is True
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["RAGMEND_CONFIG"] == "/etc/ragmend/ragmend.yaml"
+    # The API keys come from a Secret; with none named the chart refuses, unless served open on purpose.
+    keys = next(e for e in container["env"] if e["name"] == "RAGMEND_SERVER__API_KEYS")
+    assert keys["valueFrom"]["secretKeyRef"] == {"name": "ragmend-keys", "key": "api-keys"}
+    keyless = subprocess.run(
+        [helm, "template", "r", str(CHART), "--set", "keys.existingSecret="], capture_output=True, text=True
+    )
+    assert keyless.returncode != 0 and "keys.existingSecret is required" in keyless.stderr
+    opened = run(
+        [helm, "template", "r", str(CHART), "--set", "keys.existingSecret=", "--set", "keys.allowOpen=true"]
+    )
+    assert "RAGMEND_SERVER__ALLOW_OPEN" in opened and "RAGMEND_SERVER__API_KEYS" not in opened
     assert {"name": "config", "mountPath": "/etc/ragmend", "readOnly": True} in container["volumeMounts"]
     assert (
         pod["volumes"][1]["persistentVolumeClaim"]["claimName"]

@@ -85,7 +85,7 @@ def test_bad_queries(engine: Engine, query: str, message: str) -> None:
         ({"k": 0}, "config.k"),
         ({"mode": "sparse"}, "config.mode"),
         ({"topk": 3}, "config.topk"),
-        ({"prompt": "nope"}, "unknown prompt variant"),
+        ({"prompt": "nope"}, "unknown answer prompt"),
     ],
 )
 def test_bad_config_overrides(engine: Engine, overrides: dict, message: str) -> None:
