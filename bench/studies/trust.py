@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from ragmend.bench.stats import auroc
+from ragmend.bench.suites.detect import decision_figures
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.fileio import atomic_write_json
 
@@ -50,12 +52,9 @@ def pct(part: int, whole: int) -> float | None:
     return round(100.0 * part / whole, 2) if whole else None
 
 
-def auroc(positive: Sequence[float], negative: Sequence[float]) -> float | None:
-    """P(a positive scores above a negative), ties half: the Mann-Whitney form."""
-    if not positive or not negative:
-        return None
-    pos, neg = np.asarray(positive)[:, None], np.asarray(negative)[None, :]
-    return round(float((pos > neg).mean() + 0.5 * (pos == neg).mean()), 4)
+def _auroc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
+    value = auroc(np.asarray(scores, dtype=np.float64), np.asarray(positive, dtype=bool))
+    return None if np.isnan(value) else round(value, 4)
 
 
 def first_right(r: Record, metric: str) -> bool:
@@ -75,14 +74,14 @@ def hotpotqa(records: Sequence[Record]) -> dict[str, Any]:
     wrong = [r for r in records if not first_right(r, "em")]
     flagged = [r for r in records if r.get("first_failure") not in (None, "NoFailure")]
     p = "first_p_unsupported"
+    scored = [r for r in records if r.get(p) is not None]
     return {
         "n": len(records),
         "right": len(right),
         "right_flagged": pct(sum(r in flagged for r in right), len(right)),
         "wrong_flagged": pct(sum(r in flagged for r in wrong), len(wrong)),
-        "auroc": auroc(
-            [r[p] for r in wrong if r.get(p) is not None], [r[p] for r in right if r.get(p) is not None]
-        ),
+        # Wrong answers are the positives: P(unsupported) should rank them above the right ones.
+        "auroc": _auroc([r[p] for r in scored], [not first_right(r, "em") for r in scored]),
         "right_read_as_abstention": pct(sum(read_away(r) for r in right), len(right)),
     }
 
@@ -111,16 +110,13 @@ def unanswerable(records: Sequence[Record]) -> dict[str, Any]:
 
 def ragtruth(rows: Sequence[Record]) -> dict[str, Any]:
     judged = [r for r in rows if r.get("unsupported") is not None]
-    flag = [r["failure"] != "NoFailure" for r in judged]
-    truth = [bool(r["unsupported"]) for r in judged]
-    tp = sum(f and t for f, t in zip(flag, truth, strict=True))
-    fp = sum(f and not t for f, t in zip(flag, truth, strict=True))
-    fn = sum(t and not f for f, t in zip(flag, truth, strict=True))
-    supported = len(truth) - sum(truth)
+    flagged = np.array([r["failure"] != "NoFailure" for r in judged], dtype=bool)
+    figures = decision_figures(flagged, np.array([bool(r["unsupported"]) for r in judged], dtype=bool))
+    share = figures["flagged_supported"]
     return {
         "n": len(judged),
-        "supported_flagged": pct(fp, supported),
-        "f1": round(2 * tp / (2 * tp + fp + fn), 4) if tp else 0.0,
+        "supported_flagged": None if share is None else round(100.0 * share, 2),
+        "f1": figures["f1"],
     }
 
 
