@@ -16,7 +16,7 @@ import numpy as np
 
 from ragmend import cancel, clock
 from ragmend.actions.catalogue import ACTION_NAMES
-from ragmend.actions.meter import CostMeter
+from ragmend.actions.meter import Cost, CostMeter
 from ragmend.diagnosis.answerability import open_answerability
 from ragmend.diagnosis.comparison import TitleLookup, title_lookup
 from ragmend.diagnosis.diagnoser import Diagnoser
@@ -386,13 +386,16 @@ class Engine:
         history: Sequence[Turn] = (),
         on_text: Callable[[str], None] | None = None,
         events: Events = NO_EVENTS,
+        learn: bool = True,
     ) -> Outcome:
         """One request: answer, diagnose, and when it failed, one budgeted repair (engine/repair.py).
         With a conversation's earlier turns in `history`, a follow-up is first made standalone
         (one short generator call, none for a first turn): the condensed question is what is
         retrieved, answered and diagnosed. `on_text` receives the first pass's answer as it is
         generated (a streamed request; a repair pass is not streamed). Once answered, what the
-        request did is told to `events` (engine/events.py)."""
+        request did is told to `events` (engine/events.py). `learn`: false serves the request as
+        usual but updates neither the router nor the repair policy, nor their cost models (the
+        server's choice for a request that shaped its own pass)."""
         if not self.ready:  # before the generator is touched: that would load it on this thread
             raise NotReady("ragmend is still loading its models and index")
         asked = validate_query(query, self.settings.rag.max_query_chars)
@@ -402,7 +405,7 @@ class Engine:
                 follow_up = any(turn.role == "user" for turn in history)
                 if follow_up and refers_back(asked):
                     query = EngineServices(self).condense_query(asked, history)
-                outcome = self._respond(query, overrides, on_text, follow_up)
+                outcome = self._respond(query, overrides, on_text, follow_up, learn)
             except Cancelled as e:
                 e.generator_s = generated.busy_s  # the generator's work for an answer nobody receives
                 raise
@@ -416,6 +419,7 @@ class Engine:
             usage=usage,
             condensed_from=asked if query != asked else None,
             collection=self.namespace,
+            learn=learn,
         )
         emit_answer(events, outcome, self.settings.policy.request_latency_budget_s)
         return outcome
@@ -426,6 +430,7 @@ class Engine:
         overrides: dict[str, Any] | None,
         on_text: Callable[[str], None] | None = None,
         follow_up: bool = False,
+        learn: bool = True,
     ) -> Outcome:
         started = clock.now()
         request = cancel.current()  # checked between the stages (ragmend/cancel.py)
@@ -437,17 +442,16 @@ class Engine:
         assert cost is not None
         if not self.settings.diagnosis.enabled:
             seconds = clock.now() - started
-            route = self.router.learn(route, None, cost) if route.routed else route
+            route = self._learned_route(route, None, cost, learn)
             return Outcome(answer, None, seconds=seconds, first_pass_s=seconds, route=route)
         request.check("diagnosis")
         diagnosis = self.diagnose(answer)
         first_pass_s = clock.now() - started
-        if route.routed:
-            route = self.router.learn(route, diagnosis, cost)
+        route = self._learned_route(route, diagnosis, cost, learn)
         if not diagnosis.failed or not self.settings.policy.repair:
             return Outcome(answer, diagnosis, seconds=first_pass_s, first_pass_s=first_pass_s, route=route)
         request.check("repair")
-        final, final_diagnosis, trace = self.repairer.repair(answer, diagnosis, started)
+        final, final_diagnosis, trace = self.repairer.repair(answer, diagnosis, started, learn=learn)
         second = None
         if (
             self.settings.policy.extra_repairs
@@ -460,7 +464,7 @@ class Engine:
             # within what the request's budgets and deadline leave.
             request.check("repair")
             final, final_diagnosis, second = self.repairer.repair(
-                final, final_diagnosis, started, exclude={trace.action}
+                final, final_diagnosis, started, exclude={trace.action}, learn=learn
             )
         return Outcome(
             final,
@@ -473,6 +477,13 @@ class Engine:
             second_repair=second,
             route=route,
         )
+
+    def _learned_route(self, route: Route, diagnosis: Diagnosis | None, cost: Cost, learn: bool) -> Route:
+        """The first pass's route with its cost and, where the router chose and may learn from
+        this request, what it learned."""
+        if route.routed and learn:
+            return self.router.learn(route, diagnosis, cost)
+        return dataclasses.replace(route, cost=cost) if route.routed else route
 
     def explore_plans(self, query: str, overrides: dict[str, Any] | None = None) -> list[Outcome]:
         """Every enabled plan's first pass of `query`, each diagnosed and learned by the router
@@ -520,13 +531,25 @@ class Engine:
             arm, context = last.action, last.context
             factor = max(0.0, last.reward.latency_factor * last.reward.memory_factor)
         return Served(
-            response_id, self.namespace, arm, context, factor, time.time(), plan, plan_context, plan_factor
+            response_id,
+            self.namespace,
+            arm,
+            context,
+            factor,
+            time.time(),
+            plan,
+            plan_context,
+            plan_factor,
+            learn=outcome.learn,
         )
 
     def credit(self, vote: Vote) -> bool:
         """Learn a user's vote as one more observation of the arm that decided the answer and of
-        the plan whose pass gave it; False when neither is there, or learning is off."""
+        the plan whose pass gave it; False when neither is there, the ledger withheld the vote
+        (policy/feedback.py), or learning is off."""
         served, learned = vote.served, False
+        if vote.withheld is not None or not served.learn:
+            return False
         reward, plan_reward = vote.reward, vote.plan_reward
         if (
             reward is not None

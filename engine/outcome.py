@@ -45,6 +45,9 @@ class Outcome:
     second_repair: RepairTrace | RepairSkip | None = None
     # The first pass's plan and who chose it (engine/router.py); None: built without a first pass.
     route: Route | None = None
+    # False: the request shaped its own pass, so neither the policies, the cost models nor the
+    # server's service times learned from it, and a vote on it teaches nothing.
+    learn: bool = True
 
     @property
     def decided(self) -> RepairDecision | None:

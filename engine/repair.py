@@ -160,10 +160,16 @@ class Repairer:
         self.missing = missing  # parts of the deployment not configured (actions.catalogue.feasible)
 
     def repair(
-        self, answer: Answer, diagnosis: Diagnosis, started: float, exclude: Collection[str] = ()
+        self,
+        answer: Answer,
+        diagnosis: Diagnosis,
+        started: float,
+        exclude: Collection[str] = (),
+        learn: bool = True,
     ) -> tuple[Answer, Diagnosis, RepairTrace | RepairSkip]:
         """One repair attempt for a failed answer; `started` is the request's monotonic start;
-        `exclude`: actions not to offer (a second repair's: the first one's)."""
+        `exclude`: actions not to offer (a second repair's: the first one's); `learn`: false
+        repairs as usual but updates neither the policy nor the actions' cost model."""
         # One snapshot of the policy's settings for the whole decision: an admin change or a hot
         # reload lands between requests (or between two of them), never inside one decision.
         cfg = self.policy.config
@@ -222,7 +228,7 @@ class Repairer:
             return answer, diagnosis, RepairSkip("no_feasible_action", why, tuple(masked))
         action = BY_NAME[decision.arm]
         if not action.runs_a_pass:
-            return self._decide_without_pass(answer, diagnosis, action, decision, x, masked, allowed)
+            return self._decide_without_pass(answer, diagnosis, action, decision, x, masked, allowed, learn)
         if action.name == "index_refresh":
             self.cooldown.mark()
         request = cancel.current()
@@ -247,10 +253,13 @@ class Repairer:
             return answer, diagnosis, RepairSkip("timed_out", why, tuple(masked), action=action.name)
         cost = m.cost
         assert cost is not None
-        self.costs.observe(action.name, cost.latency_s, cost.memory_bytes, base_pass_s=answer.timings.total_s)
+        if learn:
+            self.costs.observe(
+                action.name, cost.latency_s, cost.memory_bytes, base_pass_s=answer.timings.total_s
+            )
         after = self._diagnose(second)
         reward = self.policy.reward(after, cost.latency_s, cost.memory_bytes, cost.memory_source)
-        learned = self.policy.update(action.name, x, reward)
+        learned = learn and self.policy.update(action.name, x, reward)
         over = [f"action_{v}" for v in reward.violated]
         if clock.now() - started > cfg.request_latency_budget_s:
             over.append("request")
@@ -288,6 +297,7 @@ class Repairer:
         x: np.ndarray,
         masked: list[Masked],
         allowed: float,
+        learn: bool = True,
     ) -> tuple[Answer, Diagnosis, RepairTrace]:
         """no_repair keeps the first answer; abstain replaces it with the statement that the
         sources do not answer; present_conflict keeps it to be read as both sides of the
@@ -301,7 +311,8 @@ class Repairer:
             )
         cost = m.cost
         assert cost is not None
-        self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)
+        if learn:
+            self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)
         abstained, presented = action.effect == "abstain", action.effect == "conflict"
         reward = self.policy.reward(
             diagnosis,
@@ -311,7 +322,7 @@ class Repairer:
             abstained=abstained,
             presented_conflict=presented,
         )
-        learned = self.policy.update(action.name, x, reward)
+        learned = learn and self.policy.update(action.name, x, reward)
         trace = RepairTrace(
             action=action.name,
             failure=diagnosis.failure,

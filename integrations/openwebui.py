@@ -12,7 +12,9 @@ to `{{MESSAGE_ID}}`, read from server.message_id_header), so a rating finds its 
 Each sync reads the ratings changed since the last one (Open WebUI's `updated_at`), all of them
 before it posts any, then posts them oldest first. A vote ragmend already has changes nothing (a
 second sync of the same ratings changes nothing); a rating changed in Open WebUI after ragmend
-learned it is refused by ragmend's one-vote rule (409) and counted as `kept_first`. The state
+learned it is refused by ragmend's one-vote rule (409) and counted as `kept_first`. ragmend
+takes votes only from the key that received the answer, the one Open WebUI's connection sends,
+and at most server.feedback_votes_per_min a minute from it (past them the sync stops). The state
 (how far the sync has read) is written atomically after each rating ragmend answered, so a sync
 stopped by an error resumes where it stopped and applies nothing twice.
 """
@@ -159,7 +161,10 @@ class RagmendVotes:
     """ragmend's POST /v1/feedback, naming each answer by the client's message id."""
 
     def __init__(self, base_url: str, api_key: str | None, timeout_s: float = 30.0):
-        hint = "give a key of server.api_keys (RAGMEND_API_KEY)"
+        hint = (
+            "give the key of server.api_keys that Open WebUI's connection to ragmend uses "
+            "(RAGMEND_API_KEY): a vote counts only from the key that received the answer"
+        )
         self._peer = _Peer("ragmend", base_url, api_key, timeout_s, hint)
 
     def vote(self, rating: Rating) -> Outcome:
@@ -171,6 +176,12 @@ class RagmendVotes:
             return "voted" if response.json().get("recorded") else "already"
         if response.status_code in REFUSALS:
             return REFUSALS[response.status_code]
+        if response.status_code == 429:
+            raise PeerUnavailable(
+                f"ragmend at {self._peer.base_url} takes at most server.feedback_votes_per_min votes a "
+                f"minute from one key: this sync stopped here and the next one goes on from this rating "
+                f"(Retry-After: {response.headers.get('retry-after', '?')} s)"
+            )
         if response.status_code == 400:
             refused = response.text[:300]
             raise InputError(f"ragmend refused the vote for Open WebUI rating {rating.id}: {refused}")

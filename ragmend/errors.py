@@ -71,6 +71,26 @@ class Conflict(InputError):
     metric_kind = "conflict"
 
 
+class Forbidden(InputError):
+    """The caller may not do this with its key (a vote on an answer another key received)."""
+
+    http_status = 403
+    api_type = "permission_error"
+    metric_kind = "forbidden"
+
+
+class RateLimited(InputError):
+    """The caller sent more than its rate allows (votes per key); it may retry after Retry-After."""
+
+    http_status = 429
+    api_type = "rate_limit_error"
+    metric_kind = "rate_limited"
+
+    def __init__(self, message: str, retry_after_s: int):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class ConfigError(RagmendError):
     """The configuration is invalid; the message names the offending key."""
 

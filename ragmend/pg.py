@@ -145,6 +145,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX ragmend_feedback_by_message ON ragmend_feedback (message_id)",
         ),
     ),
+    # Who received each answer (a key's fingerprint: only they may vote on it), whether its
+    # request let it teach, and whether its vote was learned (one key's share is measured on those).
+    Migration(
+        8,
+        "votes tied to the key that received the answer",
+        (
+            "ALTER TABLE ragmend_feedback ADD COLUMN receiver TEXT, ADD COLUMN learn BOOLEAN, "
+            "ADD COLUMN credited BOOLEAN",
+            "CREATE INDEX ragmend_feedback_by_credit ON ragmend_feedback (voted) WHERE credited",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -798,6 +798,38 @@ class ServerSettings(_Section):
         "a rating stored under that id (ragmend feedback sync) reaches it; empty: not read.",
     )
 
+    show_policy_internals: Annotated[bool, LIVE] = Field(
+        False,
+        description="Show the policy's internals (the arm and plan a vote credits, every arm's "
+        "score, the decision's seed) in every reply; off: only to an admin key or, keyless, to the "
+        "server's own machine.",
+    )
+    feedback_votes_per_min: Annotated[float, LIVE] = Field(
+        30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Votes (POST /v1/feedback) one key may send per minute, refilled steadily; past "
+        "them and the burst a 429 with Retry-After.",
+    )
+    feedback_burst: Annotated[int, LIVE] = Field(
+        30, ge=1, le=100_000, description="Votes one key may send at once before its per-minute rate applies."
+    )
+    feedback_share_window: Annotated[int, LIVE] = Field(
+        100,
+        ge=1,
+        le=100_000,
+        description="How many of the latest learned votes (within policy.feedback_ttl_s) "
+        "feedback_max_share is measured over.",
+    )
+    feedback_max_share: Annotated[float, LIVE] = Field(
+        0.5,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Most of the latest feedback_share_window learned votes one key may hold while "
+        "another key has votes among them; a vote past it is recorded, not learned (1: no cap).",
+    )
+
     @field_validator("api_keys", "admin_keys")
     @classmethod
     def _usable_keys(cls, v: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:

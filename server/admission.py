@@ -24,6 +24,8 @@ it, as the 95th percentile of the last ones (a request needs 1.25x that left); a
 between two slots freeing while requests wait, from which the queue's wait follows (position p
 waits about (p + 1) intervals).
 Repairs are in that interval, not in the first pass: a repair is skipped when it no longer fits.
+A request that shaped its own pass (its own max_tokens, stop, sampling, prompt: the result's
+`learn` is false) is served like any other but measured by neither estimate (`is_measured`).
 With a remote generator that serves requests in parallel the same measurements describe it:
 nothing here assumes the in-process model. Until a few requests have been measured in the same
 conditions there is no prediction, and only the queue bound and the deadline apply.
@@ -91,6 +93,12 @@ class Served(Protocol):
     generator_busy_s: float
 
 
+def is_measured(result: object) -> bool:
+    """Whether a result's times may predict the next requests': not where the request shaped its
+    own pass (Outcome.learn false); a result that does not say is measured."""
+    return bool(getattr(result, "learn", True))
+
+
 class ServiceTimes:
     """Online estimates, each from measurements made in the same conditions:
 
@@ -115,9 +123,10 @@ class ServiceTimes:
     def observe_first(self, kind: str, running: int, first_s: float) -> None:
         self._first.setdefault((kind, running), deque(maxlen=WINDOW)).append((self.clock(), first_s))
 
-    def observe_release(self, now: float, saturated: bool) -> None:
-        """A slot freed; `saturated`: requests were waiting for it."""
-        if saturated and self._last_saturated_release is not None:
+    def observe_release(self, now: float, saturated: bool, measured: bool = True) -> None:
+        """A slot freed; `saturated`: requests were waiting for it; `measured`: the interval it
+        closes is kept (not for a request that shaped its own pass, though it still starts the next)."""
+        if saturated and measured and self._last_saturated_release is not None:
             self._gaps.append((now, now - self._last_saturated_release))
         self._last_saturated_release = now if saturated else None
 
@@ -287,11 +296,12 @@ class Admission:
             self._release(ran=False)
             raise
 
-    def _release(self, ran: bool = True) -> None:
+    def _release(self, ran: bool = True, measured: bool = True) -> None:
         """Free a slot (to the oldest waiter); `ran`: work held it (a slot given back unused,
-        by a request refused at its start, says nothing of how fast the queue drains)."""
+        by a request refused at its start, says nothing of how fast the queue drains);
+        `measured`: its time counts in the queue's drain rate."""
         if ran:
-            self.service.observe_release(time.monotonic(), saturated=bool(self._waiters))
+            self.service.observe_release(time.monotonic(), saturated=bool(self._waiters), measured=measured)
         while self._waiters:
             ticket = self._waiters.popleft()
             if not ticket.done():
@@ -337,7 +347,7 @@ class Admission:
         except BaseException:
             self._release()
             raise
-        self._release()
+        self._release(measured=is_measured(result))
         self._observe(kind, running, result)
         return result
 
@@ -378,7 +388,8 @@ class Admission:
         """A delivered answer: its first pass for the estimates, its generator seconds as answered."""
         if not isinstance(result, Served):
             return
-        self.service.observe_first(kind, running, result.first_pass_s)
+        if is_measured(result):
+            self.service.observe_first(kind, running, result.first_pass_s)
         if result.generator_busy_s > 0:
             self.events.emit(GeneratorTimeSpent("answered", result.generator_busy_s))
         if (f := self.service.first_s(kind, running)) is not None:

@@ -27,4 +27,5 @@ async def answer(
     response_id = f"answer-{uuid.uuid4().hex}"
     reply = serving.reply_ids(request, engine, response_id)
     outcome = await serving.answer(request, token, engine, (body.query, overrides, history), reply)
-    return answer_response(outcome, serving.reading(engine), response_id=response_id)
+    reading = serving.reading(engine)
+    return answer_response(outcome, reading, response_id=response_id, internals=reply.internals)

@@ -9,6 +9,12 @@ Scopes, by path (deny by default: a route someone adds later is a user route unl
            with no key configured at all, open (the embedded laptop default), but only to
            requests addressed to the loopback unless server.allow_open.
 
+What a request let through may do beyond its scope follows from its `Caller`: a vote counts only
+from the key that received the answer (a fingerprint of the key is kept with it, never the key;
+on a keyless server, only from the server's own machine), and only an admin key (or a keyless
+server's own machine) reads the policy's internals in a reply (server.show_policy_internals shows
+them to every key).
+
 A key travels as `Authorization: Bearer <key>`. 401 with `WWW-Authenticate: Bearer` for a missing
 or unknown key, 403 for a valid key without the scope; both in the app's JSON error shape
 (errors.py: types authentication_error and permission_error) and counted as
@@ -20,7 +26,9 @@ the current settings at each request, so a hot reload rotates them.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import ipaddress
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +36,7 @@ from typing import Literal
 
 from pydantic import SecretStr
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragmend.server.errors import error_response
@@ -136,6 +145,57 @@ def check(
     # user or metrics: any configured key. Both compared: no timing tells which list matched.
     user = matches(token, server.api_keys)
     return None if admin or user else Refusal(401, "invalid API key")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request that auth let through: what a vote is tied to, and what it may read."""
+
+    # A key's fingerprint ("key:<hash>", never the key); on a keyless server "local" for a client
+    # on the server's own machine, "remote" for any other (allow_open).
+    identity: str
+    admin: bool  # the key is one of server.admin_keys
+
+    @property
+    def may_vote(self) -> bool:
+        return self.identity != "remote"
+
+    @property
+    def owner(self) -> bool:
+        """An admin key, or a keyless server's own machine: who may read the policy's internals."""
+        return self.admin or self.identity == "local"
+
+
+def fingerprint(token: str) -> str:
+    """What the stores keep of a key: a SHA-256 of it, from which the key cannot be read back."""
+    return "key:" + hashlib.sha256(b"ragmend-key\0" + token.encode("utf-8")).hexdigest()[:32]
+
+
+def loopback_client(host: str | None) -> bool:
+    """Whether a client address is the loopback (127.0.0.0/8, ::1, or IPv4 mapped into IPv6)."""
+    try:
+        address = ipaddress.ip_address(host or "")
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def caller(server: ServerSettings, authorization: str | None, client_host: str | None) -> Caller:
+    """The caller of a request `check` let through: its key's fingerprint and whether the key is an
+    admin's; a keyless server tells its own machine from the others by the client's address."""
+    if keyless(server):
+        return Caller("local" if loopback_client(client_host) else "remote", admin=False)
+    token = bearer_token(authorization)
+    if token is None:  # an open path: nothing to vote with
+        return Caller("remote", admin=False)
+    return Caller(fingerprint(token), admin=matches(token, server.admin_keys))
+
+
+def caller_of(request: Request, server: ServerSettings) -> Caller:
+    """The caller of a request the middleware let through (its key, or its address when keyless)."""
+    host = request.client.host if request.client else None
+    return caller(server, request.headers.get("authorization"), host)
 
 
 class BearerAuth:

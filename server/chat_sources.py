@@ -76,7 +76,8 @@ def status(reply: AnswerResponse) -> ChatStatus | None:
     repaired = isinstance(repair, RepairTrace) and repair.kept == "repaired"
     how = ""
     if repaired and isinstance(repair, RepairTrace):
-        how = f" after a repair ({repair.action.replace('_', ' ')})"
+        # The action's name only where the reply shows the policy's internals.
+        how = f" after a repair ({repair.action.replace('_', ' ')})" if repair.action else " after a repair"
     if reply.abstained_by is not None:
         return ChatStatus(description=f"Checked: the sources found do not answer this question{how}")
     if reply.conflict_by is not None:

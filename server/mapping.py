@@ -289,11 +289,11 @@ def reward(r: policy_reward.Reward) -> api.Reward:
     )
 
 
-def repair_trace(t: repair.RepairTrace) -> api.RepairTrace:
+def repair_trace(t: repair.RepairTrace, internals: bool = True) -> api.RepairTrace:
     return api.RepairTrace(
-        action=t.action,
+        action=t.action if internals else None,
         failure=t.failure,
-        decision=decision(t.decision),
+        decision=decision(t.decision) if internals else None,
         masked=[masked(m) for m in t.masked],
         config=rag_config(t.config),
         answer=answer(t.answer),
@@ -308,28 +308,33 @@ def repair_trace(t: repair.RepairTrace) -> api.RepairTrace:
     )
 
 
-def repair_skip(s: repair.RepairSkip) -> api.RepairSkip:
+def repair_skip(s: repair.RepairSkip, internals: bool = True) -> api.RepairSkip:
     return api.RepairSkip(
-        reason=s.reason, masked=[masked(m) for m in s.masked], timed_out=s.timed_out, action=s.action
+        reason=s.reason,
+        masked=[masked(m) for m in s.masked],
+        timed_out=s.timed_out,
+        action=s.action if internals else None,
     )
 
 
 def repair_result(
-    r: repair.RepairTrace | repair.RepairSkip | None,
+    r: repair.RepairTrace | repair.RepairSkip | None, internals: bool = True
 ) -> api.RepairTrace | api.RepairSkip | None:
     if r is None:
         return None
     if isinstance(r, repair.RepairSkip):
-        return repair_skip(r)
-    return repair_trace(r)
+        return repair_skip(r, internals)
+    return repair_trace(r, internals)
 
 
-def route(r: router.Route) -> api.Route:
+def route(r: router.Route, internals: bool = True) -> api.Route:
+    """`internals`: the plan the router chose and its scores are shown (else null; a plan the
+    request or the configuration fixed is no policy's and stays)."""
     return api.Route(
-        plan=r.plan,
+        plan=r.plan if internals or not r.routed else None,
         chosen_by=r.chosen_by,
         kind=r.kind,
-        decision=decision(r.decision) if r.decision is not None else None,
+        decision=decision(r.decision) if r.decision is not None and internals else None,
         masked=[masked(m) for m in r.masked],
         expected_s=r.expected_s,
         cost=cost(r.cost) if r.cost is not None else None,
@@ -359,9 +364,12 @@ def answer_response(
     outcome: Outcome,
     reading: Reading | None = None,
     response_id: str = "",
+    internals: bool = False,
 ) -> api.AnswerResponse:
     """The body for an engine outcome; its `answer` is what the user reads, as `reading` says
-    (engine/presentation.py)."""
+    (engine/presentation.py). `internals`: the policy's choices are shown (the arm and plan a
+    vote credits, every arm's score, the seed); else they are null, for a key that could aim its
+    votes with them."""
     result = outcome.answer
     evidence = [(p.id, p.title) for p in result.evidence]
     shown = present(
@@ -394,9 +402,9 @@ def answer_response(
         condensed_from=outcome.condensed_from,
         diagnosis=optional_diagnosis(outcome.diagnosis),
         first_diagnosis=optional_diagnosis(outcome.first_diagnosis),
-        route=route(outcome.route) if outcome.route is not None else None,
-        repair=repair_result(outcome.repair),
-        second_repair=repair_result(outcome.second_repair),
+        route=route(outcome.route, internals) if outcome.route is not None else None,
+        repair=repair_result(outcome.repair, internals),
+        second_repair=repair_result(outcome.second_repair, internals),
         seconds=outcome.seconds,
         generator_seconds=outcome.generator_s,
     )

@@ -53,7 +53,7 @@ from ragmend.server.openai_schemas import (
     unserved,
 )
 from ragmend.server.schemas import ErrorResponse
-from ragmend.server.serving import AnswerServing, Asked, serving_of
+from ragmend.server.serving import AnswerServing, Asked, ReplyIds, serving_of
 from ragmend.server.streaming import TextPipe, tail
 
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
@@ -114,11 +114,12 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def completion(outcome: Outcome, model: str, reading: Reading, response_id: str) -> ChatCompletion:
+def completion(outcome: Outcome, model: str, reading: Reading, reply: ReplyIds) -> ChatCompletion:
     answer = outcome.answer
     reason = cast(FinishReason, answer.finish_reason if answer.finish_reason in FINISH_REASONS else "stop")
     tokens = outcome.total_usage()  # every generator call of the request, not only the answer's
-    extension = answer_response(outcome, reading, response_id=response_id)
+    response_id = reply.response_id
+    extension = answer_response(outcome, reading, response_id=response_id, internals=reply.internals)
     cited = CitedSources.of(extension)
     return ChatCompletion(
         id=response_id,
@@ -278,7 +279,7 @@ async def chat_completions(
     response_id = completion_id()
     reply = serving.reply_ids(request, engine, response_id)
     outcome = await serving.answer(request, token, engine, asked, reply)
-    result = completion(outcome, body.model or serving.models.served, serving.reading(engine), response_id)
+    result = completion(outcome, body.model or serving.models.served, serving.reading(engine), reply)
     if not body.stream:
         return result
     return event_stream(held(result, bool(options and options.include_usage)))
@@ -325,7 +326,7 @@ async def live(
         except RagmendError as e:
             yield error_event(e)
             return
-        done = completion(outcome, opening.model, serving.reading(engine), opening.id)
+        done = completion(outcome, opening.model, serving.reading(engine), reply)
         done = done.model_copy(update={"created": opening.created})
         said = CitedSources.of(done.ragmend).renumber(tail(outcome, done.ragmend))
         for c in closing(done, include_usage, said):

@@ -482,12 +482,15 @@ class Reward(BaseModel):
     budgets: Budgets
 
 
+HIDDEN = "null: the policy's internals are shown only to admin keys (server.show_policy_internals)"
+
+
 class RepairTrace(BaseModel):
     """What one repair did."""
 
-    action: str
+    action: str | None = Field(description=f"the action the policy chose; {HIDDEN}")
     failure: str = Field(description="the failure type that was repaired")
-    decision: Decision
+    decision: Decision | None = Field(description=f"the policy's selection; {HIDDEN}")
     masked: list[Masked]
     config: RAGConfig = Field(description="the patched configuration")
     answer: Answer = Field(description="the second pass")
@@ -515,7 +518,7 @@ class RepairSkip(BaseModel):
     reason: str
     masked: list[Masked]
     timed_out: bool = Field(description="the repair pass was abandoned: a generator call timed out")
-    action: str | None = Field(description="with timed_out: the action that was chosen")
+    action: str | None = Field(description=f"with timed_out: the action that was chosen; {HIDDEN}")
 
 
 class Route(BaseModel):
@@ -524,14 +527,18 @@ class Route(BaseModel):
 
     plan: str | None = Field(
         description="The plan the first pass ran on (generator x retrieval); null: the rag section's "
-        "configured pass (the router did not choose)."
+        "configured pass (the router did not choose), or the router chose and the policy's internals "
+        "are shown only to admin keys (server.show_policy_internals)."
     )
     chosen_by: Literal["router", "request", "off", "nothing_fits"] = Field(
         description="router: the router chose; request: the request's config set a plan key; off: "
         "router.enabled is false; nothing_fits: no enabled plan fits the request's time left."
     )
     kind: str = Field(description="The question's kind (claim, choice, yes_no, who, what, ...).")
-    decision: Decision | None = Field(description="The router's selection; null when it did not choose.")
+    decision: Decision | None = Field(
+        description="The router's selection; null when it did not choose, or for a key that is not an "
+        "admin's (server.show_policy_internals)."
+    )
     masked: list[Masked] = Field(description="Plans left out of the choice, and why.")
     expected_s: float | None = Field(description="What the chosen plan's pass was expected to take.")
     cost: Cost | None = Field(description="The first pass as measured (retrieval and generation).")
@@ -818,20 +825,31 @@ class FeedbackRequest(BaseModel):
         return 1.0 if self.rating == "up" else 0.0
 
 
+NotLearned = Literal["already_recorded", "request_options", "nothing_to_credit", "key_share", "not_learning"]
+
+
 class FeedbackResponse(BaseModel):
     response_id: str
     score: float = Field(description="The vote as a score in [0, 1].")
     recorded: bool = Field(description="False: this very vote was already recorded, and nothing changed.")
     credited: str | None = Field(
         description="The repair action the vote was learned for (the one that decided the answer); "
-        "null: the answer had no repair decision."
+        "null: the answer had no repair decision, or the key is not an admin's "
+        "(server.show_policy_internals)."
     )
     credited_plan: str | None = Field(
         None,
         description="The router's plan the vote was learned for (the reply was its first pass's own "
-        "answer); null: no routed answer to credit.",
+        "answer); null: no routed answer to credit, or the key is not an admin's.",
     )
     reward: float | None = Field(description="The delayed reward learned: score x the repair's cost factors.")
-    learned: bool = Field(
-        description="The policy was updated (false when already recorded, or learning is off)."
+    learned: bool = Field(description="The policy was updated; false: `not_learned` says why.")
+    not_learned: NotLearned | None = Field(
+        None,
+        description="Why the vote, recorded, taught nothing: already_recorded (this very vote was), "
+        "request_options (the answer's request set its own generation options: max_tokens, stop, "
+        "temperature, seed, a prompt, instructions, retrieval), nothing_to_credit (no repair decision "
+        "or routed pass made the answer), key_share (this key holds server.feedback_max_share of the "
+        "latest learned votes), not_learning (policy.learn or router.learn is off, or the answer's "
+        "context is of an earlier layout); null: learned.",
     )

@@ -9,13 +9,15 @@ the OpenAI-compatible one (/v1/chat/completions) share, kept on the app's state.
 
 `answer` admits the request (bounded concurrency and queue; a 503 before any work when it cannot
 finish in time, a 504 late), runs it in a worker thread, stops its work when the client
-disconnects, and in that thread tells the app's events what it did and remembers it for a vote.
+disconnects, and in that thread tells the app's events what it did and remembers it for a vote
+(with who received it: only they may vote on it). A request that shaped its own pass is served
+but not learned from (`learns_from`, the one place that decides it).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
 from anyio import to_thread
@@ -29,6 +31,7 @@ from ragmend.errors import InputError
 from ragmend.instrumentation import Events
 from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission
+from ragmend.server.auth import caller_of
 from ragmend.server.deadline import client_timeout_s, until_disconnected
 from ragmend.server.feedback_api import Feedback
 from ragmend.server.served_models import ServedModels
@@ -39,10 +42,20 @@ MAX_MESSAGE_ID = 200
 
 class ReplyIds(NamedTuple):
     """A reply's ids: ragmend's own (what POST /v1/feedback names) and the chat client's id of
-    the message that shows it (server.message_id_header), when it sent one."""
+    the message that shows it (server.message_id_header), when it sent one; and who receives it."""
 
     response_id: str
     message_id: str | None = None
+    receiver: str | None = None  # server/auth.py Caller.identity: the only voter whose vote counts
+    internals: bool = False  # the reply shows the policy's internals (Caller.owner, or the setting)
+
+
+def learns_from(overrides: Mapping[str, Any] | None) -> bool:
+    """Whether a request may teach the state every user shares (the router, the repair policy,
+    their cost models, admission's service times): not when it shaped its own pass (any override
+    of the pass's configuration: max_tokens, stop, temperature, seed, a prompt, instructions,
+    retrieval), since its answer says nothing of what the server's own configuration does."""
+    return not overrides
 
 
 class AnswerServing:
@@ -73,8 +86,9 @@ class AnswerServing:
     ) -> Outcome:
         """The engine's answer, told to the events and remembered, in the worker thread: a vote
         may follow the reply at once."""
-        outcome = engine.respond(query, overrides, history, on_text, events=self.events)
-        self.feedback.remember(reply.response_id, outcome, reply.message_id)
+        learn = learns_from(overrides)
+        outcome = engine.respond(query, overrides, history, on_text, events=self.events, learn=learn)
+        self.feedback.remember(reply.response_id, outcome, reply.message_id, reply.receiver)
         return outcome
 
     def run(
@@ -98,13 +112,16 @@ class AnswerServing:
 
     @staticmethod
     def reply_ids(request: Request, engine: Engine, response_id: str) -> ReplyIds:
-        """The reply's own id and the client's id of the message that shows it, read from
-        server.message_id_header (too long a value is refused: it names the header)."""
-        header = engine.settings.server.message_id_header
+        """The reply's own id, the client's id of the message that shows it, read from
+        server.message_id_header (too long a value is refused: it names the header), who
+        receives it and whether it may read the policy's internals."""
+        server = engine.settings.server
+        header = server.message_id_header
         value = request.headers.get(header, "").strip() if header else ""
         if len(value) > MAX_MESSAGE_ID:
             raise InputError(f"header {header}: a message id of at most {MAX_MESSAGE_ID} characters")
-        return ReplyIds(response_id, value or None)
+        who = caller_of(request, server)
+        return ReplyIds(response_id, value or None, who.identity, who.owner or server.show_policy_internals)
 
     @staticmethod
     def reading(engine: Engine) -> Reading:

@@ -94,7 +94,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         srv = Server(live, app)
 
         def respond(
-            query: str, overrides: Any = None, history: Any = (), on_text: Any = None, events: Any = None
+            query: str,
+            overrides: Any = None,
+            history: Any = (),
+            on_text: Any = None,
+            events: Any = None,
+            learn: Any = True,
         ) -> Any:
             srv.respond()
             raise AssertionError("every case raises")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,43 +13,81 @@ import httpx
 import pytest
 
 from ragmend.engine import Engine
-from ragmend.errors import Conflict, Gone, NotFound
-from ragmend.policy.feedback import FeedbackLedger, PostgresLedger, Served, SQLiteLedger
+from ragmend.errors import Conflict, Forbidden, Gone, NotFound
+from ragmend.policy.feedback import FeedbackLedger, PostgresLedger, Served, ShareCap, SQLiteLedger, Vote
 from tests.conftest import LiveServer, new_database
 from tests.test_repair import UNANSWERABLE, make_engine
 
 DAY = 24 * 3600.0
+A, B = "key:a", "key:b"  # two keys' fingerprints
+NO_CAP = ShareCap()
 
 
-def served(response_id: str, arm: str | None = "focus", created: float | None = None) -> Served:
+def served(
+    response_id: str, arm: str | None = "focus", created: float | None = None, receiver: str | None = A
+) -> Served:
     context = (0.5, 1.0) if arm is not None else None
-    return Served(response_id, "default", arm, context, 0.8, time.time() if created is None else created)
+    now = time.time() if created is None else created
+    return Served(response_id, "default", arm, context, 0.8, now, receiver=receiver)
 
 
 def check_ledger(ledger: FeedbackLedger) -> None:
     ledger.remember(served("a"))
     ledger.remember(served("b", arm=None))
     ledger.remember(served("old", created=time.time() - 2 * DAY))
-    vote = ledger.vote("a", 1.0, "right", ttl_s=DAY)
-    assert vote.new and vote.served.arm == "focus" and vote.served.context == (0.5, 1.0)
-    assert vote.reward == pytest.approx(0.8)  # the score times the repair's cost factors
+
+    def vote(response_id: str, score: float, voter: str = A, cap: ShareCap = NO_CAP) -> Vote:
+        return ledger.vote(response_id, score, None, ttl_s=DAY, voter=voter, cap=cap)
+
+    first = ledger.vote("a", 1.0, "right", ttl_s=DAY, voter=A, cap=NO_CAP)
+    assert first.new and first.served.arm == "focus" and first.served.context == (0.5, 1.0)
+    assert first.reward == pytest.approx(0.8) and first.withheld is None  # score x the cost factors
     # The same vote again: acknowledged, nothing changes; another vote: refused.
-    assert not ledger.vote("a", 1.0, None, ttl_s=DAY).new
+    again = vote("a", 1.0)
+    assert not again.new and again.withheld == "already_recorded"
     with pytest.raises(Conflict, match="already has a vote"):
-        ledger.vote("a", 0.0, None, ttl_s=DAY)
+        vote("a", 0.0)
     with pytest.raises(NotFound, match="no answer with id 'nope'"):
-        ledger.vote("nope", 1.0, None, ttl_s=DAY)
+        vote("nope", 1.0)
     with pytest.raises(Gone, match="feedback_ttl_s"):
-        ledger.vote("old", 1.0, None, ttl_s=DAY)
-    # A client's message id names the latest answer shown under it (a continued message).
+        vote("old", 1.0)
+    # An answer without a repair decision takes a vote but has no arm to credit.
+    plain = vote("b", 0.0)
+    assert plain.new and plain.reward is None and plain.withheld == "nothing_to_credit"
+    check_who_votes(ledger, vote)
+
+
+def check_who_votes(ledger: FeedbackLedger, vote: Callable[..., Vote]) -> None:
+    """Only the key that received an answer votes on it; a message id stays with its first answer;
+    a request that shaped its pass teaches nothing; one key holds at most its share of learning."""
+    ledger.remember(served("mine"))
+    with pytest.raises(Forbidden, match="sent to another key"):
+        vote("mine", 1.0, voter=B)
+    ledger.remember(served("unbound", receiver=None))  # kept before votes were tied to a key
+    with pytest.raises(Forbidden, match="before votes were tied"):
+        vote("unbound", 1.0)
+    # A later answer shown under a message id already bound does not take its ratings.
     ledger.remember(replace(served("m1"), message_id="msg-1"))
-    ledger.remember(replace(served("m2", created=time.time() + 1), message_id="msg-1"))
-    assert ledger.response_for("msg-1") == "m2"
+    ledger.remember(replace(served("m2", created=time.time() + 1, receiver=B), message_id="msg-1"))
+    assert ledger.response_for("msg-1") == "m1"
     with pytest.raises(NotFound, match="no answer shown as message 'nope'"):
         ledger.response_for("nope")
-    # An answer without a repair decision takes a vote but has no arm to credit.
-    plain = ledger.vote("b", 0.0, None, ttl_s=DAY)
-    assert plain.new and plain.reward is None
+    ledger.remember(replace(served("shaped"), learn=False))
+    shaped = vote("shaped", 1.0)
+    assert shaped.new and not shaped.served.learn and shaped.withheld == "request_options"
+    # Of the latest 4 learned votes one key may hold 2 while another has votes among them: A
+    # (already 1: "a") alone learns freely; once B votes, A's third vote is recorded, not learned,
+    # until B's votes make room.
+    cap = ShareCap(window=4, max_share=0.5)
+    for name, receiver in [("s1", A), ("s2", A), ("t1", B), ("s3", A), ("t2", B), ("s4", A)]:
+        ledger.remember(served(name, receiver=receiver))
+    withheld = [
+        vote(name, 1.0, voter=voter, cap=cap).withheld for name, voter in (("s1", A), ("s2", A), ("t1", B))
+    ]
+    assert withheld == [None, None, None]
+    assert vote("s3", 1.0, voter=A, cap=cap).withheld == "key_share"
+    assert vote("t2", 1.0, voter=B, cap=cap).withheld is None
+    assert vote("s4", 1.0, voter=A, cap=cap).withheld is None
 
 
 def test_the_sqlite_ledger_takes_one_vote_per_answer_and_survives_a_reopen(tmp_path: Path) -> None:
@@ -57,7 +96,7 @@ def test_the_sqlite_ledger_takes_one_vote_per_answer_and_survives_a_reopen(tmp_p
     ledger.close()
     again = SQLiteLedger(tmp_path / "feedback.sqlite", ttl_s=DAY)
     with pytest.raises(Conflict):
-        again.vote("a", 0.5, None, ttl_s=DAY)
+        again.vote("a", 0.5, None, ttl_s=DAY, voter=A, cap=NO_CAP)
     again.close()
 
 
@@ -71,7 +110,7 @@ def test_the_postgres_ledger_is_shared_and_records_one_of_two_racing_votes(pg_se
 
     def vote(ledger: PostgresLedger, score: float) -> None:
         try:
-            ledger.vote("race", score, None, ttl_s=DAY)
+            ledger.vote("race", score, None, ttl_s=DAY, voter=A, cap=NO_CAP)
             outcomes.append("recorded")
         except Conflict:
             outcomes.append("conflict")
@@ -112,6 +151,7 @@ def test_a_vote_over_http_is_learned_once_for_the_arm_that_decided_the_answer(
             "credited_plan": None,  # the router is off here (tests/test_router.py: a routed answer's vote)
             "reward": None,
             "learned": True,
+            "not_learned": None,
         }
         # One more observation of the arm, persisted like every update.
         assert eng.policy.stats()["no_repair"].pulls == pulls + 1

@@ -101,8 +101,10 @@ def voting_server(
 
 
 def ask(server: LiveServer, question: str, message_id: str | None = None, **body: Any) -> httpx.Response:
+    """A chat request as Open WebUI sends it: no generation options of its own (with them, its
+    answer would teach nothing, nor its rating)."""
     headers = {"X-OpenWebUI-Message-Id": message_id} if message_id else {}
-    payload = {"messages": [{"role": "user", "content": question}], "temperature": 0, **body}
+    payload = {"messages": [{"role": "user", "content": question}], **body}
     return httpx.post(server.url + CHAT, json=payload, headers=headers, timeout=600)
 
 
@@ -322,6 +324,11 @@ def test_the_status_line_says_how_the_answer_was_judged() -> None:
     assert (
         line(judged("WR", repair=repaired))
         == "Checked: not supported by the sources found after a repair (rerank)"
+    )
+    # A reply that hides the policy's internals from its key does not name the action either.
+    hidden = construct(action=None, kept="repaired")
+    assert line(judged(repair=hidden)) == (
+        "Checked: the first answer was not supported; supported after a repair"
     )
     assert (
         line(judged("IE", abstained_by="answer_policy"))

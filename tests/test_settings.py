@@ -109,6 +109,11 @@ def test_live_settings_are_declared_on_the_fields() -> None:
         "stream_verify_first",
         "message_id_header",
         "conflict_majority",
+        "show_policy_internals",
+        "feedback_votes_per_min",
+        "feedback_burst",
+        "feedback_share_window",
+        "feedback_max_share",
     }
     router = {"enabled", "plans", "kind", "alpha", "learn"}
     assert set(live_keys()) == (
