@@ -55,7 +55,7 @@ def pack(mixes: list[Path], out: Path, data_root: Path) -> None:
         pairs = resolve_mix(cfg, data_root, ROOT)
         _write_pairs(out / f"{mix.stem}.pairs.jsonl.gz", pairs)
         (out / f"{mix.stem}.config.json").write_text(json.dumps(dataclasses.asdict(cfg), default=str))
-        bases.add(base_path(cfg.base, allow_hub=False))
+        bases.add(base_path(cfg.base, allow_hub=False, scratch=out / "dequantized"))
         print(f"{mix.stem}: {len(pairs)} pairs")
     # `run` trains the mixes in the order given here and sends the first one's weights back.
     (out / "order.json").write_text(json.dumps([m.stem for m in mixes]))

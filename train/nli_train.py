@@ -26,6 +26,7 @@ from ragmend.errors import InputError
 from ragmend.fileio import atomic_write_text
 from ragmend.models import bundled
 from ragmend.train import checkpoint
+from ragmend.train.dequantize import float_model_from_onnx
 
 Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
 
@@ -155,7 +156,13 @@ def split_holdout(pairs: list[NLIPair], fraction: float) -> tuple[list[NLIPair],
     return train, held
 
 
-def base_path(spec: str, allow_hub: bool) -> str:
+def base_path(spec: str, allow_hub: bool, scratch: Path) -> str:
+    """The base to fine-tune: an encoder, or ragmend's shipped judge continued from its own
+    weights (dequantized into `scratch`, since the repository holds only its int8 export)."""
+    if spec == bundled.BUNDLED_PREFIX + bundled.RAGMEND_NLI.name:
+        if not (scratch / "config.json").is_file():
+            float_model_from_onnx(bundled.RAGMEND_NLI.path(), scratch)
+        return str(scratch)
     if spec.startswith(bundled.BUNDLED_PREFIX):
         return str(bundled.resolve_bundled(spec, "embeddings").path())
     return bundled.resolve_local_or_hub(spec, "nli base", allow_hub)
@@ -189,7 +196,7 @@ def train_nli(
     ckpt_path = out_dir / "checkpoint.pt"
     pairs, held = split_holdout(pairs, cfg.holdout)
     write_pairs(out_dir / "heldout.jsonl", held)
-    base = base_path(cfg.base, allow_hub)
+    base = base_path(cfg.base, allow_hub, out_dir / "base")
     labels = {i: lab for i, lab in enumerate(NLI_LABELS)}
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForSequenceClassification.from_pretrained(
