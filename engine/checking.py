@@ -48,6 +48,7 @@ class Checked:
     retrieved: bool
     truncated: tuple[str, ...]  # ids of passages the NLI model read only in part
     seconds: float
+    collection: str | None = None  # the collection whose index the passages came from; None: given
 
 
 def given_passages(given: Sequence[GivenPassage]) -> tuple[Passage, ...]:
@@ -79,7 +80,8 @@ def check_answer(engine: Engine, request: CheckRequest, events: Events = NO_EVEN
         passages, retrieved = tuple(found), True
     token.check("diagnosis")
     d = engine.diagnoser.diagnose(request.question, passages, request.answer, mode=request.mode)
-    checked = Checked(d, passages, retrieved, _truncated(d), time.perf_counter() - started)
+    collection = engine.namespace if retrieved else None
+    checked = Checked(d, passages, retrieved, _truncated(d), time.perf_counter() - started, collection)
     events.emit(checked_event(checked.diagnosis, checked.seconds))
     return checked
 

@@ -22,8 +22,11 @@ that the sources do not answer) and `present_conflict` (both sides, as above). O
 `Presented.abstained_by` and `Presented.conflict_by` say whose it is, the repair's or the answer
 policy's.
 
-An answer the diagnosis did not judge (its question or text is not English) is shown as it is,
-with one plain sentence saying it was not checked (`off`: without it).
+An answer the diagnosis did not judge (its question or text is not English) goes through the
+answer policy like any other, which decides on what is known of it, that nothing was checked
+(`Reading.unjudged`): `abstain` withholds it, `annotate` and `abstain_unanswered` keep it with one
+plain sentence saying it was not checked, `off` shows it as generated. It is never presented as
+consistent with the sources.
 
 In claim mode the label is the gated one (diagnosis.final_label: "Unverified" where the evidence
 is insufficient) in place of the generator's.
@@ -52,6 +55,9 @@ NOT_VERIFIED = "the sources found do not verify this claim."
 UNSURE = "Note: the check is not sure the sources found support this answer"
 UNSURE_ANSWERED = "Note: the check is not sure the sources found answer this question"
 NOT_CHECKED = "Note: this answer was not checked against the sources: the checks read English only."
+WITHHELD = (
+    "This answer is not shown: it could not be checked against the sources (the checks read English only)."
+)
 ABSTAINED = "The sources do not answer this question."
 DISAGREE = "The sources disagree:"
 ORDINALS = ("first", "second", "third", "fourth")
@@ -61,6 +67,8 @@ MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, 
 # of the evidence's conflict.
 RepairDecision = Literal["abstained", "conflict"]
 Speaker = Literal["repair", "answer_policy"]
+# What the answer policy does with an answer the diagnosis could not judge.
+Unjudged = Literal["as_generated", "caveat", "withhold"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,15 @@ class Reading:
         unanswered = failure == "IE" or (p_answerable is not None and p_answerable < self.unanswered_below)
         return self.policy == "abstain" or (self.policy == "abstain_unanswered" and unanswered)
 
+    def unjudged(self) -> Unjudged:
+        """What a final answer the diagnosis could not judge reads as. Nothing says it is
+        unsupported, nor that the sources do not answer: `abstain`, which shows no answer the
+        check does not stand behind, withholds it; `annotate` and `abstain_unanswered` keep it
+        with the caveat that it was not checked; `off` shows it as generated."""
+        if self.policy == "off":
+            return "as_generated"
+        return "withhold" if self.policy == "abstain" else "caveat"
+
 
 @dataclass(frozen=True)
 class CitedSentence:
@@ -98,9 +115,12 @@ class Presented:
     text: str  # what the user reads
     sentences: tuple[CitedSentence, ...]
     # "annotate" / "abstain" when the final answer failed; "conflict" when it reads as both sides
-    # of a conflict in its evidence; else None.
+    # of a conflict in its evidence; "not_judged" / "withheld" when the diagnosis could not judge
+    # it (kept with the caveat, or not shown); else None.
     policy_applied: str | None
-    note: str | None = None  # annotate: the plain sentence saying the sources do not support it
+    # annotate: the plain sentence saying the sources do not support it; not_judged: the one
+    # saying it was not checked.
+    note: str | None = None
     # Who said the sources do not answer: the repair policy's abstain action, or answer_policy
     # (abstain) on a final answer still unsupported; None: no abstention.
     abstained_by: Speaker | None = None
@@ -172,10 +192,13 @@ def present(
             return Presented(f"{ABSTAIN_LABEL}: {NOT_VERIFIED}", (), "abstain", abstained_by="repair")
         return Presented(ABSTAINED + _found(evidence), (), "abstain", abstained_by="repair")
     if not diagnosis.judged:
-        # Nothing was checked, so nothing is cited or marked, and the reader is told so.
-        if reading.policy == "off":
-            return Presented(response, (), None)
-        return Presented(f"{response} {NOT_CHECKED}".strip(), (), None, NOT_CHECKED)
+        # Nothing was checked, so nothing is cited or marked; the policy says what is read.
+        shown = reading.unjudged()
+        if shown == "withhold":
+            return Presented(WITHHELD, (), "withheld")
+        if shown == "caveat":
+            return Presented(f"{response} {NOT_CHECKED}".strip(), (), "not_judged", NOT_CHECKED)
+        return Presented(response, (), None)
     if diagnosis.mode == "claim":
         # The gated label leads; the generator's reason follows its own label.
         label = diagnosis.final_label
@@ -268,8 +291,9 @@ def plain_text(text: str) -> str:
     names passages, not an answer."""
     if CORRECTION in text:
         text = text.rsplit(CORRECTION, 1)[1]
-    if text.lstrip().startswith(ABSTAINED):
-        return ABSTAINED
+    for statement in (ABSTAINED, WITHHELD):
+        if text.lstrip().startswith(statement):
+            return statement
     for note in (NOT_SUPPORTED, NOT_ANSWERED, NOT_CHECKED):
         text = text.replace(note, " ")
     text = CITATION_MARK.sub("", text.replace(UNSUPPORTED_MARK, " "))

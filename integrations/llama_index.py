@@ -131,7 +131,8 @@ def result(
 def feedback(d: dict[str, Any]) -> str:
     """A sentence a person reads: the verdict, why, and where the response is unsupported."""
     if d["failure"] == "NoFailure":
-        return "supported: every claim of the response is supported by the passages"
+        # Consistency with the passages is all the check says: it does not vouch for them.
+        return "supported: every claim of the response is consistent with the passages (themselves unchecked)"
     where = " | ".join(s["text"] for s in d.get("unsupported_spans", ())) or "(none singled out)"
     return f"unsupported ({d['failure']}, {d['stage']}): {d['stage_reason']}. Unsupported: {where}"
 

@@ -1,6 +1,6 @@
 """What a chat UI shows beside a reply's text: the passages it cites as sources, and one line on
 how the diagnosis judged it, in the forms Open WebUI renders (its citation chips and source panel,
-and the status line above a message).
+and the status line above a message). /v1/answer carries the same line as its `status`.
 
 A chat reply numbers its citations as its own `sources`: the passages its answer cites, in the
 order they are first cited, so `[1]` in the message is the first source (Open WebUI makes `[n]`
@@ -49,12 +49,21 @@ class CitedSources:
 
     def sources(self) -> list[ChatSource]:
         """Each cited passage in Open WebUI's source form: its title as the name, the passage as
-        the document, its id as the key that keeps two passages of one title apart."""
+        the document, its id as the key that keeps two passages of one title apart, and where it
+        came from (collection, document, trust level)."""
         return [
             ChatSource(
                 source=SourceRef(id=p.id, name=p.title or p.doc_id),
                 document=[p.text],
-                metadata=[SourceMeta(source=p.id, name=p.title or p.doc_id, doc_id=p.doc_id)],
+                metadata=[
+                    SourceMeta(
+                        source=p.id,
+                        name=p.title or p.doc_id,
+                        doc_id=p.doc_id,
+                        collection=p.collection,
+                        trust=p.trust,
+                    )
+                ],
             )
             for p in self.passages
         ]
@@ -65,13 +74,23 @@ def _numbers(marker: re.Match[str]) -> list[int]:
 
 
 def status(reply: AnswerResponse) -> ChatStatus | None:
-    """One line on how the reply was judged: checked and supported, repaired (by what), still
-    unsupported, or answered with an abstention; None without a diagnosis."""
+    """The status line of a reply (`status_line`) in Open WebUI's form; None without a diagnosis."""
+    line = status_line(reply)
+    return None if line is None else ChatStatus(description=line)
+
+
+def status_line(reply: AnswerResponse) -> str | None:
+    """One line on how the reply was judged: consistent with the retrieved sources, repaired (by
+    what), still unsupported, answered with an abstention, or not checked; None without a
+    diagnosis. A passing answer is said to be consistent with the retrieved sources and no more:
+    the check reads the sources as given, and a planted or wrong document passes it."""
     final = reply.diagnosis
     if final is None:
         return None
     if final.not_judged is not None:
-        return ChatStatus(description="Not checked against the sources: the checks read English only")
+        withheld = reply.answer_policy == "withheld"
+        why = "the answer is withheld" if withheld else "the checks read English only"
+        return f"Not checked against the retrieved sources: {why}"
     repair = reply.second_repair if isinstance(reply.second_repair, RepairTrace) else reply.repair
     repaired = isinstance(repair, RepairTrace) and repair.kept == "repaired"
     how = ""
@@ -79,15 +98,13 @@ def status(reply: AnswerResponse) -> ChatStatus | None:
         # The action's name only where the reply shows the policy's internals.
         how = f" after a repair ({repair.action.replace('_', ' ')})" if repair.action else " after a repair"
     if reply.abstained_by is not None:
-        return ChatStatus(description=f"Checked: the sources found do not answer this question{how}")
+        return f"Checked: the retrieved sources do not answer this question{how}"
     if reply.conflict_by is not None:
-        return ChatStatus(description="Checked: the sources disagree on this; both sides are shown")
+        return "Checked: the retrieved sources disagree on this; both sides are shown"
     if final.grade == "uncertain":
         p = final.verdict.p_unsupported if final.verdict is not None else None
         sure = f" ({round(100 * p)}% likely unsupported)" if p is not None else ""
-        return ChatStatus(description=f"Checked: possibly not supported{sure}; the answer is kept, marked")
+        return f"Checked: possibly not supported by the retrieved sources{sure}; the answer is kept, marked"
     if final.failure == "NoFailure":
-        if repaired:
-            return ChatStatus(description=f"Checked: the first answer was not supported; supported{how}")
-        return ChatStatus(description="Checked against the sources: supported")
-    return ChatStatus(description=f"Checked: not supported by the sources found{how}")
+        return f"Consistent with the retrieved sources{how}; the sources themselves are not verified"
+    return f"Checked: not supported by the retrieved sources{how}"

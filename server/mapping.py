@@ -20,6 +20,7 @@ from ragmend.policy.facade import action_budgets
 from ragmend.rag import types as rag
 from ragmend.server import diagnose_schemas as check_api
 from ragmend.server import schemas as api
+from ragmend.server.chat_sources import status_line
 
 if TYPE_CHECKING:
     from ragmend.engine import Engine
@@ -46,7 +47,8 @@ def conversation(messages: Sequence[tuple[str, str]]) -> tuple[tuple[rag.Turn, .
 # --- one pipeline pass -------------------------------------------------------------------------
 
 
-def passage(p: rag.Passage) -> api.Passage:
+def passage(p: rag.Passage, collection: str | None = None) -> api.Passage:
+    """`collection`: the one whose index held it (None: a passage given to check)."""
     return api.Passage(
         id=p.id,
         doc_id=p.doc_id,
@@ -55,6 +57,7 @@ def passage(p: rag.Passage) -> api.Passage:
         score=p.score,
         retriever=p.retriever,
         trust=p.trust,
+        collection=collection,
     )
 
 
@@ -84,11 +87,11 @@ def timings(t: rag.StageTimings) -> api.StageTimings:
     )
 
 
-def answer(a: rag.Answer) -> api.Answer:
+def answer(a: rag.Answer, collection: str | None = None) -> api.Answer:
     return api.Answer(
         query=a.query,
         response=a.response,
-        evidence=[passage(p) for p in a.evidence],
+        evidence=[passage(p, collection) for p in a.evidence],
         config=rag_config(a.config),
         timings=timings(a.timings),
         model=a.model,
@@ -289,14 +292,16 @@ def reward(r: policy_reward.Reward) -> api.Reward:
     )
 
 
-def repair_trace(t: repair.RepairTrace, internals: bool = True) -> api.RepairTrace:
+def repair_trace(
+    t: repair.RepairTrace, internals: bool = True, collection: str | None = None
+) -> api.RepairTrace:
     return api.RepairTrace(
         action=t.action if internals else None,
         failure=t.failure,
         decision=decision(t.decision) if internals else None,
         masked=[masked(m) for m in t.masked],
         config=rag_config(t.config),
-        answer=answer(t.answer),
+        answer=answer(t.answer, collection),
         diagnosis=diagnosis(t.diagnosis),
         cost=cost(t.cost),
         reward=reward(t.reward),
@@ -318,13 +323,13 @@ def repair_skip(s: repair.RepairSkip, internals: bool = True) -> api.RepairSkip:
 
 
 def repair_result(
-    r: repair.RepairTrace | repair.RepairSkip | None, internals: bool = True
+    r: repair.RepairTrace | repair.RepairSkip | None, internals: bool = True, collection: str | None = None
 ) -> api.RepairTrace | api.RepairSkip | None:
     if r is None:
         return None
     if isinstance(r, repair.RepairSkip):
         return repair_skip(r, internals)
-    return repair_trace(r, internals)
+    return repair_trace(r, internals, collection)
 
 
 def route(r: router.Route, internals: bool = True) -> api.Route:
@@ -380,7 +385,7 @@ def answer_response(
         query=result.query,
         decided=outcome.decided,
     )
-    return api.AnswerResponse(
+    reply = api.AnswerResponse(
         id=response_id,
         query=result.query,
         answer=shown.text,
@@ -393,7 +398,7 @@ def answer_response(
         answer_note=shown.note,
         abstained_by=shown.abstained_by,
         conflict_by=shown.conflict_by,
-        evidence=[passage(p) for p in result.evidence],
+        evidence=[passage(p, outcome.collection) for p in result.evidence],
         config=rag_config(result.config),
         timings=timings(result.timings),
         model=result.model,
@@ -403,11 +408,13 @@ def answer_response(
         diagnosis=optional_diagnosis(outcome.diagnosis),
         first_diagnosis=optional_diagnosis(outcome.first_diagnosis),
         route=route(outcome.route, internals) if outcome.route is not None else None,
-        repair=repair_result(outcome.repair, internals),
-        second_repair=repair_result(outcome.second_repair, internals),
+        repair=repair_result(outcome.repair, internals, outcome.collection),
+        second_repair=repair_result(outcome.second_repair, internals, outcome.collection),
         seconds=outcome.seconds,
         generator_seconds=outcome.generator_s,
     )
+    # The status line reads the reply as a client does (chat_sources.py words it for both APIs).
+    return reply.model_copy(update={"status": status_line(reply)})
 
 
 # --- /readyz and /admin ------------------------------------------------------------------------
@@ -513,7 +520,7 @@ def checked_response(c: Checked, check_id: str, model: str) -> check_api.Diagnos
         model=model,
         diagnosis=diagnosis(d),
         supported=None if not d.judged else not d.failed,
-        passages=[passage(p) for p in c.passages],
+        passages=[passage(p, c.collection) for p in c.passages],
         retrieved=c.retrieved,
         truncated_passages=list(c.truncated),
         seconds=c.seconds,

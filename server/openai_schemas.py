@@ -200,7 +200,14 @@ class SourceRef(BaseModel):
 class SourceMeta(BaseModel):
     source: str = Field(description="The passage's id: two passages of one document stay two sources.")
     name: str = Field(description="Its document's title.")
-    doc_id: str
+    doc_id: str = Field(description="Its document's id (as the passage's `doc_id` in `ragmend.evidence`).")
+    collection: str | None = Field(
+        None, description="The collection whose index held it: default, or a collection's name."
+    )
+    trust: float | None = Field(
+        None,
+        description="Its source's trust level in [0, 1] (a JSONL row's `trust` at ingest); null: not said.",
+    )
 
 
 class ChatSource(BaseModel):

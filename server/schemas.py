@@ -75,15 +75,29 @@ class AnswerRequest(BaseModel):
 
 
 class Passage(BaseModel):
-    """One passage of the evidence the generator saw."""
+    """One passage of the evidence the generator saw, with where it came from: its collection, its
+    document and the trust level its source was given. An answer consistent with it is only as
+    good as its source."""
 
     id: str
-    doc_id: str
+    doc_id: str = Field(
+        description="Its document: a file's path under the ingested folder (or the file's name), a "
+        "JSONL row's id, or a passage given to check's id."
+    )
     title: str
     text: str
     score: float
     retriever: str = Field(description="dense | bm25 | hybrid | rerank: what produced the score")
-    trust: float | None = Field(None, description="its source's trust level in [0, 1]; null: not said")
+    trust: float | None = Field(
+        None,
+        description="its source's trust level in [0, 1] (a JSONL row's `trust` at ingest, or a "
+        "given passage's); null: not said",
+    )
+    collection: str | None = Field(
+        None,
+        description="The collection whose index held it: default, or a collection's name; null: a "
+        "passage given to check.",
+    )
 
 
 class RAGConfig(BaseModel):
@@ -577,12 +591,21 @@ class AnswerResponse(BaseModel):
         description="marked when an uncertain failure left the answer in place, its unsupported "
         "sentences marked; annotate or abstain when the final answer failed and the policy changed what "
         "is read; conflict when its evidence holds incompatible answers and it reads as both sides; "
-        "gated in claim mode when the label was gated; else null.",
+        "gated in claim mode when the label was gated; not_judged when the diagnosis could not judge "
+        "the answer (not English) and it is kept with the note saying so; withheld when such an answer "
+        "is not shown (server.answer_policy abstain); else null.",
     )
     answer_note: str | None = Field(
         None,
         description="annotate: the sentence added saying the sources do not support the answer; "
-        "marked: the one saying how sure the check is.",
+        "marked: the one saying how sure the check is; not_judged: the one saying it was not checked.",
+    )
+    status: str | None = Field(
+        None,
+        description="One line on how the diagnosis judged the answer, as a chat client shows it above "
+        "the reply: 'Consistent with the retrieved sources ...' says only that (the sources are read "
+        "as given, and a wrong or planted document passes), 'Checked: not supported by the retrieved "
+        "sources', 'Not checked against the retrieved sources ...' (not English); null: no diagnosis.",
     )
     abstained_by: Literal["repair", "answer_policy"] | None = Field(
         None,

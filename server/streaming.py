@@ -10,9 +10,11 @@ What a repair does to a stream (docs/api.md, "Streaming"):
   stream ("[Correction] ..."); when the final answer is still unsupported, the answer policy's
   note follows (or, as a correction, its abstention or both sides of a conflict in the
   evidence); an uncertain failure's answer stays, followed by the note saying how sure the check
-  is. A streamed answer that already abstains ("I don't know.") is not followed by the
-  abstention too: it is said once. Citations are in the `ragmend` extension of the last chunk
-  (the markers cannot be put into text already sent).
+  is; an answer the diagnosis could not judge is followed by the note saying so, or, where the
+  answer policy withholds it, by the correction that withholds it. A streamed answer that
+  already abstains ("I don't know.") is not followed by the abstention too: it is said once.
+  Citations are in the `ragmend` extension of the last chunk (the markers cannot be put into
+  text already sent).
 - `verify_first` (server.stream_verify_first, or stream_options.verify_first per request): the
   stream is held until the diagnosis and any repair are done, then the answer the user reads is
   sent, exactly as the unstreamed reply's content.
@@ -78,6 +80,6 @@ def tail(outcome: Outcome, reply: AnswerResponse) -> str:
     if reply.abstained_by is not None and is_abstention(streamed.response):
         return ""
     replaced = outcome.first is not None and outcome.answer is not outcome.first
-    if replaced or reply.answer_policy in ("abstain", "gated", "conflict"):
+    if replaced or reply.answer_policy in ("abstain", "gated", "conflict", "withheld"):
         return f"\n\n{CORRECTION}{reply.answer}"
     return f" {reply.answer_note}" if reply.answer_note else ""

@@ -155,6 +155,9 @@ def test_collections_end_to_end(served: Served, tmp_path: Path) -> None:
     )
     assert chat.status_code == 200 and chat.json()["model"] == "ragmend/notes"
     assert {p["doc_id"] for p in chat.json()["ragmend"]["evidence"]} <= {"n1", "n2"}
+    # Each passage names the collection that held it, in the extension and the cited sources.
+    assert {p["collection"] for p in chat.json()["ragmend"]["evidence"]} == {"notes"}
+    assert all(s["metadata"][0]["collection"] == "notes" for s in chat.json()["sources"])
 
     # Counted per corpus (the default one answered once, the collection twice).
     text = httpx.get(url + "/metrics").text

@@ -119,6 +119,14 @@ def check_sources(content: str, sources: list[dict[str, Any]], extension: dict[s
         passage = extension["evidence"][n - 1]
         assert source["document"] == [passage["text"]] and source["metadata"][0]["source"] == passage["id"]
         assert source["source"]["name"] == (passage["title"] or passage["doc_id"])
+        # Where it came from travels with it: collection, document and trust level.
+        meta = source["metadata"][0]
+        assert passage["collection"] == "default"
+        assert (meta["collection"], meta["doc_id"], meta["trust"]) == (
+            "default",
+            passage["doc_id"],
+            passage["trust"],
+        )
 
 
 def reply_of(answer: str, evidence: list[Passage]) -> AnswerResponse:
@@ -179,7 +187,8 @@ def test_a_reply_carries_its_cited_sources_and_its_status_streamed_or_not(
                 s["metadata"][0]["source"] for s in body["sources"]
             ]
         status = events[-1]["data"]
-        assert status["done"] is True and status["description"].startswith("Checked")
+        assert status["done"] is True and status["description"] == extension["status"]
+        assert status["description"].startswith(("Checked", "Consistent with the retrieved sources"))
         if extension["abstained_by"]:
             assert "do not answer" in status["description"]
 
@@ -300,6 +309,7 @@ def judged(
         "second_repair": None,
         "abstained_by": None,
         "conflict_by": None,
+        "answer_policy": None,
     }
     return cast(AnswerResponse, SimpleNamespace(**(fields | reply)))
 
@@ -313,30 +323,40 @@ def test_the_status_line_says_how_the_answer_was_judged() -> None:
         said = status(reply)
         return None if said is None else said.description
 
-    assert line(judged()) == "Checked against the sources: supported"
+    # A passing answer is consistent with what was retrieved, never "supported" as if true.
+    assert line(judged()) == "Consistent with the retrieved sources; the sources themselves are not verified"
     assert line(judged(repair=repaired)) == (
-        "Checked: the first answer was not supported; supported after a repair (rerank)"
+        "Consistent with the retrieved sources after a repair (rerank); the sources themselves are not "
+        "verified"
     )
-    assert line(judged("WR", repair=kept)) == "Checked: not supported by the sources found"
+    assert line(judged("WR", repair=kept)) == "Checked: not supported by the retrieved sources"
     assert line(judged("WR", grade="uncertain", repair=kept)) == (
-        "Checked: possibly not supported (42% likely unsupported); the answer is kept, marked"
+        "Checked: possibly not supported by the retrieved sources (42% likely unsupported); the answer "
+        "is kept, marked"
     )
     assert (
         line(judged("WR", repair=repaired))
-        == "Checked: not supported by the sources found after a repair (rerank)"
+        == "Checked: not supported by the retrieved sources after a repair (rerank)"
     )
     # A reply that hides the policy's internals from its key does not name the action either.
     hidden = construct(action=None, kept="repaired")
     assert line(judged(repair=hidden)) == (
-        "Checked: the first answer was not supported; supported after a repair"
+        "Consistent with the retrieved sources after a repair; the sources themselves are not verified"
     )
     assert (
         line(judged("IE", abstained_by="answer_policy"))
-        == "Checked: the sources found do not answer this question"
+        == "Checked: the retrieved sources do not answer this question"
     )
     assert (
         line(judged("WR", conflict_by="repair"))
-        == "Checked: the sources disagree on this; both sides are shown"
+        == "Checked: the retrieved sources disagree on this; both sides are shown"
     )
-    assert line(judged(not_judged="de")) == "Not checked against the sources: the checks read English only"
+    assert (
+        line(judged(not_judged="de", answer_policy="not_judged"))
+        == "Not checked against the retrieved sources: the checks read English only"
+    )
+    assert (
+        line(judged(not_judged="de", answer_policy="withheld"))
+        == "Not checked against the retrieved sources: the answer is withheld"
+    )
     assert line(cast(AnswerResponse, SimpleNamespace(diagnosis=None))) is None
