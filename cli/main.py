@@ -314,7 +314,7 @@ def serve(
             create_app(s, config_path=config_path, config_overrides=Invocation.overrides),
             host=bind,
             port=port if port is not None else s.server.port,
-            shutdown_timeout_s=s.server.shutdown_timeout_s,
+            server=s.server,
         )
 
     run(work)

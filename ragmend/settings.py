@@ -674,7 +674,49 @@ class ServerSettings(_Section):
     host: str = Field("127.0.0.1", description="Address the server listens on.")
     port: int = Field(8000, ge=0, le=65535, description="Port the server listens on (0: any free one).")
     max_body_bytes: int = Field(
-        1_000_000, ge=1024, description="Largest request body, in bytes (larger: a 413)."
+        1_000_000,
+        ge=1024,
+        description="Largest request body of every route outside /admin (the /v1 JSON APIs), in bytes "
+        "(larger: a 413).",
+    )
+    max_upload_bytes: int = Field(
+        64 * 2**20,
+        ge=1024,
+        description="Largest request body of the admin routes (/admin/*: documents sent to a "
+        "collection, a policy import), in bytes (larger: a 413); rag.max_file_bytes still bounds "
+        "the documents within.",
+    )
+    max_connections: int = Field(
+        512,
+        ge=1,
+        le=100_000,
+        description="Connections held open at once, idle and slow ones included (uvicorn's "
+        "limit_concurrency); a request arriving past it gets an immediate 503: keep it above "
+        "max_concurrency + max_queue.",
+    )
+    keep_alive_s: int = Field(
+        5,
+        ge=1,
+        le=3600,
+        description="Seconds an idle keep-alive connection stays open waiting for its next request "
+        "(uvicorn's timeout_keep_alive).",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="Seconds a client may take to send a request's headers, from the connection's "
+        "opening or the request's first byte; slower (a slowloris), the connection is closed.",
+    )
+    body_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="Seconds a client may take to send a request's whole body once its headers are in; "
+        "slower, a 408 and the connection closed (a body the server does not read, as after a 401: "
+        "closed).",
     )
     max_concurrency: int = Field(
         4,

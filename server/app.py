@@ -135,7 +135,13 @@ def _add_middleware(app: FastAPI, settings: Settings, engine: Engine, events: Ev
     def body_refused(status: int) -> None:
         events.emit(ErrorAnswered("payload_too_large" if status == 413 else "http", status))
 
-    app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes, on_refusal=body_refused)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.server.max_body_bytes,
+        upload_bytes=settings.server.max_upload_bytes,
+        timeout_s=settings.server.body_timeout_s,
+        on_refusal=body_refused,
+    )
     # Outermost: a request without the key is refused before any body is read (server/auth.py).
     app.add_middleware(
         BearerAuth,

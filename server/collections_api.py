@@ -2,7 +2,7 @@
 add, replace or delete a collection's documents over HTTP. server/auth.py requires an admin key.
 
 Documents come as a JSONL body (one {"id", "title", "text"} object a line, the CLI's JSONL
-format) or as a file upload (multipart/form-data, field `file`), within server.max_body_bytes
+format) or as a file upload (multipart/form-data, field `file`), within server.max_upload_bytes
 and rag.max_file_bytes like a file given to `ragmend ingest`, validated whole before anything is
 written; the new generation is built aside and swapped in atomically (rag/ingest.py). The path
 name `default` is the default corpus. Work runs in a worker thread, never on the event loop.

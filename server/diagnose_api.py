@@ -37,6 +37,7 @@ KIND = "diagnose"  # admission's estimates of a check are its own, apart from an
 ERRORS: dict[int | str, dict[str, object]] = {
     400: {"model": ErrorResponse, "description": "A field breaks a limit or is empty: the message names it."},
     404: {"model": ErrorResponse, "description": "No corpus of that `model` name."},
+    408: {"model": ErrorResponse, "description": "The body did not arrive within server.body_timeout_s."},
     413: {"model": ErrorResponse, "description": "The body is over server.max_body_bytes."},
     503: {"model": ErrorResponse, "description": "Busy or loading: retry after Retry-After."},
     504: {"model": ErrorResponse, "description": "The check ran past its deadline."},

@@ -20,6 +20,7 @@ from anyio import to_thread
 if TYPE_CHECKING:
     from ragmend.engine import Engine
     from ragmend.server.admission import Admission
+    from ragmend.settings import ServerSettings
 
 log = logging.getLogger("ragmend.server")
 
@@ -34,8 +35,9 @@ async def shut_down(admission: Admission, engine: Engine | None, timeout_s: floa
         log.info("engine closed")
 
 
-def serve(app: Any, host: str, port: int, shutdown_timeout_s: int) -> None:
-    """uvicorn.run with a graceful SIGTERM that exits 0.
+def serve(app: Any, host: str, port: int, server: ServerSettings) -> None:
+    """uvicorn's run, configured from `server` (server/connections.py: connection limits and
+    deadlines), with a graceful SIGTERM that exits 0.
 
     uvicorn re-raises the signal it stopped on once it has shut down, with the handler that was
     installed before it started: under the default handler a SIGTERM would end the process with
@@ -44,11 +46,13 @@ def serve(app: Any, host: str, port: int, shutdown_timeout_s: int) -> None:
     """
     import uvicorn
 
+    from ragmend.server.connections import uvicorn_options
+
     def stopped(signum: int, frame: FrameType | None) -> None:
         log.info("stopped on SIGTERM after a graceful shutdown")
 
     previous = signal.signal(signal.SIGTERM, stopped)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=shutdown_timeout_s)
+        uvicorn.run(app, host=host, port=port, log_level="info", **uvicorn_options(server))
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -63,6 +63,7 @@ PIECE = re.compile(r"\S+\s*|\s+")
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "Invalid request; the message names the field."},
     404: {"model": ErrorResponse, "description": "Unknown model (code model_not_found)."},
+    408: {"model": ErrorResponse, "description": "The body did not arrive within server.body_timeout_s."},
     413: {"model": ErrorResponse, "description": "Request body over server.max_body_bytes."},
     502: {"model": ErrorResponse, "description": "The generator call failed."},
     503: {"model": ErrorResponse, "description": "Still loading, or busy (Retry-After)."},

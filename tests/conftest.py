@@ -19,7 +19,7 @@ from ragmend.bench.speed.startup import free_port
 from ragmend.engine import Engine
 from ragmend.models import bundled
 from ragmend.models.registry import ModelRegistry
-from ragmend.settings import Settings, load_settings, settings_with
+from ragmend.settings import ServerSettings, Settings, load_settings, settings_with
 
 REPO = Path(__file__).resolve().parent.parent
 # The project's parts, listed once: the links in ragmend/ (ragmend/<part> -> <part>/). The layout
@@ -78,10 +78,15 @@ def engine(tmp_path_factory: pytest.TempPathFactory, registry: ModelRegistry, sm
 
 
 class LiveServer:
-    def __init__(self, app: Any):
+    def __init__(self, app: Any, served_as: ServerSettings | None = None):
+        """`served_as`: with uvicorn configured as `ragmend serve` configures it from these settings
+        (connection limits and deadlines: server/connections.py); else uvicorn's defaults."""
+        from ragmend.server.connections import uvicorn_options
+
         self.port = free_port()
+        options = uvicorn_options(served_as) if served_as is not None else {}
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", **options)
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
