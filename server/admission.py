@@ -52,7 +52,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from anyio import CapacityLimiter, to_thread
-from fastapi import Request
 
 from ragmend import cancel
 from ragmend.cancel import Cancellation
@@ -421,9 +420,3 @@ def _in_scope(token: Cancellation, fn: Callable[..., T], *args: object) -> T:
     """`fn(*args)` with `token` as the worker thread's current cancellation."""
     with cancel.scope(token):
         return fn(*args)
-
-
-def admission_of(request: Request) -> Admission:
-    """FastAPI dependency: the app's Admission (set by create_app)."""
-    admission: Admission = request.app.state.admission
-    return admission

@@ -304,7 +304,7 @@ REPAIR_SUCCESS = Declared(
 REPAIR_KEPT = Declared(
     "ragmend_repair_kept_total",
     "counter",
-    "Repairs by which answer the reply carries: repaired (better supported) or original.",
+    "Repairs by the answer the reply carries: repaired (better supported), original, abstained or conflict.",
     (ACTION, Label("kept", answered.KEPT)),
 )
 REPAIRS_SKIPPED = Declared(
