@@ -627,6 +627,82 @@ def bench_load(
     run(work)
 
 
+@bench_app.command("soak")
+def bench_soak(
+    minutes: Annotated[float, typer.Option(min=0.1, max=24 * 60, help="How long the traffic runs.")] = 60.0,
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001, help="Model requests a second (default: one client's goodput in the warm-up)."
+        ),
+    ] = None,
+    replicas: Annotated[
+        int,
+        typer.Option(
+            min=1, max=4, help="Replicas; more than 1 share a PostgreSQL the soak starts (pgserver)."
+        ),
+    ] = 2,
+    faults: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated: kill9, pg_restart, stream_drop, bad_reload (default: all that apply)."
+        ),
+    ] = None,
+    warmup_s: Annotated[
+        float, typer.Option(min=1.0, help="Seconds of the warm-up that measures the rate.")
+    ] = 60.0,
+    bucket_s: Annotated[
+        float, typer.Option(min=1.0, help="Seconds a row of the per-minute report covers.")
+    ] = 60.0,
+    admin_every_s: Annotated[
+        float,
+        typer.Option(min=1.0, help="Seconds between admin operations (a document, a reload, a refresh)."),
+    ] = 30.0,
+    seed: Annotated[int, typer.Option(help="Seed of the arrivals and the traffic's choices.")] = 0,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(help="Where the replicas' data, configuration and logs go (default: a temp dir)."),
+    ] = None,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", help="Also write the report to this JSON file.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Soak: the server under sustained mixed traffic (answers, streamed chat, checks, votes, admin
+    operations) with faults (kill -9 of a replica, a PostgreSQL restart, a dropped stream, a reload
+    that fails validation); per minute goodput, latency, errors, RSS, descriptors, state sizes;
+    after it, nothing acknowledged lost and the replicas' policy consistent (bench/speed/soak.py).
+
+    Example: ragmend bench soak --minutes 60 --out reports/soak.json
+    Example: ragmend --profile tiny bench soak --minutes 3 --replicas 1 --rate 0.5 --bucket-s 30 --json
+    """
+    from ragmend.bench.speed.soak import SoakOptions, base_config, run_soak
+    from ragmend.bench.speed.soak_report import table
+    from ragmend.fileio import atomic_write_json
+
+    def work() -> None:
+        settings()  # a bad configuration fails here, not in the servers it would start
+        options = SoakOptions(
+            duration_s=minutes * 60,
+            rate=rate,
+            replicas=replicas,
+            faults=tuple(f.strip() for f in faults.split(",") if f.strip()) if faults is not None else None,
+            bucket_s=bucket_s,
+            warmup_s=warmup_s,
+            admin_every_s=admin_every_s,
+            seed=seed,
+            workdir=workdir,
+        )
+        base = base_config(Invocation.config, Invocation.overrides)
+        result = run_soak(base, options, log=lambda m: err.print(m, highlight=False))
+        result = {**result, "command": this_command()}
+        if out_path is not None:
+            atomic_write_json(out_path, result)
+        show(result, as_json, render=lambda r: print(table(r)))
+
+    run(work)
+
+
 @bench_app.command("scale")
 def bench_scale(
     backends: Annotated[str, typer.Option(help="Comma-separated: files, postgres.")] = "files,postgres",
