@@ -42,7 +42,7 @@ class RepairServices(Protocol):
 Patch = Callable[[RAGConfig, str, RepairServices], RAGConfig]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Action:
     name: str
     # Prior expected cost beyond the first pass (seconds, bytes), before any measurement.
@@ -115,30 +115,63 @@ def _refresh(config: RAGConfig, query: str, services: RepairServices) -> RAGConf
 ACTIONS: tuple[Action, ...] = (
     # Priors: seconds and bytes beyond the first pass (a rewrite is one short generator call; a
     # rerank scores 20 pairs, ~0.4 s here; depth lengthens the prompt; a refresh re-reads sources).
-    Action("rewrite_paraphrase", 1.5, 0, _rewrite("paraphrase")),
-    Action("rewrite_simplify", 1.0, 0, _rewrite("simplify")),
-    Action("rerank", 0.5, 2 * MB, _rerank, lambda c: not c.rerank),
-    Action("depth", 1.5, 1 * MB, _depth, lambda c: _next_depth(c.k) is not None),
-    Action("mode_switch", 0.0, 0, _mode_switch),
-    Action("index_refresh", 5.0, 8 * MB, _refresh),
+    Action(
+        name="rewrite_paraphrase", prior_latency_s=1.5, prior_memory_bytes=0, patch=_rewrite("paraphrase")
+    ),
+    Action(name="rewrite_simplify", prior_latency_s=1.0, prior_memory_bytes=0, patch=_rewrite("simplify")),
+    Action(
+        name="rerank",
+        prior_latency_s=0.5,
+        prior_memory_bytes=2 * MB,
+        patch=_rerank,
+        applies=lambda c: not c.rerank,
+    ),
+    Action(
+        name="depth",
+        prior_latency_s=1.5,
+        prior_memory_bytes=1 * MB,
+        patch=_depth,
+        applies=lambda c: _next_depth(c.k) is not None,
+    ),
+    Action(name="mode_switch", prior_latency_s=0.0, prior_memory_bytes=0, patch=_mode_switch),
+    Action(name="index_refresh", prior_latency_s=5.0, prior_memory_bytes=8 * MB, patch=_refresh),
     # A cross-encoder over the passages' sentences (~0.3 s) and a prompt no longer than the
     # first; decompose adds a second retrieval from the bridge sentence.
-    Action("focus", 0.3, 1 * MB, _focus, lambda c: c.evidence != "focus"),
-    Action("decompose", 0.6, 1 * MB, _decompose, lambda c: c.hops == 1),
+    Action(
+        name="focus",
+        prior_latency_s=0.3,
+        prior_memory_bytes=1 * MB,
+        patch=_focus,
+        applies=lambda c: c.evidence != "focus",
+    ),
+    Action(
+        name="decompose",
+        prior_latency_s=0.6,
+        prior_memory_bytes=1 * MB,
+        patch=_decompose,
+        applies=lambda c: c.hops == 1,
+    ),
     # The same evidence to the stronger generator of models.escalation: a remote call, priced by
     # its measured latency once it has run (and its tokens in the request's usage).
-    Action("escalate", 2.0, 0, _escalate, lambda c: c.generator == "default", requires="escalation"),
+    Action(
+        name="escalate",
+        prior_latency_s=2.0,
+        prior_memory_bytes=0,
+        patch=_escalate,
+        applies=lambda c: c.generator == "default",
+        requires="escalation",
+    ),
     # No pass: what they cost is the decision itself. present_conflict is offered only where the
     # diagnosis found a conflict on the asked fact (engine/repair.py).
-    Action("present_conflict", 0.0, 0, effect="conflict"),
-    Action("abstain", 0.0, 0, effect="abstain"),
-    Action("no_repair", 0.0, 0, effect="keep"),
+    Action(name="present_conflict", prior_latency_s=0.0, prior_memory_bytes=0, effect="conflict"),
+    Action(name="abstain", prior_latency_s=0.0, prior_memory_bytes=0, effect="abstain"),
+    Action(name="no_repair", prior_latency_s=0.0, prior_memory_bytes=0, effect="keep"),
 )
 BY_NAME = {a.name: a for a in ACTIONS}
 ACTION_NAMES: tuple[str, ...] = tuple(BY_NAME)  # the arms of every policy the engine builds
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CostModel:
     """Expected cost of an action, beyond the request's first pass for one that runs a pass.
 

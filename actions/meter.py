@@ -25,7 +25,7 @@ from ragmend import clock
 MemorySource = Literal["nvml", "rss", "unavailable"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cost:
     latency_s: float
     memory_bytes: int | None  # peak growth during the pass; None when nothing could be read
@@ -118,7 +118,7 @@ class CostMeter:
     @contextmanager
     def measure(self) -> Iterator[_Measurement]:
         probe = self._probe()
-        m = _Measurement(probe, self.interval_s, self.nvml_status)
+        m = _Measurement(probe=probe, interval_s=self.interval_s, nvml=self.nvml_status)
         m.start()
         try:
             yield m
@@ -126,7 +126,7 @@ class CostMeter:
             m.stop()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Measurement:
     probe: _Probe | None
     interval_s: float

@@ -26,7 +26,7 @@ PLAN_KEYS = ("mode", "k", "rerank", "rerank_top_n", "generator")
 RERANK_CANDIDATES = 20  # hybrid candidates a reranking plan scores, cut back to the usual 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     name: str
     generator: GeneratorChoice
@@ -57,12 +57,12 @@ class Plan:
 
 PLANS: tuple[Plan, ...] = (
     # The paper's Naive RAG pass: the default generator over the five closest passages.
-    Plan("default_dense", "default", "dense", False),
-    Plan("default_hybrid", "default", "hybrid", False),
-    Plan("default_hybrid_rerank", "default", "hybrid", True, prior_extra_s=0.3),
-    Plan("large_dense", "escalation", "dense", False, prior_extra_s=1.5),
-    Plan("large_hybrid", "escalation", "hybrid", False, prior_extra_s=1.5),
-    Plan("large_hybrid_rerank", "escalation", "hybrid", True, prior_extra_s=1.8),
+    Plan(name="default_dense", generator="default", mode="dense", rerank=False),
+    Plan(name="default_hybrid", generator="default", mode="hybrid", rerank=False),
+    Plan(name="default_hybrid_rerank", generator="default", mode="hybrid", rerank=True, prior_extra_s=0.3),
+    Plan(name="large_dense", generator="escalation", mode="dense", rerank=False, prior_extra_s=1.5),
+    Plan(name="large_hybrid", generator="escalation", mode="hybrid", rerank=False, prior_extra_s=1.5),
+    Plan(name="large_hybrid_rerank", generator="escalation", mode="hybrid", rerank=True, prior_extra_s=1.8),
 )
 BY_NAME: dict[str, Plan] = {p.name: p for p in PLANS}
 PLAN_NAMES: tuple[str, ...] = tuple(BY_NAME)

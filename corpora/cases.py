@@ -41,7 +41,7 @@ TASK_QUERIES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Case:
     set: str  # the data set: ragtruth, fever, hotpotqa, unanswerable
     group: str  # its per-group breakdown: RAGTruth task, unanswerable kind, ...
@@ -96,14 +96,14 @@ def ragtruth_cases(path: Path, split: str, limit: int | None = None) -> list[Cas
         passages = tuple(_passage(f"{row['source_id']}:{n}", "", d, n) for n, d in enumerate(docs))
         cases.append(
             Case(
-                "ragtruth",
-                task,
-                str(row["id"]),
-                split,
-                query,
-                passages,
-                str(row["response"]),
-                bool(row["hallucinated"]),
+                set="ragtruth",
+                group=task,
+                id=str(row["id"]),
+                split=split,
+                query=query,
+                passages=passages,
+                response=str(row["response"]),
+                unsupported=bool(row["hallucinated"]),
                 spans=tuple((int(s["start"]), int(s["end"])) for s in row.get("spans") or ()),
             )
         )
@@ -207,7 +207,16 @@ def fever_cases(root: Path, split: Split, limit: int | None = None) -> list[Case
         rng.shuffle(items)
         passages = tuple(_passage(f"fever:{t}", t or "", " ".join(s), r) for r, (t, s) in enumerate(items))
         cases.append(
-            Case("fever", c.label, f"fever-{n}", split, c.claim, passages, c.claim, c.label != "SUPPORTS")
+            Case(
+                set="fever",
+                group=c.label,
+                id=f"fever-{n}",
+                split=split,
+                query=c.claim,
+                passages=passages,
+                response=c.claim,
+                unsupported=c.label != "SUPPORTS",
+            )
         )
     return _sample(cases, limit)
 

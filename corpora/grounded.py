@@ -12,7 +12,7 @@ TASKS: tuple[Task, ...] = ("qa", "summary", "data2txt", "dialogue", "claim")
 Spans = tuple[tuple[int, int], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Grounded:
     """One response and the source it should rest on."""
 

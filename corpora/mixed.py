@@ -20,6 +20,7 @@ the fixed pseudo-random order of `tasks.split_sample` (the unanswerable one take
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +47,17 @@ def build_mixed(root: Path) -> tuple[list[EvalItem], Corpus]:
     claims, fever_corpus = fever_with(root, list(pool.paragraphs))
     evidence = [p for p in fever_corpus.paragraphs if p.id.startswith("fever:")]
     items = [
-        EvalItem(f"{'hotpotqa' if i.kind == 'answerable' else 'unanswerable'}:{i.id}", *_fields(i))
+        replace(i, id=f"{'hotpotqa' if i.kind == 'answerable' else 'unanswerable'}:{i.id}")
         for i in unanswerable_items
     ]
-    items += [EvalItem(f"fever:{c.id}", c.query, c.gold, c.split, "claim") for c in claims]
+    items += [
+        EvalItem(id=f"fever:{c.id}", query=c.query, gold=c.gold, split=c.split, kind="claim") for c in claims
+    ]
     description = (
         f"{len(pool.paragraphs)} HotpotQA paragraphs (the unanswerable task's: {pool.description}) and "
         f"{len(evidence)} FEVER evidence documents"
     )
     return items, Corpus(tuple(pool.paragraphs) + tuple(evidence), description)
-
-
-def _fields(i: EvalItem) -> tuple[str, str, Split, str]:
-    return i.query, i.gold, i.split, i.kind
 
 
 def interleaved(items: list[EvalItem], split: Split) -> list[EvalItem]:
@@ -99,14 +98,14 @@ def _score(item: EvalItem, read: str, final_label: str | None) -> dict[str, floa
 
 
 MIXED = Task(
-    "mixed",
-    "Mixed stream: HotpotQA, FEVER and unanswerable questions",
-    "default",
-    96,
-    "correct",
-    (("correct", "correct %"),),
-    build_mixed,
-    _score,
+    name="mixed",
+    title="Mixed stream: HotpotQA, FEVER and unanswerable questions",
+    prompt="default",
+    max_tokens=96,
+    primary="correct",
+    columns=(("correct", "correct %"),),
+    build=build_mixed,
+    score=_score,
     reads=True,
     group=stream_of_id,
     overrides=_overrides,

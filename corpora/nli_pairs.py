@@ -87,7 +87,7 @@ HOTPOT_PREMISE_WORDS = 200
 FEVER_PREMISE_WORDS = 100
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Swap:
     text: str
     old: str
@@ -171,11 +171,11 @@ def _first_swap(
         if choices:
             new = rng.choice(choices)
             return Swap(
-                doc.text[: ent.start_char] + new + doc.text[ent.end_char :],
-                ent.text,
-                new,
-                ent.label_,
-                ent.start_char,
+                text=doc.text[: ent.start_char] + new + doc.text[ent.end_char :],
+                old=ent.text,
+                new=new,
+                label=ent.label_,
+                at=ent.start_char,
             )
     return None
 
@@ -187,16 +187,24 @@ def fever_pairs(
     out: dict[str, list[NLIPair]] = defaultdict(list)
     for i, c in enumerate(claims):
         premise = c.evidence_text
-        out["fever_claim"].append(NLIPair(premise, c.claim, FEVER_TO_NLI[c.label], f"fever-{i}"))
+        out["fever_claim"].append(
+            NLIPair(premise=premise, hypothesis=c.claim, label=FEVER_TO_NLI[c.label], id=f"fever-{i}")
+        )
         if c.label == "SUPPORTS" and (s := swapper.swap(c.claim, avoid=premise)):
-            out["fever_swap"].append(NLIPair(premise, s.text, "contradiction", f"fever-swap-{i}"))
+            out["fever_swap"].append(
+                NLIPair(premise=premise, hypothesis=s.text, label="contradiction", id=f"fever-swap-{i}")
+            )
         other = claims[rng.randrange(len(claims))]
         if other.evidence and {t for t, _ in other.evidence}.isdisjoint(t for t, _ in c.evidence):
             out["fever_unrelated"].append(
-                NLIPair(other.evidence_text, c.claim, "neutral", f"fever-unrel-{i}")
+                NLIPair(
+                    premise=other.evidence_text, hypothesis=c.claim, label="neutral", id=f"fever-unrel-{i}"
+                )
             )
     for i, c in enumerate(insufficient):
-        out["fever_insufficient"].append(NLIPair(c.evidence_text, c.claim, "neutral", f"fever-nei-{i}"))
+        out["fever_insufficient"].append(
+            NLIPair(premise=c.evidence_text, hypothesis=c.claim, label="neutral", id=f"fever-nei-{i}")
+        )
     return dict(out)
 
 
@@ -210,12 +218,23 @@ def hotpot_pairs(items: list[HotpotItem], swapper: EntitySwapper, seed: int = 0)
                 continue  # fragments ("He was born in 1952.") say too little alone
             premise = f"{title}: {paragraph}"
             key = f"{item.id}-{j}"
-            out["hotpot_support"].append(NLIPair(premise, sentence, "entailment", f"hotpot-{key}"))
+            out["hotpot_support"].append(
+                NLIPair(premise=premise, hypothesis=sentence, label="entailment", id=f"hotpot-{key}")
+            )
             if s := swapper.swap(sentence, avoid=paragraph):
-                out["hotpot_swap"].append(NLIPair(premise, s.text, "contradiction", f"hotpot-swap-{key}"))
+                out["hotpot_swap"].append(
+                    NLIPair(
+                        premise=premise, hypothesis=s.text, label="contradiction", id=f"hotpot-swap-{key}"
+                    )
+                )
             if distractors:
                 out["hotpot_distractor"].append(
-                    NLIPair(_distractor(rng, distractors), sentence, "neutral", f"hotpot-dis-{key}")
+                    NLIPair(
+                        premise=_distractor(rng, distractors),
+                        hypothesis=sentence,
+                        label="neutral",
+                        id=f"hotpot-dis-{key}",
+                    )
                 )
     return dict(out)
 
@@ -248,7 +267,9 @@ def hotpot_statement_pairs(
         premise = " ".join(f"{t}: {w}" for t, w in windows.items())
         statement = question_statement(item.question, item.answer)
         key = item.id
-        out["hotpot_statement"].append(NLIPair(premise, statement, "entailment", f"hotpot-st-{key}"))
+        out["hotpot_statement"].append(
+            NLIPair(premise=premise, hypothesis=statement, label="entailment", id=f"hotpot-st-{key}")
+        )
         # A wrong answer in the slot: an entity of the answer's type, else another question's answer
         # (spaCy types only about half of HotpotQA's answers read alone).
         wrong = swapper.alternative(answer, avoid=f"{premise} {item.question}")
@@ -259,17 +280,17 @@ def hotpot_statement_pairs(
         if wrong is not None:
             out["hotpot_statement_swap"].append(
                 NLIPair(
-                    premise,
-                    question_statement(item.question, wrong),
-                    "contradiction",
-                    f"hotpot-st-swap-{key}",
+                    premise=premise,
+                    hypothesis=question_statement(item.question, wrong),
+                    label="contradiction",
+                    id=f"hotpot-st-swap-{key}",
                 )
             )
         off_gold = [(t, p) for t, p in item.context if t not in item.supporting_titles]
         if off_gold:
             neutral = _distractor(rng, off_gold, distractors, premise_words // distractors)
             out["hotpot_statement_distractor"].append(
-                NLIPair(neutral, statement, "neutral", f"hotpot-st-dis-{key}")
+                NLIPair(premise=neutral, hypothesis=statement, label="neutral", id=f"hotpot-st-dis-{key}")
             )
     return dict(out)
 
@@ -296,7 +317,9 @@ def fever_long_premise_pairs(
                 if other.evidence and titles.isdisjoint(t for t, _ in other.evidence):
                     premise += " " + other.evidence_text
                     titles |= {t for t, _ in other.evidence}
-            pairs.append(NLIPair(premise, c.claim, FEVER_TO_NLI[c.label], f"{prefix}-{i}"))
+            pairs.append(
+                NLIPair(premise=premise, hypothesis=c.claim, label=FEVER_TO_NLI[c.label], id=f"{prefix}-{i}")
+            )
     return pairs
 
 
@@ -327,12 +350,19 @@ def swap_within_pairs(
             if len(sentence) >= 20 and (s := swapper.swap_within(sentence, paragraph, rng)):
                 premise = f"{title}: {paragraph}"
                 out["hotpot_swap_within"].append(
-                    NLIPair(premise, s.text, "contradiction", f"hotpot-within-{item.id}-{j}")
+                    NLIPair(
+                        premise=premise,
+                        hypothesis=s.text,
+                        label="contradiction",
+                        id=f"hotpot-within-{item.id}-{j}",
+                    )
                 )
     for i, c in enumerate(claims):
         if c.label == "SUPPORTS" and (s := swapper.swap_within(c.claim, c.evidence_text, rng)):
             out["fever_swap_within"].append(
-                NLIPair(c.evidence_text, s.text, "contradiction", f"fever-within-{i}")
+                NLIPair(
+                    premise=c.evidence_text, hypothesis=s.text, label="contradiction", id=f"fever-within-{i}"
+                )
             )
     return dict(out)
 
@@ -370,7 +400,9 @@ def build_in_domain_pairs(
 
 def _retag(pairs: list[NLIPair], tag: str) -> list[NLIPair]:
     """The same pairs with `tag` in their ids (the long files' ids differ from the short ones')."""
-    return [NLIPair(p.premise, p.hypothesis, p.label, f"{tag}-{p.id}") for p in pairs]
+    return [
+        NLIPair(premise=p.premise, hypothesis=p.hypothesis, label=p.label, id=f"{tag}-{p.id}") for p in pairs
+    ]
 
 
 def lengthen_premises(
@@ -397,5 +429,5 @@ def lengthen_premises(
             words += len(added[-1].split())
         at = rng.randint(0, len(added))
         premise = " ".join([*added[:at], p.premise, *added[at:]])
-        out.append(NLIPair(premise, p.hypothesis, p.label, f"{p.id}-long"))
+        out.append(NLIPair(premise=premise, hypothesis=p.hypothesis, label=p.label, id=f"{p.id}-long"))
     return out

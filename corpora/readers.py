@@ -36,7 +36,7 @@ class Paragraph:
         return {"id": self.id, "title": self.title, "text": self.text}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HotpotItem:
     id: str
     question: str
@@ -149,7 +149,7 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:  # parsed JSON: its valu
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NLIPair:
     premise: str
     hypothesis: str
@@ -214,7 +214,15 @@ def load_nli(path: Path, limit: int | None = None) -> list[NLIPair]:
         ):
             raise ValueError(f"{path}:{n}: expected premise, hypothesis and a label in {NLI_LABELS}")
         probs = _soft_label(row.get("probs"), f"{path}:{n}")
-        pairs.append(NLIPair(row["premise"], row["hypothesis"], label, str(row.get("id", n)), probs))
+        pairs.append(
+            NLIPair(
+                premise=row["premise"],
+                hypothesis=row["hypothesis"],
+                label=label,
+                id=str(row.get("id", n)),
+                probs=probs,
+            )
+        )
         if limit is not None and len(pairs) >= limit:
             break
     return pairs

@@ -44,7 +44,7 @@ SUFFICIENT_FACTS_FILE = "fever/sufficientfacts_fever.jsonl"
 FEVER_DISTRACTORS = 3000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvalItem:
     """One question or claim with its gold answer (a string, or a FEVER label)."""
 
@@ -78,7 +78,7 @@ def no_overrides(item: EvalItem) -> dict[str, Any]:
     return {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Task:
     """A data set as the engine sees it: a prompt variant, a corpus, items and a scorer.
 
@@ -136,7 +136,7 @@ def split_sample(items: list[EvalItem], split: Split, limit: int | None = None) 
 
 def _hotpotqa(root: Path) -> tuple[list[EvalItem], Corpus]:
     raw = load_hotpotqa(root / HOTPOTQA_FILE)
-    items = [EvalItem(i.id, i.question, i.answer, i.split, i.type) for i in raw]
+    items = [EvalItem(id=i.id, query=i.question, gold=i.answer, split=i.split, kind=i.type) for i in raw]
     paragraphs = hotpotqa_paragraphs(raw)
     description = (
         f"HotpotQA distractor dev file ({len(raw)} questions): the pooled, deduplicated context "
@@ -211,7 +211,9 @@ def fever_with(root: Path, distractors: list[Paragraph]) -> tuple[list[EvalItem]
     for row in claims:
         claim = str(row["claim"])
         label = "NOT ENOUGH INFO" if claim in reduced else str(row["label"])
-        items.append(EvalItem(_fever_id(claim), claim, label, split_of(claim), label))
+        items.append(
+            EvalItem(id=_fever_id(claim), query=claim, gold=label, split=split_of(claim), kind=label)
+        )
     paragraphs = [Paragraph(f"fever:{title}", title, " ".join(sents)) for title, sents in docs.items()]
     fever_titles = set(docs)
     distractors = [p for p in distractors if p.title not in fever_titles]
@@ -243,17 +245,26 @@ TASKS: dict[str, Task] = {
     t.name: t
     for t in (
         Task(
-            "hotpotqa",
-            "HotpotQA",
-            "concise",
-            32,
-            "em",
-            (("em", "EM %"), ("f1", "F1 %"), ("contains", "answer in response %")),
-            _hotpotqa,
-            _score_hotpotqa,
-            _answer_in_passages,
+            name="hotpotqa",
+            title="HotpotQA",
+            prompt="concise",
+            max_tokens=32,
+            primary="em",
+            columns=(("em", "EM %"), ("f1", "F1 %"), ("contains", "answer in response %")),
+            build=_hotpotqa,
+            score=_score_hotpotqa,
+            answer_in=_answer_in_passages,
         ),
-        Task("fever", "FEVER", "claim", 48, "accuracy", (("accuracy", "ACC %"),), _fever, _score_fever),
+        Task(
+            name="fever",
+            title="FEVER",
+            prompt="claim",
+            max_tokens=48,
+            primary="accuracy",
+            columns=(("accuracy", "ACC %"),),
+            build=_fever,
+            score=_score_fever,
+        ),
     )
 }
 

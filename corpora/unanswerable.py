@@ -33,18 +33,33 @@ KINDS = ("answerable", "gold_removed", "out_of_corpus")
 
 def build_unanswerable(root: Path) -> tuple[list[EvalItem], Corpus]:
     raw = load_hotpotqa(root / HOTPOTQA_FILE)
-    hotpot = [EvalItem(i.id, i.question, i.answer, i.split, "answerable") for i in raw]
+    hotpot = [
+        EvalItem(id=i.id, query=i.question, gold=i.answer, split=i.split, kind="answerable") for i in raw
+    ]
     held = {i.id for i in split_sample(hotpot, "dev", HELD_OUT) + split_sample(hotpot, "test", HELD_OUT)}
     removed_titles = {t for i in raw if i.id in held for t in i.supporting_titles}
     paragraphs = [p for p in hotpotqa_paragraphs(raw) if p.title not in removed_titles]
     items = [
-        EvalItem(i.id, i.query, i.gold, i.split, "gold_removed" if i.id in held else i.kind) for i in hotpot
+        EvalItem(
+            id=i.id,
+            query=i.query,
+            gold=i.gold,
+            split=i.split,
+            kind="gold_removed" if i.id in held else i.kind,
+        )
+        for i in hotpot
     ]
     with open(root / TRUTHFULQA_FILE, newline="", encoding="utf-8") as f:
         for n, row in enumerate(csv.DictReader(f)):
             q = row["Question"].strip()
             items.append(
-                EvalItem(f"truthfulqa-{n}", q, row["Best Answer"].strip(), split_of(q), "out_of_corpus")
+                EvalItem(
+                    id=f"truthfulqa-{n}",
+                    query=q,
+                    gold=row["Best Answer"].strip(),
+                    split=split_of(q),
+                    kind="out_of_corpus",
+                )
             )
     counts = {k: sum(i.kind == k for i in items) for k in KINDS}
     description = (
@@ -88,13 +103,13 @@ def _answer_in(item: EvalItem, passages: list[str]) -> bool | None:
 
 # The server's own prompt and length: the diagnosis is judged on what a chat client would read.
 UNANSWERABLE = Task(
-    "unanswerable",
-    "HotpotQA with held-out gold paragraphs, and TruthfulQA",
-    "default",
-    96,
-    "correct",
-    (("correct", "correct %"),),
-    build_unanswerable,
-    _score,
-    _answer_in,
+    name="unanswerable",
+    title="HotpotQA with held-out gold paragraphs, and TruthfulQA",
+    prompt="default",
+    max_tokens=96,
+    primary="correct",
+    columns=(("correct", "correct %"),),
+    build=build_unanswerable,
+    score=_score,
+    answer_in=_answer_in,
 )

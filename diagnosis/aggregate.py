@@ -35,11 +35,15 @@ def hypothesis_state(hypothesis: str, scores: Sequence[PassageScores], t: Thresh
             # (tests/test_diagnosis.py pins the case).
             single = [s for s in entailing if s.passage != "joint"]
             best_e = max(single or entailing, key=lambda s: s.entail)
-            return HypothesisVerdict(hypothesis, "entail", best_e.passage, tuple(scores))
+            return HypothesisVerdict(
+                hypothesis=hypothesis, state="entail", best_passage=best_e.passage, scores=tuple(scores)
+            )
         best_c = max(scores, key=lambda s: s.contradict)
         if best_c.contradict >= t.contradict:
-            return HypothesisVerdict(hypothesis, "contradict", best_c.passage, tuple(scores))
-    return HypothesisVerdict(hypothesis, "neutral", None, tuple(scores))
+            return HypothesisVerdict(
+                hypothesis=hypothesis, state="contradict", best_passage=best_c.passage, scores=tuple(scores)
+            )
+    return HypothesisVerdict(hypothesis=hypothesis, state="neutral", best_passage=None, scores=tuple(scores))
 
 
 def signal_state(verdicts: Sequence[HypothesisVerdict]) -> NLIState:

@@ -84,7 +84,14 @@ def unsupported_spans(
         c = claims[i]
         start, end = located[i] or _sentence_or_whole(answer, c.hypothesis, ranges)
         if (start, end) not in spans or _weakness(c) > _weakness(claims[spans[(start, end)].claim]):
-            spans[(start, end)] = AnswerSpan(start, end, answer[start:end], i, c.p_unsupported, c.state)
+            spans[(start, end)] = AnswerSpan(
+                start=start,
+                end=end,
+                text=answer[start:end],
+                claim=i,
+                p_unsupported=c.p_unsupported,
+                state=c.state,
+            )
     return tuple(sorted(spans.values(), key=lambda s: s.start))
 
 

@@ -191,7 +191,13 @@ def check_comparison(
     expected = None if not order else (0 if (order < 0) == (direction == "earlier") else 1)
     outcome: Outcome = "undecided" if expected is None else "agrees" if expected == picked else "disagrees"
     return ComparisonCheck(
-        choice.alternatives, direction, dates, expected, picked, outcome, (looked_up[0], looked_up[1])
+        alternatives=choice.alternatives,
+        direction=direction,
+        dates=dates,
+        expected=expected,
+        picked=picked,
+        outcome=outcome,
+        from_corpus=(looked_up[0], looked_up[1]),
     )
 
 

@@ -254,7 +254,7 @@ RULES: tuple[FailureRule, ...] = (
 RULE_NAMES: tuple[RuleName, ...] = tuple(r.name for r in RULES)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Decision:
     failure: FailureType
     decided_by: RuleName
@@ -272,7 +272,13 @@ def decide(s: DecisionSignals, rules: tuple[FailureRule, ...] = RULES) -> Decisi
     some rule, as the rule study measures it)."""
     applied = tuple(FailureStep(rule.name, rule.decides) for rule in rules if rule.applies(s))
     first = _first(s, rules)
-    return Decision(first.decides, first.name, applied, _first(rule_only(s), rules).decides, _grade(first, s))
+    return Decision(
+        failure=first.decides,
+        decided_by=first.name,
+        applied=applied,
+        rule_failure=_first(rule_only(s), rules).decides,
+        grade=_grade(first, s),
+    )
 
 
 def _grade(rule: FailureRule, s: DecisionSignals) -> Grade | None:

@@ -141,7 +141,7 @@ def case_text_features(
     ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hypotheses:
     """What one answer is judged by: the query's hypotheses (e_q), the response's claims (e_r),
     and, for a choice answered in one claim, the same claim naming the other alternative."""
@@ -390,7 +390,16 @@ class Diagnoser:
         if mode == "claim":
             label, reason = parse_claim_label(response)
             claims = split_claims(reason, o.max_claims) if reason else []
-            return Hypotheses("claim", True, [query], claims, label, reason, None, None)
+            return Hypotheses(
+                construction="claim",
+                nli_reads_query=True,
+                query=[query],
+                claims=claims,
+                label=label,
+                reason=reason,
+                swap=None,
+                contrast=None,
+            )
         # A choice answer's echo of the other alternative is no claim.
         said = without_echo(query, response)
         construction = o.query_hypothesis
@@ -408,7 +417,16 @@ class Diagnoser:
         swap = swap_alternative(query, said) if len(claims) == 1 else None
         other = response_claims(query, swap.other_response, o.max_claims, is_bare(response)) if swap else []
         contrast = other[0] if len(other) == 1 else None
-        return Hypotheses(construction, nli_reads_query, query_hyps, claims, None, "", swap, contrast)
+        return Hypotheses(
+            construction=construction,
+            nli_reads_query=nli_reads_query,
+            query=query_hyps,
+            claims=claims,
+            label=None,
+            reason="",
+            swap=swap,
+            contrast=contrast,
+        )
 
     def _nli_scores(self, pairs: list[tuple[str, str]]) -> list[list[float]]:
         """(P(entail), P(neutral), P(contradict)) of each (premise, hypothesis) pair, in one batch."""
@@ -453,7 +471,12 @@ class Diagnoser:
                 p = batch.probs[k]
                 e, n, c = adjusted((float(p[0]), float(p[1]), float(p[2])), claim, i, facts)
                 s = PassageScores(
-                    pid, round(e, 4), round(n, 4), round(c, 4), batch.truncated[k], joined.get(i, ())
+                    passage=pid,
+                    entail=round(e, 4),
+                    neutral=round(n, 4),
+                    contradict=round(c, 4),
+                    truncated=batch.truncated[k],
+                    joined=joined.get(i, ()),
                 )
                 if pid not in best or _decisive(s) > _decisive(best[pid]):
                     best[pid] = s  # a passage's windows: the one that says most, either way
@@ -529,7 +552,16 @@ class Diagnoser:
         why = unsupported_by(Support.of(p, threshold, features, o.refute_threshold, o.support_floor))
         sure = verdict_sure(p, o.replace_threshold, why)
         profile = model.profile_for(features)
-        verdict = Verdict(round(p, 4), threshold, bool(why), "NoFailure", rounded, profile, why, sure)
+        verdict = Verdict(
+            p_unsupported=round(p, 4),
+            threshold=threshold,
+            unsupported=bool(why),
+            rule_failure="NoFailure",
+            features=rounded,
+            profile=profile,
+            unsupported_by=why,
+            sure=sure,
+        )
         return replace(e_r, hypotheses=scored), verdict
 
     def _timed_relevance(
@@ -566,7 +598,11 @@ class Diagnoser:
         question naming nothing counts as covered). Else neutral: the evidence is insufficient
         (IE)."""
         if not passages:
-            return NLISignal("neutral", (HypothesisVerdict(query, "neutral", None, ()),), "rerank")
+            return NLISignal(
+                "neutral",
+                (HypothesisVerdict(hypothesis=query, state="neutral", best_passage=None, scores=()),),
+                "rerank",
+            )
         model, p_answerable = self.options.answerability, None
         if relevance is not None and model is not None:
             features = answerability_features(query, [p.title for p in passages], evidence, relevance, q_sims)
@@ -581,13 +617,20 @@ class Diagnoser:
                 rel = np.ones(len(evidence))
             construction, answers = "coverage", rel.max() >= self.options.answerable_coverage
         scores = tuple(
-            PassageScores(p.id, round(float(r), 4), round(float(1 - r), 4), 0.0)
+            PassageScores(
+                passage=p.id, entail=round(float(r), 4), neutral=round(float(1 - r), 4), contradict=0.0
+            )
             for p, r in zip(passages, rel, strict=True)
         )
         state: NLIState = "entail" if answers else "neutral"
         best = passages[int(rel.argmax())].id if answers else None
         support = None if p_answerable is None else round(p_answerable, 4)  # None: from the scores
-        return NLISignal(state, (HypothesisVerdict(query, state, best, scores),), construction, support)
+        return NLISignal(
+            state,
+            (HypothesisVerdict(hypothesis=query, state=state, best_passage=best, scores=scores),),
+            construction,
+            support,
+        )
 
 
 def relevance_by_id(passages: Sequence[EvidencePassage], relevance: np.ndarray) -> dict[str, float]:
@@ -613,7 +656,9 @@ def _label_signal(label: str | None, e_q: NLISignal) -> NLISignal:
     state: NLIState = "entail" if e_q.state == asserted else decisive
     hyp = e_q.hypotheses[0].hypothesis if e_q.hypotheses else ""
     shown = negate(hyp) if label == "REFUTES" else hyp
-    return NLISignal(state, (HypothesisVerdict(shown, state, None, ()),), "label")
+    return NLISignal(
+        state, (HypothesisVerdict(hypothesis=shown, state=state, best_passage=None, scores=()),), "label"
+    )
 
 
 def _response_signal(
@@ -659,7 +704,9 @@ def _not_judged(mode: Mode, language: str, reason: str, seconds: float) -> Diagn
         e_r=nothing,
         kg=KGSignal("missing", (), available=False),
         failure="NoFailure",
-        egc=EGCFeatures(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+        egc=EGCFeatures(
+            coverage=0.0, support_density=0.0, agreement=0.0, connectivity=0.0, isolation=0.0, score=0.0
+        ),
         evidence_conflict=False,
         stage="none",
         stage_reason=f"not judged: {reason}",

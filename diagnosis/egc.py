@@ -19,7 +19,14 @@ def egc_features(q: np.ndarray, evidence: np.ndarray, claims: np.ndarray, tau: f
     n, m = len(evidence), len(claims)
     if n == 0 or m == 0:
         # No evidence or nothing claimed: no claim can be grounded.
-        return EGCFeatures(0.0, 0.0, 0.0, 0.0, 1.0 if m else 0.0, -1 / 3 if m else 0.0)
+        return EGCFeatures(
+            coverage=0.0,
+            support_density=0.0,
+            agreement=0.0,
+            connectivity=0.0,
+            isolation=1.0 if m else 0.0,
+            score=-1 / 3 if m else 0.0,
+        )
     ec = (evidence @ claims.T) >= tau  # (n, m)
     ee_sim = evidence @ evidence.T
     ee = (ee_sim >= tau) & ~np.eye(n, dtype=bool)
@@ -39,10 +46,10 @@ def egc_features(q: np.ndarray, evidence: np.ndarray, claims: np.ndarray, tau: f
     isolation = float((degree == 0).mean())
     score = (coverage + support + connectivity - isolation) / 3
     return EGCFeatures(
-        round(coverage, 4),
-        round(support, 4),
-        round(agreement, 4),
-        round(connectivity, 4),
-        round(isolation, 4),
-        round(score, 4),
+        coverage=round(coverage, 4),
+        support_density=round(support, 4),
+        agreement=round(agreement, 4),
+        connectivity=round(connectivity, 4),
+        isolation=round(isolation, 4),
+        score=round(score, 4),
     )

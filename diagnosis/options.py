@@ -15,7 +15,7 @@ from ragmend.diagnosis.verdict import VerdictModel, open_verdict
 from ragmend.settings import DiagnosisSettings, NLISettings, Settings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DiagnosisOptions:
     """What one Diagnoser does; each field is the setting of the same name (docs/diagnosis.md)."""
 
@@ -58,11 +58,11 @@ def options_from_settings(settings: Settings) -> DiagnosisOptions:
 def diagnosis_options(d: DiagnosisSettings, nli_max_length: int) -> DiagnosisOptions:
     return DiagnosisOptions(
         thresholds=Thresholds(
-            d.entail_threshold,
-            d.contradict_threshold,
-            d.relevance_threshold,
-            d.egc_tau,
-            d.joint_entail_threshold,
+            entail=d.entail_threshold,
+            contradict=d.contradict_threshold,
+            relevance=d.relevance_threshold,
+            egc_tau=d.egc_tau,
+            joint_entail=d.joint_entail_threshold,
         ),
         query_hypothesis=d.query_hypothesis,
         joint_premise=d.joint_premise,

@@ -98,7 +98,7 @@ def select_premises(hypothesis: str, premises: Sequence[tuple[str, str]], top: i
     return sorted(sorted(range(len(premises)), key=lambda i: -overlap[i])[:top])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Source:
     """One passage as a joint premise reads it, read once per answer."""
 
@@ -111,7 +111,11 @@ class Source:
     @staticmethod
     def of(p: EvidencePassage) -> Source:
         return Source(
-            p.id, p.title, p.text, f" {normalise(p.text)} ", frozenset(content_words(f"{p.title} {p.text}"))
+            id=p.id,
+            title=p.title,
+            text=p.text,
+            plain=f" {normalise(p.text)} ",
+            words=frozenset(content_words(f"{p.title} {p.text}")),
         )
 
     def names(self, other: Source) -> bool:
@@ -139,7 +143,7 @@ class JointPremise:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Premises:
     """Every premise of one answer as (passage id, text), in passage order; `evidence` holds each
     whole passage as a premise, `sources` each passage as a joint premise reads it (none with
@@ -220,7 +224,9 @@ def build_premises(
     # words with it: a long source is not scored window by window for every claim. Whole
     # passages, none of them split: every one.
     windowed = window_sentences > 0 or any(len(texts) > 1 for texts in windows)
-    return Premises(tuple(items), evidence, sources, links, window_top if windowed else 0)
+    return Premises(
+        items=tuple(items), evidence=evidence, sources=sources, links=links, top=window_top if windowed else 0
+    )
 
 
 def joint_may_support(scores: Sequence[PassageScores], t: Thresholds) -> bool:

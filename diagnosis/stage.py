@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ragmend.diagnosis.types import FailureType, NLIState, Stage
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StageEvidence:
     """What the stage cascade looks at, all observable at request time (no ground truth)."""
 

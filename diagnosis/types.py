@@ -35,7 +35,7 @@ CLAIM_LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
 ABSTAIN_LABEL = "NOT ENOUGH INFO"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Thresholds:
     """The aggregation rule's thresholds (the diagnosis settings *_threshold and egc_tau, whose
     defaults are the only ones: diagnosis/options.py)."""
@@ -47,7 +47,7 @@ class Thresholds:
     joint_entail: float  # the joint premise (top passages concatenated) entails at this
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PassageScores:
     """One passage (or the joint premise) against one hypothesis: calibrated probabilities."""
 
@@ -59,7 +59,7 @@ class PassageScores:
     joined: tuple[str, ...] = ()  # the joint premise: the passages it reads together
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HypothesisVerdict:
     """A hypothesis (the query statement, or one claim of the response) over all passages."""
 
@@ -70,7 +70,7 @@ class HypothesisVerdict:
     p_unsupported: float | None = None  # the verdict's, for a response claim (diagnosis/verdict.py)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AnswerSpan:
     """A character range of the answer holding a claim the diagnosis found unsupported
     (diagnosis/answer_spans.py)."""
@@ -105,7 +105,7 @@ class NLISignal:
                 object.__setattr__(self, "support", round(sum(best) / len(best), 4))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TripleMatch:
     """A response triple and the KG triple it was aligned with (the explanation of kappa)."""
 
@@ -128,7 +128,7 @@ class KGSignal:
     available: bool = True  # False: no knowledge graph was built for this index
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EGCFeatures:
     """Evidence Graph Consistency (the EGC paper): claim / evidence / question nodes, cosine edges."""
 
@@ -146,7 +146,7 @@ UnsupportedBy = Literal["score", "refuted", "unbacked"]
 UNSUPPORTED_BY: tuple[UnsupportedBy, ...] = ("score", "refuted", "unbacked")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Verdict:
     """The calibrated verdict over every signal (diagnosis/verdict.py): the failure follows it."""
 
@@ -223,7 +223,7 @@ class Date:
         return "-".join([f"{self.year:04d}", *(f"{v:02d}" for v in (self.month, self.day) if v)])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ComparisonCheck:
     """A comparison in time against the passages' own dates (diagnosis/comparison.py)."""
 
@@ -270,7 +270,7 @@ class EvidenceConflict:
     strength: float  # min(best entailment, best contradiction) of the two sides
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Diagnosis:
     mode: Mode
     e_q: NLISignal

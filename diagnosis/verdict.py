@@ -114,7 +114,7 @@ NEUTRAL: dict[str, float] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LinearScore:
     """A fitted logistic regression with its feature names (the JSON form of ragmend.logistic)."""
 
@@ -133,12 +133,12 @@ class LinearScore:
     @staticmethod
     def of(features: Sequence[str], fitted: Logistic) -> LinearScore:
         return LinearScore(
-            tuple(features),
-            tuple(round(float(v), 6) for v in fitted.mean),
+            features=tuple(features),
+            mean=tuple(round(float(v), 6) for v in fitted.mean),
             # A feature constant on the fitting data has no spread (its weight is 0): scale 1.
-            tuple(round(float(v), 6) if v > 1e-6 else 1.0 for v in fitted.scale),
-            tuple(round(float(v), 6) for v in fitted.coef),
-            round(float(fitted.intercept), 6),
+            scale=tuple(round(float(v), 6) if v > 1e-6 else 1.0 for v in fitted.scale),
+            coef=tuple(round(float(v), 6) for v in fitted.coef),
+            intercept=round(float(fitted.intercept), 6),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -156,7 +156,11 @@ class LinearScore:
         if not all(len(d[k]) == n for k in ("mean", "scale", "coef")):
             raise ConfigError("verdict model: features, mean, scale and coef differ in length")
         return LinearScore(
-            tuple(d["features"]), tuple(d["mean"]), tuple(d["scale"]), tuple(d["coef"]), float(d["intercept"])
+            features=tuple(d["features"]),
+            mean=tuple(d["mean"]),
+            scale=tuple(d["scale"]),
+            coef=tuple(d["coef"]),
+            intercept=float(d["intercept"]),
         )
 
 
@@ -194,7 +198,7 @@ def profile_of(features: Mapping[str, float]) -> str:
     return "claim" if features.get("restates_query") else "response"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VerdictModel:
     claim: LinearScore
     answer: LinearScore
@@ -229,12 +233,12 @@ class VerdictModel:
         try:
             d = json.loads(Path(path).read_text())
             return VerdictModel(
-                LinearScore.from_json(d["claim"]),
-                LinearScore.from_json(d["answer"]),
-                float(d["threshold"]),
-                dict(d.get("about", {})),
-                GeneratedAnswers.from_json(d["generated"]) if d.get("generated") else None,
-                {
+                claim=LinearScore.from_json(d["claim"]),
+                answer=LinearScore.from_json(d["answer"]),
+                threshold=float(d["threshold"]),
+                about=dict(d.get("about", {})),
+                generated=GeneratedAnswers.from_json(d["generated"]) if d.get("generated") else None,
+                profiles={
                     name: Profile(float(p["intercept"]), float(p["threshold"]))
                     for name, p in (d.get("profiles") or {}).items()
                 },

@@ -41,7 +41,7 @@ class CheckRequest:
     mode: Mode = "qa"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Checked:
     diagnosis: Diagnosis
     passages: tuple[Passage, ...]  # what was judged against: the given ones, or those retrieved
@@ -81,7 +81,14 @@ def check_answer(engine: Engine, request: CheckRequest, events: Events = NO_EVEN
     token.check("diagnosis")
     d = engine.diagnoser.diagnose(request.question, passages, request.answer, mode=request.mode)
     collection = engine.namespace if retrieved else None
-    checked = Checked(d, passages, retrieved, _truncated(d), time.perf_counter() - started, collection)
+    checked = Checked(
+        diagnosis=d,
+        passages=passages,
+        retrieved=retrieved,
+        truncated=_truncated(d),
+        seconds=time.perf_counter() - started,
+        collection=collection,
+    )
     events.emit(checked_event(checked.diagnosis, checked.seconds))
     return checked
 

@@ -443,13 +443,19 @@ class Engine:
         if not self.settings.diagnosis.enabled:
             seconds = clock.now() - started
             route = self._learned_route(route, None, cost, learn)
-            return Outcome(answer, None, seconds=seconds, first_pass_s=seconds, route=route)
+            return Outcome(answer=answer, diagnosis=None, seconds=seconds, first_pass_s=seconds, route=route)
         request.check("diagnosis")
         diagnosis = self.diagnose(answer)
         first_pass_s = clock.now() - started
         route = self._learned_route(route, diagnosis, cost, learn)
         if not diagnosis.failed or not self.settings.policy.repair:
-            return Outcome(answer, diagnosis, seconds=first_pass_s, first_pass_s=first_pass_s, route=route)
+            return Outcome(
+                answer=answer,
+                diagnosis=diagnosis,
+                seconds=first_pass_s,
+                first_pass_s=first_pass_s,
+                route=route,
+            )
         request.check("repair")
         final, final_diagnosis, trace = self.repairer.repair(answer, diagnosis, started, learn=learn)
         second = None
@@ -467,12 +473,12 @@ class Engine:
                 final, final_diagnosis, started, exclude={trace.action}, learn=learn
             )
         return Outcome(
-            final,
-            final_diagnosis,
-            answer,
-            diagnosis,
-            trace,
-            clock.now() - started,
+            answer=final,
+            diagnosis=final_diagnosis,
+            first=answer,
+            first_diagnosis=diagnosis,
+            repair=trace,
+            seconds=clock.now() - started,
             first_pass_s=first_pass_s,
             second_repair=second,
             route=route,
@@ -502,7 +508,9 @@ class Engine:
             assert metered.cost is not None
             diagnosis = self.diagnose(answer) if self.settings.diagnosis.enabled else None
             route = router.learn(route, diagnosis, metered.cost)
-            outcomes.append(Outcome(answer, diagnosis, seconds=metered.cost.latency_s, route=route))
+            outcomes.append(
+                Outcome(answer=answer, diagnosis=diagnosis, seconds=metered.cost.latency_s, route=route)
+            )
         return outcomes
 
     def _route(self, query: str, overrides: dict[str, Any] | None, follow_up: bool) -> Route:
@@ -531,15 +539,15 @@ class Engine:
             arm, context = last.action, last.context
             factor = max(0.0, last.reward.latency_factor * last.reward.memory_factor)
         return Served(
-            response_id,
-            self.namespace,
-            arm,
-            context,
-            factor,
-            time.time(),
-            plan,
-            plan_context,
-            plan_factor,
+            response_id=response_id,
+            namespace=self.namespace,
+            arm=arm,
+            context=context,
+            cost_factor=factor,
+            created=time.time(),
+            plan=plan,
+            plan_context=plan_context,
+            plan_cost_factor=plan_factor,
             learn=outcome.learn,
         )
 

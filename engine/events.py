@@ -83,7 +83,7 @@ class Scored:
     explore: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlanChosen(Event):
     plan: str  # PLANS
     kind: str  # KINDS: the question's kind
@@ -93,7 +93,7 @@ class PlanChosen(Event):
     scores: tuple[Scored, ...]  # every feasible plan of the router's decision; () when it made none
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AnswerDiagnosed(Event):
     pass_name: str  # PASSES
     failure: str  # FAILURES
@@ -103,7 +103,7 @@ class AnswerDiagnosed(Event):
     checks: tuple[str, ...]  # CHECKS that found against the answer
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RepairRan(Event):
     action: str  # ACTIONS
     failure: str  # FAILURE_TYPES: the failure it repaired
@@ -196,14 +196,16 @@ def plan_chosen(route: Route) -> PlanChosen:
 def answer_diagnosed(pass_name: str, d: Diagnosis | None) -> AnswerDiagnosed:
     if d is None or not d.judged:
         label = UNDIAGNOSED if d is None else NOT_JUDGED
-        return AnswerDiagnosed(pass_name, label, label, None, None, ())
+        return AnswerDiagnosed(
+            pass_name=pass_name, failure=label, stage=label, support=None, p_unsupported=None, checks=()
+        )
     return AnswerDiagnosed(
-        pass_name,
-        d.failure,
-        d.stage,
-        d.e_r.support,
-        d.verdict.p_unsupported if d.verdict is not None else None,
-        tuple(checks_against(d)),
+        pass_name=pass_name,
+        failure=d.failure,
+        stage=d.stage,
+        support=d.e_r.support,
+        p_unsupported=d.verdict.p_unsupported if d.verdict is not None else None,
+        checks=tuple(checks_against(d)),
     )
 
 

@@ -16,7 +16,7 @@ from ragmend.rag.types import Answer
 DECIDED_BY_KEPT: Mapping[str, RepairDecision] = {"abstained": "abstained", "conflict": "conflict"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Outcome:
     answer: Answer  # the answer the reply carries (the repaired one when it is better supported)
     diagnosis: Diagnosis | None  # its diagnosis; None when diagnosis.enabled is off

@@ -110,7 +110,7 @@ class CitedSentence:
     supported: bool | None  # None: the diagnosis did not judge it (past max_claims, an abstention)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Presented:
     text: str  # what the user reads
     sentences: tuple[CitedSentence, ...]
@@ -184,46 +184,67 @@ def present(
     answer is its statement; "conflict", both sides of the conflict `diagnosis` found). What the
     repair chose is never annotated or abstained over again: one voice says it."""
     if diagnosis is None:
-        return Presented(response, (), None)
+        return Presented(text=response, sentences=(), policy_applied=None)
     if decided == "conflict" and diagnosis.conflict is not None:
         return _conflict(response, diagnosis, evidence, reading, query, "repair")
     if decided == "abstained":
         if diagnosis.mode == "claim":
-            return Presented(f"{ABSTAIN_LABEL}: {NOT_VERIFIED}", (), "abstain", abstained_by="repair")
-        return Presented(ABSTAINED + _found(evidence), (), "abstain", abstained_by="repair")
+            return Presented(
+                text=f"{ABSTAIN_LABEL}: {NOT_VERIFIED}",
+                sentences=(),
+                policy_applied="abstain",
+                abstained_by="repair",
+            )
+        return Presented(
+            text=ABSTAINED + _found(evidence), sentences=(), policy_applied="abstain", abstained_by="repair"
+        )
     if not diagnosis.judged:
         # Nothing was checked, so nothing is cited or marked; the policy says what is read.
         shown = reading.unjudged()
         if shown == "withhold":
-            return Presented(WITHHELD, (), "withheld")
+            return Presented(text=WITHHELD, sentences=(), policy_applied="withheld")
         if shown == "caveat":
-            return Presented(f"{response} {NOT_CHECKED}".strip(), (), "not_judged", NOT_CHECKED)
-        return Presented(response, (), None)
+            return Presented(
+                text=f"{response} {NOT_CHECKED}".strip(),
+                sentences=(),
+                policy_applied="not_judged",
+                note=NOT_CHECKED,
+            )
+        return Presented(text=response, sentences=(), policy_applied=None)
     if diagnosis.mode == "claim":
         # The gated label leads; the generator's reason follows its own label.
         label = diagnosis.final_label
         if label and diagnosis.label and label != diagnosis.label:
-            return Presented(f"{label}: {NOT_VERIFIED}", (), "gated")
-        return Presented(response, (), None)
+            return Presented(text=f"{label}: {NOT_VERIFIED}", sentences=(), policy_applied="gated")
+        return Presented(text=response, sentences=(), policy_applied=None)
     if diagnosis.conflict is not None and reading.policy != "off":
         return _conflict(response, diagnosis, evidence, reading, query, "answer_policy")
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     # An uncertain failure keeps its answer, marked, whatever the policy but off.
     uncertain = diagnosis.grade == "uncertain" and reading.policy != "off"
     if not uncertain and reading.abstains(diagnosis.failure, diagnosis.e_q.support):
-        return Presented(ABSTAINED + _found(evidence), sentences, "abstain", abstained_by="answer_policy")
+        return Presented(
+            text=ABSTAINED + _found(evidence),
+            sentences=sentences,
+            policy_applied="abstain",
+            abstained_by="answer_policy",
+        )
     annotate = uncertain or (diagnosis.failed and reading.policy in ("annotate", "abstain_unanswered"))
     citations = reading.citations
     if not citations and not annotate:
-        return Presented(response, sentences, None)
+        return Presented(text=response, sentences=sentences, policy_applied=None)
     text = " ".join(_marked(s, citations, annotate) for s in sentences) if sentences else response
     if uncertain:
         note = unsure(diagnosis)
-        return Presented(f"{text} {note}".strip(), sentences, "marked", note)
+        return Presented(
+            text=f"{text} {note}".strip(), sentences=sentences, policy_applied="marked", note=note
+        )
     if annotate:
         note = NOT_ANSWERED if diagnosis.failure == "IE" else NOT_SUPPORTED
-        return Presented(f"{text} {note}".strip(), sentences, "annotate", note)
-    return Presented(text, sentences, None)
+        return Presented(
+            text=f"{text} {note}".strip(), sentences=sentences, policy_applied="annotate", note=note
+        )
+    return Presented(text=text, sentences=sentences, policy_applied=None)
 
 
 def unsure(diagnosis: Diagnosis) -> str:
@@ -247,7 +268,7 @@ def _conflict(
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     numbers = {pid: n for n, (pid, _) in enumerate(evidence, start=1)}
     said = both_sides(diagnosis.conflict, numbers, reading.conflict_majority)
-    return Presented(said, sentences, "conflict", conflict_by=by)
+    return Presented(text=said, sentences=sentences, policy_applied="conflict", conflict_by=by)
 
 
 def both_sides(conflict: EvidenceConflict, numbers: dict[str, int], majority: bool) -> str:

@@ -40,7 +40,7 @@ from ragmend.rag.types import Answer, RAGConfig
 from ragmend.settings import PolicySettings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RepairTrace:
     """Everything one repair did, for the reply, the metrics and the logs."""
 

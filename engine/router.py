@@ -43,7 +43,7 @@ from ragmend.settings import PolicySettings, Settings
 ChosenBy = Literal["router", "request", "off", "nothing_fits"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Route:
     """The first pass's plan and who chose it; after the pass, what it cost and what was learned."""
 
@@ -190,13 +190,13 @@ class Router:
         expected to take (the prior of a plan not measured yet)."""
         form = question_form(query, claim=self._checks_claim(overrides))
         if pinned(overrides):
-            return Route(None, "request", form.kind)
+            return Route(plan=None, chosen_by="request", kind=form.kind)
         if not self._enabled:
-            return Route(None, "off", form.kind)
+            return Route(plan=None, chosen_by="off", kind=form.kind)
         cfg = self.policy.config
         ok, masked = feasible_plans(cfg.enabled_actions, self.costs, time_left_s, base_pass_s, self.missing)
         if not ok:
-            return Route(None, "nothing_fits", form.kind, masked=tuple(masked))
+            return Route(plan=None, chosen_by="nothing_fits", kind=form.kind, masked=tuple(masked))
         builder = self.policy.builder
         assert isinstance(builder, PlanContextBuilder)
         x = builder.build(self._embedding(query), form, follow_up, time_left_s)
@@ -204,9 +204,9 @@ class Router:
         decision = self.policy.select(x, [p.name for p in ok], ties="first")
         plan = BY_NAME[decision.arm]
         return Route(
-            plan.name,
-            "router",
-            form.kind,
+            plan=plan.name,
+            chosen_by="router",
+            kind=form.kind,
             decision=decision,
             masked=tuple(masked),
             context=tuple(float(v) for v in x),
@@ -220,7 +220,9 @@ class Router:
         builder = self.policy.builder
         assert isinstance(builder, PlanContextBuilder)
         x = builder.build(self._embedding(query), form, False, time_left_s)
-        return Route(BY_NAME[plan].name, "router", form.kind, context=tuple(float(v) for v in x))
+        return Route(
+            plan=BY_NAME[plan].name, chosen_by="router", kind=form.kind, context=tuple(float(v) for v in x)
+        )
 
     def _checks_claim(self, overrides: Mapping[str, Any] | None) -> bool:
         """Whether the request is a claim to check: the prompt it asks for, else the configured one

@@ -39,7 +39,7 @@ Outcome = Literal["voted", "already", "kept_first", "unknown", "expired"]
 REFUSALS: dict[int, Outcome] = {404: "unknown", 409: "kept_first", 410: "expired"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rating:
     """One Open WebUI rating of a message: thumbs up (score 1) or down (score 0)."""
 
@@ -59,7 +59,13 @@ class Rating:
         if item.get("type") != "rating" or thumbs is None or not message_id:
             return None
         said = [str(data[k]).strip() for k in ("reason", "comment") if data.get(k)]
-        return cls(str(item["id"]), str(message_id), thumbs, ": ".join(said) or None, int(item["updated_at"]))
+        return cls(
+            id=str(item["id"]),
+            message_id=str(message_id),
+            score=thumbs,
+            comment=": ".join(said) or None,
+            updated_at=int(item["updated_at"]),
+        )
 
 
 def _integer(value: Any) -> int | None:

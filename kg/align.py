@@ -52,7 +52,7 @@ class AlignThresholds:
         return cls(subject=t.subject, relation=t.relation, object=t.object)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TripleAlignment:
     """One response triple's verdict and the graph triple behind it (the explanation)."""
 

@@ -73,7 +73,7 @@ class KGStats:
     phrases: int  # distinct phrases with a cached embedding
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncReport:
     added: int
     updated: int
@@ -88,7 +88,7 @@ class SyncReport:
     full: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _SyncPlan:
     old: dict[str, str]  # doc_id -> fingerprint before the sync
     removed: list[str]
@@ -97,7 +97,7 @@ class _SyncPlan:
     full: bool  # the extractor or the embedding model changed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KGSnapshot:
     """The graph as arrays, for vectorised alignment: row i of each per-triple array is one triple."""
 

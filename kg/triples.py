@@ -33,7 +33,7 @@ from ragmend.kg.phrases import normalise_phrase, normalise_relation
 RULES_VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Triple:
     subject: str
     relation: str  # lemma-normalised, lower case, words joined by "_": "bear_in"
@@ -91,7 +91,7 @@ _DISCOURSE = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Raw:
     """A triple before its arguments are turned into text (spaCy Spans / Tokens inside)."""
 
@@ -197,7 +197,9 @@ def _hyphen_join(doc: Any, i: int) -> bool:
 def _raw_triples(doc: Any) -> Iterator[_Raw]:
     for tok in doc:
         if tok.dep_ == "appos" and tok.head.pos_ in ("NOUN", "PROPN") and _describes(tok):
-            yield _Raw(tok.head, "be", tok, False, tok.sent.text.strip())
+            yield _Raw(
+                subject=tok.head, relation="be", object=tok, negated=False, sentence=tok.sent.text.strip()
+            )
         elif tok.pos_ in ("VERB", "AUX") and tok.dep_ not in ("aux", "auxpass"):
             yield from _clause(tok)
 
@@ -215,7 +217,15 @@ def _clause(verb: Any) -> Iterator[_Raw]:
     # A passive with an agent is stated actively: the agent acts on the grammatical subject.
     for agent in agents:
         for s in subjects:
-            yield _Raw(agent, relation, s, negated, sentence, active=False, main=main)
+            yield _Raw(
+                subject=agent,
+                relation=relation,
+                object=s,
+                negated=negated,
+                sentence=sentence,
+                active=False,
+                main=main,
+            )
     for c in verb.children:
         if c.dep_ in _OBJECT_DEPS:
             objects = [_relative_target(verb, o) for o in _with_conjuncts(c)]
@@ -229,7 +239,14 @@ def _clause(verb: Any) -> Iterator[_Raw]:
             if o is None:
                 continue
             for s in subjects:
-                yield _Raw(s, rel, o, negated or _has_no(o), sentence, main=main)
+                yield _Raw(
+                    subject=s,
+                    relation=rel,
+                    object=o,
+                    negated=negated or _has_no(o),
+                    sentence=sentence,
+                    main=main,
+                )
 
 
 def _describes(appos: Any) -> bool:

@@ -118,7 +118,12 @@ def _arm_from_json(arm: str, v: Any, dim: int) -> ArmStats:
             f"policy state arm {arm!r}: xtx is not a sum of x x^T (asymmetric or negative diagonal)"
         )
     return ArmStats(
-        pulls, reward_sum, successes, failures, frozen_array(xtx, xtx.shape), frozen_array(xty, xty.shape)
+        pulls=pulls,
+        reward_sum=reward_sum,
+        successes=successes,
+        failures=failures,
+        xtx=frozen_array(xtx, xtx.shape),
+        xty=frozen_array(xty, xty.shape),
     )
 
 

@@ -429,7 +429,13 @@ class Policy(Generic[Layout]):
         with self._lock:
             self._refresh_if_stale()
             return {
-                a: ArmSummary(a, s.pulls, s.mean_reward, s.successes, s.failures)
+                a: ArmSummary(
+                    arm=a,
+                    pulls=s.pulls,
+                    mean_reward=s.mean_reward,
+                    successes=s.successes,
+                    failures=s.failures,
+                )
                 for a, s in self._stats.items()
             }
 

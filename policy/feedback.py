@@ -43,7 +43,7 @@ from ragmend.errors import Conflict, Forbidden, Gone, NotFound
 from ragmend.settings import Settings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Served:
     """What an answer's vote would credit: the deciding arm, its context and its cost factors."""
 
@@ -145,15 +145,15 @@ def _checked(
             f"answer {response_id!r} was sent to another key: only the key that received it may vote"
         )
     served = Served(
-        response_id,
-        row["namespace"],
-        row["arm"],
-        _vector(row["context"]),
-        row["cost_factor"],
-        row["created"],
-        row.get("plan"),
-        _vector(row.get("plan_context")),
-        1.0 if row.get("plan_cost_factor") is None else float(row["plan_cost_factor"]),
+        response_id=response_id,
+        namespace=row["namespace"],
+        arm=row["arm"],
+        context=_vector(row["context"]),
+        cost_factor=row["cost_factor"],
+        created=row["created"],
+        plan=row.get("plan"),
+        plan_context=_vector(row.get("plan_context")),
+        plan_cost_factor=1.0 if row.get("plan_cost_factor") is None else float(row["plan_cost_factor"]),
         receiver=row["receiver"],
         learn=row.get("learn") is None or bool(row["learn"]),
     )

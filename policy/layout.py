@@ -47,12 +47,12 @@ def remapped(state: PolicyState, m: np.ndarray, wanted: Sequence[str]) -> Policy
     dim = len(wanted)
     arms = {
         arm: ArmStats(
-            s.pulls,
-            s.reward_sum,
-            s.successes,
-            s.failures,
-            frozen_array(m @ np.asarray(s.xtx) @ m.T, (dim, dim)),
-            frozen_array(m @ np.asarray(s.xty), (dim,)),
+            pulls=s.pulls,
+            reward_sum=s.reward_sum,
+            successes=s.successes,
+            failures=s.failures,
+            xtx=frozen_array(m @ np.asarray(s.xtx) @ m.T, (dim, dim)),
+            xty=frozen_array(m @ np.asarray(s.xty), (dim,)),
         )
         for arm, s in state.arms.items()
     }

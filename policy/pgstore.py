@@ -144,10 +144,10 @@ def _decode(row: Sequence[Any], dim: int) -> ArmStats:
     if len(xtx) != dim * dim or len(xty) != dim:
         raise ConfigError(f"a stored arm has {len(xty)} context features, the layout {dim}")
     return ArmStats(
-        int(pulls),
-        float(reward_sum),
-        int(successes),
-        int(failures),
-        frozen_array(np.asarray(xtx, dtype=np.float64).reshape(dim, dim), (dim, dim)),
-        frozen_array(np.asarray(xty, dtype=np.float64), (dim,)),
+        pulls=int(pulls),
+        reward_sum=float(reward_sum),
+        successes=int(successes),
+        failures=int(failures),
+        xtx=frozen_array(np.asarray(xtx, dtype=np.float64).reshape(dim, dim), (dim, dim)),
+        xty=frozen_array(np.asarray(xty, dtype=np.float64), (dim,)),
     )

@@ -36,7 +36,7 @@ REWARD_VARIANTS: tuple[RewardVariant, ...] = ("paper", "unweighted", "unconstrai
 BUDGET_SCALES: dict[str, float] = {"stringent": 0.7, "default": 1.0, "relaxed": 1.5}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reward:
     total: float  # quality * latency_factor * memory_factor, in [0, 1] (< 0: unconstrained overrun)
     quality: float  # in [0, 1]: answer_quality, or an abstention's or a presented conflict's

@@ -326,12 +326,12 @@ class SQLiteStore:
 def _decode(row: tuple, dim: int) -> ArmStats:
     _, pulls, reward_sum, successes, failures, xtx, xty, _ = row
     return ArmStats(
-        int(pulls),
-        float(reward_sum),
-        int(successes),
-        int(failures),
-        frozen_array(np.frombuffer(xtx, dtype="<f8").reshape(dim, dim), (dim, dim)),
-        frozen_array(np.frombuffer(xty, dtype="<f8"), (dim,)),
+        pulls=int(pulls),
+        reward_sum=float(reward_sum),
+        successes=int(successes),
+        failures=int(failures),
+        xtx=frozen_array(np.frombuffer(xtx, dtype="<f8").reshape(dim, dim), (dim, dim)),
+        xty=frozen_array(np.frombuffer(xty, dtype="<f8"), (dim,)),
     )
 
 

@@ -27,7 +27,7 @@ def frozen_array(values: np.ndarray | list, shape: tuple[int, ...]) -> np.ndarra
 
 
 # eq=False: numpy arrays do not compare to one bool; compare with ArmStats.same_as in tests.
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class ArmStats:
     """Sufficient statistics of one arm, as sums over its updates.
 
@@ -46,7 +46,12 @@ class ArmStats:
     @classmethod
     def zero(cls, dim: int) -> ArmStats:
         return cls(
-            0, 0.0, 0, 0, frozen_array(np.zeros((dim, dim)), (dim, dim)), frozen_array(np.zeros(dim), (dim,))
+            pulls=0,
+            reward_sum=0.0,
+            successes=0,
+            failures=0,
+            xtx=frozen_array(np.zeros((dim, dim)), (dim, dim)),
+            xty=frozen_array(np.zeros(dim), (dim,)),
         )
 
     @property
@@ -97,7 +102,7 @@ class PolicyState:
         return self.arms.get(name) or ArmStats.zero(self.dim)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Decision:
     """One selection and why: every feasible arm's score split into its two parts.
 
@@ -119,7 +124,7 @@ class Decision:
         return self.scores[self.arm]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ArmSummary:
     """Per-arm figures for metrics and the admin endpoint."""
 

@@ -29,7 +29,7 @@ PDF_SUFFIXES = {".pdf"}
 SUPPORTED = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES | {".jsonl"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SourceDocument:
     id: str
     title: str

@@ -27,7 +27,7 @@ Progress = Callable[[int, int], None]
 EMBED_BATCH = 128
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IngestReport:
     generation: str
     documents: int

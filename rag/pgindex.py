@@ -54,7 +54,7 @@ def _generation_number(name: str) -> int:
     return int(name.removeprefix("gen-"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PgSnapshot:
     """One generation of a PostgreSQL index (the file index's IndexSnapshot, same questions)."""
 
@@ -182,7 +182,7 @@ class PgIndexStore:
         nodes = [
             make_node(nid, meta["doc_id"], meta["title"], text, meta.get("trust")) for nid, text, meta in rows
         ]
-        return PgSnapshot(gen, manifest, store, nodes, self)
+        return PgSnapshot(generation=gen, manifest=manifest, store=store, nodes=nodes, _index=self)
 
     def vectors(self, gen: str, node_ids: list[str], only: bool = False) -> np.ndarray:
         """The generation's vectors of `node_ids`, in order. `only`: read just those rows, and

@@ -13,7 +13,7 @@ from ragmend.errors import InputError
 PROMPTS_FILE = Path(__file__).with_name("prompts.yaml")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PromptTemplate:
     name: str
     description: str
@@ -33,7 +33,11 @@ def load_prompts(path: Path = PROMPTS_FILE) -> dict[str, PromptTemplate]:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     return {
         name: PromptTemplate(
-            name, spec.get("description", ""), spec["system"], spec["user"], bool(spec.get("answer"))
+            name=name,
+            description=spec.get("description", ""),
+            system=spec["system"],
+            user=spec["user"],
+            answer=bool(spec.get("answer")),
         )
         for name, spec in data.items()
     }

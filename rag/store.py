@@ -47,7 +47,7 @@ class DocEntry:
     node_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     embed_model: str
     dim: int
@@ -163,7 +163,7 @@ class IndexBackend(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IndexSnapshot:
     generation: str
     path: Path
@@ -252,7 +252,7 @@ class IndexStore:
         except (OSError, ValueError, KeyError) as e:
             raise IndexMissing(f"index generation {path} is unreadable ({e}): re-ingest") from e
         store = NumpyVectorStore(nodes=nodes, matrix=matrix)
-        return IndexSnapshot(gen, path, manifest, store, bm25)
+        return IndexSnapshot(generation=gen, path=path, manifest=manifest, store=store, _bm25=bm25)
 
     # -- writing ------------------------------------------------------------------------------
 

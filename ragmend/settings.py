@@ -7,6 +7,7 @@ result is frozen: code that needs another configuration builds a new Settings va
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -656,6 +657,40 @@ class KGSettings(_Section):
     )
 
 
+# A collection's name: it is part of table names (PostgreSQL) and of the served model's name.
+COLLECTION_NAME = r"[a-z][a-z0-9_]{0,39}"
+# The default corpus's name where a collection is named (the admin paths, server.key_collections).
+DEFAULT_COLLECTION = "default"
+KEY_FINGERPRINT = r"^key:[0-9a-f]{32}$"
+
+
+def key_fingerprint(key: str) -> str:
+    """What is kept and configured of a key (votes, server.key_collections): a SHA-256 of it, from
+    which the key cannot be read back."""
+    return "key:" + hashlib.sha256(b"ragmend-key\0" + key.encode("utf-8")).hexdigest()[:32]
+
+
+class KeyCollections(_Section):
+    """The collections one API key may read (server.key_collections)."""
+
+    fingerprint: str = Field(
+        pattern=KEY_FINGERPRINT,
+        description="The key's fingerprint, never the key: `key:` and the first 32 hex digits of "
+        "SHA-256(`ragmend-key`, a NUL byte, the key) (docs/operations.md, collection owners).",
+    )
+    collections: tuple[str, ...] = Field(
+        description="The collections it may read, by name; `default` is the default corpus."
+    )
+
+    @field_validator("collections")
+    @classmethod
+    def _collection_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if name != DEFAULT_COLLECTION and not re.fullmatch(COLLECTION_NAME, name):
+                raise ValueError(f"{name!r} is not a collection name (or 'default', the default corpus)")
+        return v
+
+
 def _check_keys(keys: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
     # The messages never quote a key: configuration errors are logged.
     for i, key in enumerate(keys):
@@ -759,7 +794,26 @@ class ServerSettings(_Section):
         "environment (RAGMEND_SERVER__API_KEYS, JSON) than the file.",
     )
     admin_keys: Annotated[tuple[SecretStr, ...], LIVE] = Field(
-        (), description="Keys of /admin/* (they open /v1 too); none: the admin endpoints are disabled."
+        (),
+        description="Keys of /admin/* (they open /v1 and /metrics too, every collection); none: the "
+        "admin endpoints are disabled.",
+    )
+    metrics_keys: Annotated[tuple[SecretStr, ...], LIVE] = Field(
+        (),
+        description="Scrape keys: they open /metrics and nothing else, so Prometheus holds no key "
+        "that reads the corpus (RAGMEND_SERVER__METRICS_KEYS, JSON).",
+    )
+    key_collections: Annotated[tuple[KeyCollections, ...], LIVE] = Field(
+        (),
+        description="The collections each API key may read, by the key's fingerprint "
+        "([{fingerprint, collections}]): any other answers it as a collection that does not exist "
+        "(404, left out of /v1/models), a key not listed reads every one unless deny_unlisted_keys, "
+        "and admin keys read all.",
+    )
+    deny_unlisted_keys: Annotated[bool, LIVE] = Field(
+        False,
+        description="An API key not listed in key_collections reads no collection (default deny); "
+        "off: it reads every one, as before collections had owners.",
     )
     source_roots: tuple[Path, ...] = Field(
         (),
@@ -773,8 +827,11 @@ class ServerSettings(_Section):
         "start); off: such a server refuses to start, and a keyless one answers only requests "
         "addressed to localhost (no DNS rebinding).",
     )
-    protect_metrics: Annotated[bool, LIVE] = Field(
-        False, description="/metrics needs a key too (api or admin); off for scrapers on a private network."
+    protect_metrics: Annotated[bool | None, LIVE] = Field(
+        None,
+        description="Whether /metrics needs a key (a metrics or admin key, or an API key that reads "
+        "every collection); null: whenever any key is configured, so only a keyless server serves "
+        "it open (to the loopback); false: open to whoever reaches it.",
     )
     reload_poll_s: Annotated[float, LIVE] = Field(
         2.0,
@@ -872,10 +929,40 @@ class ServerSettings(_Section):
         "another key has votes among them; a vote past it is recorded, not learned (1: no cap).",
     )
 
-    @field_validator("api_keys", "admin_keys")
+    @field_validator("api_keys", "admin_keys", "metrics_keys")
     @classmethod
     def _usable_keys(cls, v: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
         return _check_keys(v)
+
+    @model_validator(mode="after")
+    def _keys_fit(self) -> ServerSettings:
+        # The messages name the setting and the position, never a key.
+        scrape = {k.get_secret_value() for k in self.metrics_keys}
+        if scrape & {k.get_secret_value() for k in (*self.api_keys, *self.admin_keys)}:
+            raise ValueError(
+                "a key of server.metrics_keys is also an API or admin key: a scrape key opens /metrics only"
+            )
+        _check_owners(self.key_collections, self.api_keys, self.admin_keys)
+        return self
+
+
+def _check_owners(
+    owners: tuple[KeyCollections, ...], api_keys: tuple[SecretStr, ...], admin_keys: tuple[SecretStr, ...]
+) -> None:
+    """Each entry of server.key_collections names one API key, once: a typo or a rotated key would
+    otherwise leave its key reading every collection unnoticed."""
+    users = {key_fingerprint(k.get_secret_value()) for k in api_keys}
+    admins = {key_fingerprint(k.get_secret_value()) for k in admin_keys}
+    seen: set[str] = set()
+    for i, owner in enumerate(owners):
+        where = f"server.key_collections[{i}].fingerprint"
+        if owner.fingerprint in admins:
+            raise ValueError(f"{where} is an admin key's: admin keys read every collection")
+        if owner.fingerprint not in users:
+            raise ValueError(f"{where} is the fingerprint of no key of server.api_keys")
+        if owner.fingerprint in seen:
+            raise ValueError(f"{where} is listed twice")
+        seen.add(owner.fingerprint)
 
 
 class StoreSettings(_Section):
@@ -903,10 +990,6 @@ class StoreSettings(_Section):
         if self.kind == "postgres" and not self.dsn:
             raise ValueError("store.kind postgres needs store.dsn (or RAGMEND_STORE__DSN)")
         return self
-
-
-# A collection's name: it is part of table names (PostgreSQL) and of the served model's name.
-COLLECTION_NAME = r"[a-z][a-z0-9_]{0,39}"
 
 
 class CollectionSettings(_Section):
@@ -955,7 +1038,7 @@ class Settings(BaseSettings):
     @classmethod
     def _collection_names(cls, v: dict[str, CollectionSettings]) -> dict[str, CollectionSettings]:
         for name in v:
-            if not re.fullmatch(COLLECTION_NAME, name) or name == "default":
+            if not re.fullmatch(COLLECTION_NAME, name) or name == DEFAULT_COLLECTION:
                 raise ValueError(
                     f"collection name {name!r}: 1-40 lower-case letters, digits or _, starting with a "
                     "letter, and not 'default'"

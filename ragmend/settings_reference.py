@@ -35,7 +35,7 @@ _BOUNDS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Key:
     """One setting: its dotted key and what the reference says of it."""
 
@@ -86,12 +86,12 @@ def keys(model: type[BaseModel], prefix: str = "", default: BaseModel | None = N
         value = getattr(default, name) if default is not None else _field_default(field)
         out.append(
             Key(
-                prefix + name,
-                type_name(field.annotation),
-                _shown(value),
-                _range(field),
-                LIVE in field.metadata,
-                field.description or "",
+                key=prefix + name,
+                type=type_name(field.annotation),
+                default=_shown(value),
+                range=_range(field),
+                live=LIVE in field.metadata,
+                description=field.description or "",
             )
         )
     return out
@@ -107,6 +107,8 @@ def type_name(annotation: Any) -> str:
     if origin in (types.UnionType, typing.Union):
         named = [type_name(a) for a in args if a is not type(None)]
         return " or ".join(named) + (" or null" if type(None) in args else "")
+    if origin is tuple and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+        return "list of {" + ", ".join(args[0].model_fields) + "}"  # records, not sections
     if origin is tuple:
         return f"list of {type_name(args[0])}"
     if annotation is SecretStr:

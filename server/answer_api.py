@@ -23,7 +23,7 @@ async def answer(
     overrides = body.config
     if instructions:
         overrides = {**(overrides or {}), "instructions": instructions}
-    engine = await serving.engine_for(body.model)
+    engine = await serving.engine_for(request, body.model)
     response_id = f"answer-{uuid.uuid4().hex}"
     reply = serving.reply_ids(request, engine, response_id)
     outcome = await serving.answer(request, token, engine, (body.query, overrides, history), reply)

@@ -52,7 +52,7 @@ ERRORS: dict[int | str, dict[str, object]] = {
 )
 async def diagnose(body: DiagnoseRequest, request: Request, serving: ServingDep) -> DiagnoseResponse:
     token = serving.token(request)
-    engine = await ready_engine(serving, body.model, "model")
+    engine = await ready_engine(serving, request, body.model, "model")
     check = check_request(body, engine.settings.server, "")
 
     def run() -> Checked:
@@ -72,14 +72,14 @@ async def diagnose_batch(
     body: DiagnoseBatchRequest, request: Request, serving: ServingDep
 ) -> DiagnoseBatchResponse:
     token = serving.token(request)
-    limits = (await ready_engine(serving, None, None)).settings.server
+    limits = serving.models.collections.default.settings.server  # not a corpus: read by every key
     if len(body.items) > limits.check_max_batch:
         raise InputError(
             f"items: {len(body.items)} answers, more than server.check_max_batch = {limits.check_max_batch}"
         )
     engines, checks = [], []
     for i, item in enumerate(body.items):  # every item checked before any work
-        engine = await ready_engine(serving, item.model, f"items[{i}].model")
+        engine = await ready_engine(serving, request, item.model, f"items[{i}].model")
         engines.append(engine)
         checks.append(check_request(item, engine.settings.server, f"items[{i}]."))
 
@@ -96,9 +96,12 @@ async def diagnose_batch(
     return DiagnoseBatchResponse(data=data, seconds=seconds)
 
 
-async def ready_engine(serving: AnswerServing, model: str | None, field: str | None) -> Engine:
-    """The engine of `model`, loaded (a check never loads a model on a request's thread)."""
-    engine = await serving.engine_for(model, field)
+async def ready_engine(
+    serving: AnswerServing, request: Request, model: str | None, field: str | None
+) -> Engine:
+    """The engine of `model` the request's key may read, loaded (a check never loads a model on a
+    request's thread)."""
+    engine = await serving.engine_for(request, model, field)
     if not engine.ready:
         raise NotReady("ragmend is still loading its models and index")
     return engine

@@ -229,10 +229,10 @@ Serving = Annotated[AnswerServing, Depends(serving_of)]
 @router.get(
     "/models",
     response_model=ModelList,
-    summary="The served models: the default corpus and `<name>/<collection>` (OpenAI list format)",
+    summary="The served models this key may read: the default corpus, `<name>/<collection>` (OpenAI format)",
 )
-async def list_models(serving: Serving) -> ModelList:
-    names = await to_thread.run_sync(serving.models.names)
+async def list_models(request: Request, serving: Serving) -> ModelList:
+    names = await to_thread.run_sync(serving.models.names, serving.reads(request))
     return ModelList(data=[ModelCard(id=name, created=serving.started) for name in names])
 
 
@@ -242,8 +242,8 @@ async def list_models(serving: Serving) -> ModelList:
     summary="One model (OpenAI format)",
     responses={404: ERRORS[404]},
 )
-async def get_model(model: str, serving: Serving) -> ModelCard:
-    await serving.engine_for(model, None)  # 404 for a name it does not serve
+async def get_model(model: str, request: Request, serving: Serving) -> ModelCard:
+    await serving.engine_for(request, model, None)  # 404 for a name it does not serve to this key
     return ModelCard(id=model, created=serving.started)
 
 
@@ -265,7 +265,7 @@ async def chat_completions(
     body: ChatCompletionRequest, request: Request, serving: Serving
 ) -> ChatCompletion | StreamingResponse:
     token = serving.token(request)  # the client's deadline, capped
-    engine = await serving.engine_for(body.model)
+    engine = await serving.engine_for(request, body.model)
     if (refused := unserved(body)) is not None:
         raise UnsupportedParameter(refused[1], refused[0])
     query, history, instructions = turn(body)

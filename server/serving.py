@@ -2,7 +2,7 @@
 the OpenAI-compatible one (/v1/chat/completions) share, kept on the app's state.
 
     token = serving.token(request)            # the request's deadline starts: the client's, capped
-    engine = await serving.engine_for(model)  # the default corpus or a collection (404 otherwise)
+    engine = await serving.engine_for(request, model)  # a corpus the key may read (404 otherwise)
     reply = serving.reply_ids(request, engine, response_id)  # its id, and the client's message id
     outcome = await serving.answer(request, token, engine, (query, overrides, history), reply)
     reading = serving.reading(engine)         # how the answer is shown (the settings in force)
@@ -31,7 +31,7 @@ from ragmend.errors import InputError
 from ragmend.instrumentation import Events
 from ragmend.rag.types import Turn
 from ragmend.server.admission import Admission
-from ragmend.server.auth import caller_of
+from ragmend.server.auth import Reads, caller_of
 from ragmend.server.deadline import client_timeout_s, until_disconnected
 from ragmend.server.feedback_api import Feedback
 from ragmend.server.served_models import ServedModels
@@ -70,9 +70,14 @@ class AnswerServing:
         """The request's cancellation and deadline (the client's X-Request-Timeout, capped)."""
         return self.admission.token(client_timeout_s(request))
 
-    async def engine_for(self, model: str | None, field: str | None = "model") -> Engine:
-        """The engine serving `model` (NotFound naming `field` otherwise), off the event loop."""
-        engine: Engine = await to_thread.run_sync(self.models.engine_for, model, field)
+    def reads(self, request: Request) -> Reads:
+        """The collections the request's key may read (server/auth.py `reads_of`)."""
+        return caller_of(request, self.models.collections.default.settings.server).reads
+
+    async def engine_for(self, request: Request, model: str | None, field: str | None = "model") -> Engine:
+        """The engine serving `model` to the request's key (the 404 of a missing model, naming
+        `field`, for one it may not read), off the event loop."""
+        engine: Engine = await to_thread.run_sync(self.models.engine_for, model, field, self.reads(request))
         return engine
 
     def respond(

@@ -62,9 +62,11 @@ def test_an_action_is_a_pass_with_a_patch_or_a_decision_without_one() -> None:
     from ragmend.actions.catalogue import Action
 
     with pytest.raises(ValueError, match="needs a patch"):
-        Action("x", 0.0, 0)
+        Action(name="x", prior_latency_s=0.0, prior_memory_bytes=0)
     with pytest.raises(ValueError, match="needs a patch"):
-        Action("y", 0.0, 0, BY_NAME["focus"].patch, effect="keep")
+        Action(
+            name="y", prior_latency_s=0.0, prior_memory_bytes=0, patch=BY_NAME["focus"].patch, effect="keep"
+        )
 
 
 def test_masking_by_applicability_budget_and_cooldown_never_by_failure() -> None:

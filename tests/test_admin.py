@@ -74,8 +74,8 @@ def unloaded_app(engine: Engine, tmp: Path, **server: Any) -> LiveServer:
     return LiveServer(create_app(settings, engine=eng, load_on_start=False))
 
 
-def metric(url: str, name: str, headers: dict[str, str] | None = None, **labels: str) -> float:
-    r = httpx.get(url + "/metrics", headers=headers)
+def metric(url: str, name: str, headers: dict[str, str] = ADMIN, **labels: str) -> float:
+    r = httpx.get(url + "/metrics", headers=headers)  # a server with keys serves it to keys only
     assert r.status_code == 200, r.text
     return value(r.text, name, **labels)
 
@@ -105,7 +105,10 @@ MATRIX: list[tuple[tuple[str, str, Any], dict[str, str], int]] = [
     (("POST", "/admin/policy/reset", None), USER, 403),
     (("POST", "/admin/index/refresh", None), USER, 403),
     (("GET", "/admin/no-such-route", None), USER, 403),  # the scope, before any routing
-    (("GET", "/metrics", None), {}, 200),  # server.protect_metrics is off
+    (("GET", "/metrics", None), {}, 401),  # keys are configured: /metrics needs one too
+    (("GET", "/metrics", None), WRONG, 401),
+    (("GET", "/metrics", None), USER, 200),  # an API key that reads every collection
+    (("GET", "/metrics", None), ADMIN, 200),
     (("GET", "/healthz", None), {}, 200),
     (("GET", "/readyz", None), {}, 200),
     (("GET", "/docs", None), {}, 200),
@@ -184,7 +187,7 @@ def test_metrics_protection_and_the_open_defaults(engine: Engine, tmp_path: Path
     # Protected metrics with no key to protect them with: refused, saying what to configure.
     with unloaded_app(engine, tmp_path / "d", protect_metrics=True) as live:
         r = httpx.get(live.url + "/metrics")
-        assert r.status_code == 403 and "server.api_keys" in r.json()["error"]["message"]
+        assert r.status_code == 403 and "server.metrics_keys" in r.json()["error"]["message"]
 
 
 # --- the policy at runtime ---------------------------------------------------------------------------
@@ -204,7 +207,7 @@ def test_patch_alpha_and_budgets_show_in_metrics(server: LiveServer, keyed_engin
     assert sorted(body["changed"]) == ["policy.alpha", "policy.budget_scale", "policy.learn"]
     assert (body["alpha"], body["mode"], body["budgets"]["budget_scale"]) == (0.7, "frozen", 1.5)
     assert body["budgets"]["scaled"]["latency_s"] == pytest.approx(120.0 * 1.5)
-    text = httpx.get(url + "/metrics").text
+    text = httpx.get(url + "/metrics", headers=ADMIN).text
     assert value(text, "ragmend_policy_alpha") == pytest.approx(0.7)
     assert value(text, "ragmend_policy_budget_scale") == pytest.approx(1.5)
     assert value(text, "ragmend_action_latency_budget_seconds") == pytest.approx(180.0)
@@ -281,7 +284,7 @@ def test_kind_switch_keeps_the_state(server: LiveServer) -> None:
         assert r.status_code == 200 and r.json()["kind"] == kind and r.json()["changed"] == ["policy.kind"]
         after = httpx.get(url + "/admin/policy/export", headers=ADMIN).json()
         assert after["arms"] == before["arms"] and after["kind"] == kind
-        info = value(httpx.get(url + "/metrics").text, "ragmend_policy_info", kind=kind)
+        info = value(httpx.get(url + "/metrics", headers=ADMIN).text, "ragmend_policy_info", kind=kind)
         assert info == 1
     assert httpx.get(url + "/admin/policy", headers=ADMIN).json()["alpha"] == 2.0
 
@@ -293,7 +296,7 @@ def test_export_reset_import_round_trip(server: LiveServer, keyed_engine: Engine
     assert exported["schema"] == "ragmend.policy.state" and exported["arms"]["depth"]["pulls"] >= 1
     r = httpx.post(url + "/admin/policy/reset", headers=ADMIN)
     assert r.status_code == 200 and all(a["pulls"] == 0 for a in r.json()["arms"].values())
-    assert value(httpx.get(url + "/metrics").text, "ragmend_policy_arm_pulls") == 0
+    assert value(httpx.get(url + "/metrics", headers=ADMIN).text, "ragmend_policy_arm_pulls") == 0
     r = httpx.post(url + "/admin/policy/import", json=exported, headers=ADMIN)
     assert r.status_code == 200, r.text
     assert r.json()["arms"]["depth"]["pulls"] == exported["arms"]["depth"]["pulls"]

@@ -15,11 +15,19 @@ ANSWER = "The tower is in Paris [1].  It was finished  in 1925 by Edison."
 
 
 def claim(text: str, state: NLIState = "entail", p: float | None = None) -> HypothesisVerdict:
-    return HypothesisVerdict(text, state, None, (), p)
+    return HypothesisVerdict(hypothesis=text, state=state, best_passage=None, scores=(), p_unsupported=p)
 
 
 def verdict(threshold: float) -> Verdict:
-    return Verdict(0.9, threshold, True, "WR", {}, "default", ("score",))
+    return Verdict(
+        p_unsupported=0.9,
+        threshold=threshold,
+        unsupported=True,
+        rule_failure="WR",
+        features={},
+        profile="default",
+        unsupported_by=("score",),
+    )
 
 
 def test_the_module_examples_run() -> None:

@@ -72,7 +72,8 @@ class Server:
         return httpx.post(self.live.url + route, timeout=30, **kw)
 
     def errors(self, kind: str) -> float:
-        return value(httpx.get(self.live.url + "/metrics").text, "ragmend_errors_total", kind=kind)
+        text = httpx.get(self.live.url + "/metrics", headers=AUTH).text  # an API key reading every corpus
+        return value(text, "ragmend_errors_total", kind=kind)
 
     def idle(self) -> None:
         deadline = time.monotonic() + 30

@@ -74,15 +74,25 @@ def test_verdict_cv_over_examples_recorded_by_another_claim_splitter_exits_2(tmp
     from ragmend.train.verdict import Example
 
     # An answer recorded as two claims that today's splitter reads as one sentence.
-    case = Case("hotpotqa", "answerable", "q1", "dev", "Who wrote it?", (), "Gen. Lee wrote it.", True, True)
+    case = Case(
+        set="hotpotqa",
+        group="answerable",
+        id="q1",
+        split="dev",
+        query="Who wrote it?",
+        passages=(),
+        response="Gen. Lee wrote it.",
+        unsupported=True,
+        answerable=True,
+    )
     example = Example(
-        "hotpotqa",
-        "answerable",
-        True,
-        {"relevance": 1.0},
-        ({"entail": 0.1}, {"entail": 0.2}),
-        (True, True),
-        "q1",
+        set="hotpotqa",
+        group="answerable",
+        unsupported=True,
+        answer={"relevance": 1.0},
+        claims=({"entail": 0.1}, {"entail": 0.2}),
+        claim_labels=(True, True),
+        id="q1",
     )
     (tmp_path / "answers-dev.jsonl").write_text(json.dumps(case.as_json()) + "\n")
     (tmp_path / "verdict-examples-dev.jsonl").write_text(json.dumps(example.as_json()) + "\n")

@@ -160,7 +160,7 @@ def test_collections_end_to_end(served: Served, tmp_path: Path) -> None:
     assert all(s["metadata"][0]["collection"] == "notes" for s in chat.json()["sources"])
 
     # Counted per corpus (the default one answered once, the collection twice).
-    text = httpx.get(url + "/metrics").text
+    text = httpx.get(url + "/metrics", headers=AS_ADMIN).text
     assert value(text, "ragmend_collection_requests_total", collection="notes") == 2
     assert value(text, "ragmend_collection_requests_total", collection="default") == 1
 

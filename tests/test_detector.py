@@ -51,17 +51,50 @@ def test_a_token_is_as_supported_as_its_best_window() -> None:
 
 
 def test_training_labels_follow_the_spans(windows: Windows) -> None:
-    g = Grounded("x", "edit", "qa", "Who?", ("Ann met Bob.",), "Ann met Carl.", True, ((8, 12),), "x")
+    g = Grounded(
+        id="x",
+        set="edit",
+        task="qa",
+        question="Who?",
+        source=("Ann met Bob.",),
+        response="Ann met Carl.",
+        unsupported=True,
+        spans=((8, 12),),
+        group="x",
+    )
     e = example(windows, g)
     marked = [c for c, y in zip(e.window.response_chars, e.token_labels, strict=True) if y == 1]
     assert marked and all(c is not None and g.response[c[0] : c[1]] in "Carl" for c in marked)
-    unknown = example(windows, Grounded("y", "begin", "dialogue", "", ("k",), "a b", True, None, "y"))
+    unknown = example(
+        windows,
+        Grounded(
+            id="y",
+            set="begin",
+            task="dialogue",
+            question="",
+            source=("k",),
+            response="a b",
+            unsupported=True,
+            spans=None,
+            group="y",
+        ),
+    )
     assert set(unknown.token_labels) == {IGNORE}
 
 
 def test_the_recipe_trains_a_model_that_detects(tmp_path: Path) -> None:
     rows = [
-        Grounded(f"{i}", "edit", "qa", "Who met Bob?", ("Ann met Bob in Paris.",), r, bad, sp, f"{i}")
+        Grounded(
+            id=f"{i}",
+            set="edit",
+            task="qa",
+            question="Who met Bob?",
+            source=("Ann met Bob in Paris.",),
+            response=r,
+            unsupported=bad,
+            spans=sp,
+            group=f"{i}",
+        )
         for i, (r, bad, sp) in enumerate(
             [("Ann met Bob.", False, ()), ("Carl met Bob.", True, ((0, 4),))] * 4
         )

@@ -82,15 +82,15 @@ def swapper() -> EntitySwapper:
 
 def test_an_edit_marks_what_it_changed(swapper: EntitySwapper) -> None:
     g = Grounded(
-        "x",
-        "hotpot",
-        "qa",
-        "Who led Germany?",
-        ("Angela Merkel led Germany from 2005 to 2021. Helmut Kohl led it before.",),
-        "Angela Merkel led Germany. She led it from 2005.",
-        False,
-        (),
-        "x",
+        id="x",
+        set="hotpot",
+        task="qa",
+        question="Who led Germany?",
+        source=("Angela Merkel led Germany from 2005 to 2021. Helmut Kohl led it before.",),
+        response="Angela Merkel led Germany. She led it from 2005.",
+        unsupported=False,
+        spans=(),
+        group="x",
     )
     kinds: Counter[str] = Counter()
     for seed in range(12):
@@ -132,7 +132,17 @@ def test_ragtruth_train_rows_leave_the_threshold_sources_out() -> None:
 
 def test_balance_halves_each_task_and_spreads_lengths() -> None:
     def row(i: int, task: str, bad: bool, words: int) -> Grounded:
-        return Grounded(str(i), "s", task, "", ("src",), " ".join(["w"] * words), bad, (), str(i))  # type: ignore[arg-type]
+        return Grounded(
+            id=str(i),
+            set="s",
+            task=task,  # type: ignore[arg-type]
+            question="",
+            source=("src",),
+            response=" ".join(["w"] * words),
+            unsupported=bad,
+            spans=(),
+            group=str(i),
+        )
 
     rows = [row(i, "qa", i % 3 == 0, 5 + (i % 4) * 15) for i in range(300)]
     kept = balance(rows, per_task=60, rng=random.Random(0))
@@ -161,7 +171,17 @@ def test_the_command_says_what_is_missing(tmp_path: Path) -> None:
 
 
 def test_the_trainer_says_what_a_bad_oversample_is(tmp_path: Path) -> None:
-    row = Grounded("ragtruth-1", "ragtruth", "qa", "q?", ("s.",), "r.", False, (), "g")
+    row = Grounded(
+        id="ragtruth-1",
+        set="ragtruth",
+        task="qa",
+        question="q?",
+        source=("s.",),
+        response="r.",
+        unsupported=False,
+        spans=(),
+        group="g",
+    )
     (tmp_path / "train.jsonl").write_text(json.dumps(row.as_json()) + "\n")
     r = subprocess.run(
         [

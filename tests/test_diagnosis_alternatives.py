@@ -67,8 +67,11 @@ def test_a_bare_answer_to_a_choice_as_its_statement() -> None:
 
 
 def _claim(entail: float, joint: float = 0.0) -> HypothesisVerdict:
-    scores = (PassageScores("p#0", entail, 1 - entail, 0.0), PassageScores("joint", joint, 1 - joint, 0.0))
-    return HypothesisVerdict("a claim", "neutral", "p#0", scores)
+    scores = (
+        PassageScores(passage="p#0", entail=entail, neutral=1 - entail, contradict=0.0),
+        PassageScores(passage="joint", entail=joint, neutral=1 - joint, contradict=0.0),
+    )
+    return HypothesisVerdict(hypothesis="a claim", state="neutral", best_passage="p#0", scores=scores)
 
 
 def test_what_the_two_supports_decide() -> None:

@@ -390,7 +390,14 @@ def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: En
     ):
         passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
         case = Case(
-            "cases", "all", str(n), "test", question, tuple(passages), response, unsupported=n < len(CASES)
+            set="cases",
+            group="all",
+            id=str(n),
+            split="test",
+            query=question,
+            passages=tuple(passages),
+            response=response,
+            unsupported=n < len(CASES),
         )
         d = diagnoser.diagnose(question, passages, response)
         rows.append(record(case, d))

@@ -180,7 +180,17 @@ def test_the_benchmark_against_gold_answers() -> None:
     from ragmend.corpora.readers import HotpotItem
 
     def item(question: str, answer: str, context: tuple[tuple[str, str], ...]) -> HotpotItem:
-        return HotpotItem(question, question, answer, "comparison", "easy", (), context, (), ())
+        return HotpotItem(
+            id=question,
+            question=question,
+            answer=answer,
+            type="comparison",
+            level="easy",
+            supporting_titles=(),
+            context=context,
+            supporting_facts=(),
+            sentences=(),
+        )
 
     result = evaluate(
         [

@@ -23,7 +23,7 @@ T = replace(shipped_options().thresholds, entail=0.6, contradict=0.7)
 
 
 def s(pid: str, e: float, c: float) -> PassageScores:
-    return PassageScores(pid, e, round(1 - e - c, 4), c)
+    return PassageScores(passage=pid, entail=e, neutral=round(1 - e - c, 4), contradict=c)
 
 
 def test_aggregation_rule_per_hypothesis() -> None:
@@ -87,12 +87,20 @@ def test_egc_features_on_a_hand_graph() -> None:
 
 def test_stage_cascade() -> None:
     base: dict[str, Any] = dict(reranked=False, on_topic=True, best_query_similarity=0.6, cut_evidence=False)
-    assert attribute_stage(StageEvidence("NoFailure", "entail", **base))[0] == "none"
-    assert attribute_stage(StageEvidence("WR", "entail", **base))[0] == "generation"
-    assert attribute_stage(StageEvidence("IE", "neutral", **(base | {"reranked": True})))[0] == "reranking"
-    assert attribute_stage(StageEvidence("IE", "neutral", **(base | {"cut_evidence": True})))[0] == "chunking"
-    assert attribute_stage(StageEvidence("IE", "neutral", **base))[0] == "retrieval"
-    stage, reason = attribute_stage(StageEvidence("IE", "neutral", **(base | {"on_topic": False})))
+    assert attribute_stage(StageEvidence(failure="NoFailure", e_q="entail", **base))[0] == "none"
+    assert attribute_stage(StageEvidence(failure="WR", e_q="entail", **base))[0] == "generation"
+    assert (
+        attribute_stage(StageEvidence(failure="IE", e_q="neutral", **(base | {"reranked": True})))[0]
+        == "reranking"
+    )
+    assert (
+        attribute_stage(StageEvidence(failure="IE", e_q="neutral", **(base | {"cut_evidence": True})))[0]
+        == "chunking"
+    )
+    assert attribute_stage(StageEvidence(failure="IE", e_q="neutral", **base))[0] == "retrieval"
+    stage, reason = attribute_stage(
+        StageEvidence(failure="IE", e_q="neutral", **(base | {"on_topic": False}))
+    )
     assert stage == "retrieval" and "0.60" in reason
 
 

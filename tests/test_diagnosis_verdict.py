@@ -285,7 +285,13 @@ def test_parts_never_push_a_later_sentence_past_the_claim_limit() -> None:
 
 
 def test_linear_score_ignores_unknown_features_and_fills_neutral_ones() -> None:
-    score = LinearScore(("span_coverage", "entail"), (0.5, 0.5), (0.5, 0.5), (-2.0, -1.0), 0.0)
+    score = LinearScore(
+        features=("span_coverage", "entail"),
+        mean=(0.5, 0.5),
+        scale=(0.5, 0.5),
+        coef=(-2.0, -1.0),
+        intercept=0.0,
+    )
     # Missing span_coverage counts as full coverage (1.0), not as its mean.
     assert score.probability({"entail": 0.5, "unknown": 9.0}) == pytest.approx(1 / (1 + np.exp(2.0)))
     assert score.probability({"span_coverage": 0.0, "entail": 0.0}) > 0.95
@@ -298,7 +304,7 @@ def test_fit_learns_the_direction_of_a_signal_and_the_file_round_trips(tmp_path:
     claim = fit_score(rows, labels, CLAIM_FEATURES)
     assert claim.probability({"entail": 0.05}) > 0.9 > 0.1 > claim.probability({"entail": 0.95})
     answer = fit_score([{"support_min": r["entail"]} for r in rows], labels, ANSWER_FEATURES)
-    model = VerdictModel(claim, answer, 0.42, {"answers": 200})
+    model = VerdictModel(claim=claim, answer=answer, threshold=0.42, about={"answers": 200})
     model.save(tmp_path / "v.json")
     again = open_verdict(str(tmp_path / "v.json"))
     assert again == model
@@ -338,9 +344,27 @@ def test_each_data_set_weighs_the_same_and_examples_round_trip() -> None:
     from ragmend.train.verdict import Example, f1_best_threshold, set_weights
 
     exs = [
-        Example("fever", "x", i % 2 == 0, {"support_min": 0.1}, ({"entail": 0.2},), (True,)) for i in range(6)
+        Example(
+            set="fever",
+            group="x",
+            unsupported=i % 2 == 0,
+            answer={"support_min": 0.1},
+            claims=({"entail": 0.2},),
+            claim_labels=(True,),
+        )
+        for i in range(6)
     ]
-    exs += [Example("ragtruth", "QA", True, {"support_min": 0.9}, (), ()) for _ in range(2)]
+    exs += [
+        Example(
+            set="ragtruth",
+            group="QA",
+            unsupported=True,
+            answer={"support_min": 0.9},
+            claims=(),
+            claim_labels=(),
+        )
+        for _ in range(2)
+    ]
     w = set_weights(exs)
     assert sum(w[:6]) == pytest.approx(sum(w[6:])) and np.mean(w) == pytest.approx(1.0)
     assert [Example.from_json(e.as_json()) for e in exs] == exs
@@ -601,10 +625,12 @@ def test_a_feature_some_rows_lack_is_fitted_on_the_rows_that_have_it() -> None:
 
 
 def test_answers_of_the_generator_have_their_own_model_and_the_file_keeps_it(tmp_path: Path) -> None:
-    claim = LinearScore(("entail",), (0.5,), (0.5,), (-2.0,), 0.0)
-    given = LinearScore(("support_mean",), (0.5,), (0.5,), (-1.0,), 0.0)
-    own = LinearScore(("logprob_min",), (-1.0,), (1.0,), (-3.0,), 0.0)
-    model = VerdictModel(claim, given, 0.5, {}, GeneratedAnswers(own, 0.3))
+    claim = LinearScore(features=("entail",), mean=(0.5,), scale=(0.5,), coef=(-2.0,), intercept=0.0)
+    given = LinearScore(features=("support_mean",), mean=(0.5,), scale=(0.5,), coef=(-1.0,), intercept=0.0)
+    own = LinearScore(features=("logprob_min",), mean=(-1.0,), scale=(1.0,), coef=(-3.0,), intercept=0.0)
+    model = VerdictModel(
+        claim=claim, answer=given, threshold=0.5, about={}, generated=GeneratedAnswers(own, 0.3)
+    )
     claims = [{"entail": 0.9}]
     # A given response (no log-probabilities): the model of every data set and its threshold.
     assert model.score({"support_mean": 0.5}, claims) == (0.5, 0.5)
@@ -670,10 +696,12 @@ def test_a_fit_within_strata_keeps_the_direction_a_pooled_fit_reverses() -> None
 def test_profiles_choose_the_intercept_and_threshold_and_round_trip(tmp_path: Path) -> None:
     from ragmend.diagnosis.verdict import Profile
 
-    claim = LinearScore(("entail",), (0.5,), (0.5,), (-1.0,), 0.0)
-    answer = LinearScore(("novel_share",), (0.2,), (0.1,), (1.0,), 0.0)
+    claim = LinearScore(features=("entail",), mean=(0.5,), scale=(0.5,), coef=(-1.0,), intercept=0.0)
+    answer = LinearScore(features=("novel_share",), mean=(0.2,), scale=(0.1,), coef=(1.0,), intercept=0.0)
     profiles = {"claim": Profile(2.0, 0.6), "response": Profile(-2.0, 0.3)}
-    model = VerdictModel(claim, answer, 0.5, {}, None, profiles)
+    model = VerdictModel(
+        claim=claim, answer=answer, threshold=0.5, about={}, generated=None, profiles=profiles
+    )
     x = {"novel_share": 0.2}
     assert model.score(x, []) == (pytest.approx(1 / (1 + np.exp(2.0))), 0.3)
     assert model.score({**x, "restates_query": 1.0}, []) == (pytest.approx(1 / (1 + np.exp(-2.0))), 0.6)
@@ -681,7 +709,7 @@ def test_profiles_choose_the_intercept_and_threshold_and_round_trip(tmp_path: Pa
     model.save(tmp_path / "v.json")
     assert open_verdict(str(tmp_path / "v.json")) == model
     # A file written before profiles scores every answer with its one intercept and threshold.
-    old = VerdictModel(claim, answer, 0.5)
+    old = VerdictModel(claim=claim, answer=answer, threshold=0.5)
     old.save(tmp_path / "old.json")
     body = (tmp_path / "old.json").read_text().replace('"profiles": {},', "")
     (tmp_path / "old.json").write_text(body)
@@ -699,9 +727,24 @@ def test_examples_recorded_before_a_text_feature_get_it_from_their_cases() -> No
 
     passages = (_passage("p1", "Sydney", "Sydney is the largest city in Australia."),)
     case = Case(
-        "ragtruth", "QA", "7", "train", "What is the capital of Australia?", passages, "Canberra.", True
+        set="ragtruth",
+        group="QA",
+        id="7",
+        split="train",
+        query="What is the capital of Australia?",
+        passages=passages,
+        response="Canberra.",
+        unsupported=True,
     )
-    old = Example("ragtruth", "QA", True, {"support_min": 0.2}, (), (), "7")
+    old = Example(
+        set="ragtruth",
+        group="QA",
+        unsupported=True,
+        answer={"support_min": 0.2},
+        claims=(),
+        claim_labels=(),
+        id="7",
+    )
     sentence = "Canberra is the capital of Australia."
     (fresh,) = refresh_text_features([old], {("ragtruth", "7"): case}, max_claims=8)
     expected, _ = case_text_features(case.query, case.passages, case.response, [])
@@ -731,10 +774,29 @@ def test_cross_validation_scores_each_case_by_a_verdict_fitted_without_its_sourc
         bad = bool(rng.random() < 0.5)
         support = float(np.clip(rng.normal(0.3 if bad else 0.7, 0.15), 0, 1))
         claim = ({"entail": support, "contradict": 0.1},)
-        exs.append(Example(name, "g", bad, {"support_min": support}, claim, (bad,), str(n)))
+        exs.append(
+            Example(
+                set=name,
+                group="g",
+                unsupported=bad,
+                answer={"support_min": support},
+                claims=claim,
+                claim_labels=(bad,),
+                id=str(n),
+            )
+        )
         # Three responses per source: they must land in one fold together.
         source = (_passage(f"s{n // 6}", "", f"source text {n // 6}"),)
-        cases[(name, str(n))] = Case(name, "g", str(n), "dev", "q?", source, "r.", bad)
+        cases[(name, str(n))] = Case(
+            set=name,
+            group="g",
+            id=str(n),
+            split="dev",
+            query="q?",
+            passages=source,
+            response="r.",
+            unsupported=bad,
+        )
     result = cross_validate(exs, cases, folds=4)
     for name in ("ragtruth", "fever"):
         assert result["sets"][name]["n"] == 60

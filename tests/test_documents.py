@@ -224,7 +224,7 @@ def test_a_long_line_of_spaces_is_no_stall_for_the_heading_reader() -> None:
     out = finishes(
         "from ragmend.rag.documents import SourceDocument as D\n"
         "line = '# a' + ' ' * 100_000 + ' #' + ' ' * 100_000 + 'x'\n"
-        "d = D('x.md', 'x', line + '\\ntext', 'x.md', markdown=True)\n"
+        "d = D(id='x.md', title='x', text=line + '\\ntext', source='x.md', markdown=True)\n"
         "print(len(d.sections()))"
     )
     assert out.strip() == "1"

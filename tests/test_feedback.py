@@ -28,7 +28,15 @@ def served(
 ) -> Served:
     context = (0.5, 1.0) if arm is not None else None
     now = time.time() if created is None else created
-    return Served(response_id, "default", arm, context, 0.8, now, receiver=receiver)
+    return Served(
+        response_id=response_id,
+        namespace="default",
+        arm=arm,
+        context=context,
+        cost_factor=0.8,
+        created=now,
+        receiver=receiver,
+    )
 
 
 def check_ledger(ledger: FeedbackLedger) -> None:
@@ -187,7 +195,14 @@ def test_a_vote_on_a_reply_served_under_another_context_layout_is_recorded_not_l
 
     eng = make_engine(tmp_path, engine, enabled_actions=("no_repair",))
     pulls = eng.policy.stats()["no_repair"].pulls
-    stale = Served("answer-old", "default", "no_repair", (0.5,) * (eng.policy.dim + 3), 1.0, time.time())
+    stale = Served(
+        response_id="answer-old",
+        namespace="default",
+        arm="no_repair",
+        context=(0.5,) * (eng.policy.dim + 3),
+        cost_factor=1.0,
+        created=time.time(),
+    )
     assert not eng.credit(Vote(stale, 1.0, new=True))
     assert eng.policy.stats()["no_repair"].pulls == pulls
     current = replace(stale, context=(0.0,) * eng.policy.dim)

@@ -18,7 +18,16 @@ def grounded(
 ) -> Grounded:
     fields = {"set": "xsum_hallucination", "kind": "", **kw}
     return Grounded(
-        "g", fields["set"], "summary", "", (SOURCE,), response, unsupported, spans, "grp", fields["kind"]
+        id="g",
+        set=fields["set"],
+        task="summary",
+        question="",
+        source=(SOURCE,),
+        response=response,
+        unsupported=unsupported,
+        spans=spans,
+        group="grp",
+        kind=fields["kind"],
     )
 
 
@@ -49,5 +58,15 @@ def test_the_window_holds_the_sentences_the_hypothesis_rests_on() -> None:
     # source cannot (its evidence is elsewhere: "entailment" would teach entailing the unseen).
     assert pairs_of(grounded("Ann Cole approved 12 million pounds for the Aire bridge in May.", False, ()))
     claim = "Ann Cole approved the Aire bridge."
-    elsewhere = Grounded("g", "frank", "summary", "", ("Rain fell all day.",), claim, False, (), "grp")
+    elsewhere = Grounded(
+        id="g",
+        set="frank",
+        task="summary",
+        question="",
+        source=("Rain fell all day.",),
+        response=claim,
+        unsupported=False,
+        spans=(),
+        group="grp",
+    )
     assert pairs_of(elsewhere) == []

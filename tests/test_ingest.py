@@ -218,7 +218,9 @@ def test_length_sorted_embedding_keeps_node_order(tmp_path: Path, registry: Mode
     from ragmend.rag.documents import SourceDocument
 
     ingestor = _engine(tmp_path, registry).ingestor()
-    docs = [SourceDocument(k, k, v * (i + 1), "t") for i, (k, v) in enumerate(DOCS.items())]
+    docs = [
+        SourceDocument(id=k, title=k, text=v * (i + 1), source="t") for i, (k, v) in enumerate(DOCS.items())
+    ]
     nodes = ingestor.chunk(docs)
     assert len({len(n.text) for n in nodes}) > 1  # lengths differ, so the sort reorders
     natural = ingestor.embed(nodes, length_sorted=False)

@@ -336,7 +336,7 @@ class Words:
         self.calls += 1
         if self.calls == self.die_on_call:
             os.kill(os.getpid(), signal.SIGKILL)
-        return [[Triple(t.split()[0], "say", t.split()[-1])] for t in texts]
+        return [[Triple(subject=t.split()[0], relation="say", object=t.split()[-1])] for t in texts]
 
 def embed(texts):
     seeds = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little") for t in texts]

@@ -59,10 +59,10 @@ def test_counts_are_bounded() -> None:
 
 def test_overhead_is_the_non_generator_share_of_server_time() -> None:
     results = [
-        Result(200, latency_s=5.0, seconds=4.0, generator_seconds=3.0),
-        Result(200, latency_s=7.0, seconds=6.0, generator_seconds=5.4),
-        Result(503, latency_s=0.01, error="Overloaded"),
-        Result(None, latency_s=30.0, error="ReadTimeout"),
+        Result(status=200, latency_s=5.0, seconds=4.0, generator_seconds=3.0),
+        Result(status=200, latency_s=7.0, seconds=6.0, generator_seconds=5.4),
+        Result(status=503, latency_s=0.01, error="Overloaded"),
+        Result(status=None, latency_s=30.0, error="ReadTimeout"),
     ]
     s = summarize(results, wall_s=10.0)
     assert s["overhead_share"] == pytest.approx((1.0 + 0.6) / 10.0, abs=1e-4)

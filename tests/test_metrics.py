@@ -151,14 +151,22 @@ def diagnosis(
     ok = failure == "NoFailure"
     verdict = None
     if p_unsupported is not None:
-        verdict = Verdict(p_unsupported, 0.5, p_unsupported >= 0.5, failure, {})  # type: ignore[arg-type]
+        verdict = Verdict(
+            p_unsupported=p_unsupported,
+            threshold=0.5,
+            unsupported=p_unsupported >= 0.5,
+            rule_failure=failure,  # type: ignore[arg-type]
+            features={},
+        )
     return Diagnosis(
         mode="qa",
         e_q=NLISignal("entail", (), "statement"),
         e_r=NLISignal("entail" if ok else "neutral", (), "claims", support),
         kg=KGSignal("consistent" if ok else "missing"),
         failure=failure,  # type: ignore[arg-type]
-        egc=EGCFeatures(1.0, 1.0, 1.0, 1.0, 0.0, 1.0),
+        egc=EGCFeatures(
+            coverage=1.0, support_density=1.0, agreement=1.0, connectivity=1.0, isolation=0.0, score=1.0
+        ),
         evidence_conflict=False,
         stage=stage,  # type: ignore[arg-type]
         stage_reason="",
@@ -206,7 +214,12 @@ def trace(
         config=RAGConfig(k=10),
         answer=answer(),
         diagnosis=after,
-        cost=Cost(latency_s, memory_bytes, source, "unavailable: test"),  # type: ignore[arg-type]
+        cost=Cost(
+            latency_s=latency_s,
+            memory_bytes=memory_bytes,
+            memory_source=source,  # type: ignore[arg-type]
+            nvml="unavailable: test",
+        ),
         reward=reward,
         learned=True,
         kept=kept,
@@ -218,7 +231,7 @@ def trace(
 
 def routed(plan: str = "large_hybrid", kind: str = "who") -> Route:
     """A first pass the router chose, measured and rewarded."""
-    cost = Cost(2.5, MB, "rss", "unavailable: test")
+    cost = Cost(latency_s=2.5, memory_bytes=MB, memory_source="rss", nvml="unavailable: test")
     decision = Decision(
         arm=plan,
         kind="linucb",
@@ -228,7 +241,16 @@ def routed(plan: str = "large_hybrid", kind: str = "who") -> Route:
         seed=1,
     )
     reward = compute_reward(diagnosis("IE", "retrieval", 0.6), 2.5, MB, Budgets(12.0, 6 * MB))
-    return Route(plan, "router", kind, decision, context=(1.0,), expected_s=2.0, cost=cost, reward=reward)
+    return Route(
+        plan=plan,
+        chosen_by="router",
+        kind=kind,
+        decision=decision,
+        context=(1.0,),
+        expected_s=2.0,
+        cost=cost,
+        reward=reward,
+    )
 
 
 def repaired_outcome(seconds: float = 9.0, **trace_args: Any) -> Outcome:
@@ -236,7 +258,15 @@ def repaired_outcome(seconds: float = 9.0, **trace_args: Any) -> Outcome:
     first = answer()
     failed = diagnosis(t.failure, "retrieval", 0.6)
     final, final_diagnosis = (t.answer, t.diagnosis) if t.kept == "repaired" else (first, failed)
-    return Outcome(final, final_diagnosis, first, failed, t, seconds, route=routed())
+    return Outcome(
+        answer=final,
+        diagnosis=final_diagnosis,
+        first=first,
+        first_diagnosis=failed,
+        repair=t,
+        seconds=seconds,
+        route=routed(),
+    )
 
 
 # --- reading an exposition ---------------------------------------------------------------------------
@@ -279,14 +309,14 @@ def metrics() -> Metrics:
 
 def test_each_metrics_object_has_its_own_registry() -> None:
     a, b = Metrics(Settings()), Metrics(Settings())
-    observe(a, Outcome(answer(), diagnosis(), seconds=3.5))
+    observe(a, Outcome(answer=answer(), diagnosis=diagnosis(), seconds=3.5))
     assert value(scrape(a), "ragmend_answers_total", failure="NoFailure") == 2  # first + final
     assert value(scrape(b), "ragmend_answers_total") == 0
     assert not [n for n in REGISTRY._names_to_collectors if n.startswith("ragmend_")]
 
 
 def test_an_answer_without_failure(metrics: Metrics) -> None:
-    observe(metrics, Outcome(answer(), diagnosis(seconds=0.4), seconds=3.5))
+    observe(metrics, Outcome(answer=answer(), diagnosis=diagnosis(seconds=0.4), seconds=3.5))
     text = scrape(metrics)
     assert value(text, "ragmend_answers_total", **{"pass": "first", "failure": "NoFailure"}) == 1
     assert value(text, "ragmend_answers_total", **{"pass": "final", "failure": "NoFailure"}) == 1
@@ -304,8 +334,10 @@ def test_an_answer_without_failure(metrics: Metrics) -> None:
 
 
 def test_answer_support_per_pass_and_none_without_claims(metrics: Metrics) -> None:
-    observe(metrics, Outcome(answer(), diagnosis(support=0.82), seconds=1.0))
-    observe(metrics, Outcome(answer(), diagnosis(support=None), seconds=1.0))  # an abstention
+    observe(metrics, Outcome(answer=answer(), diagnosis=diagnosis(support=0.82), seconds=1.0))
+    observe(
+        metrics, Outcome(answer=answer(), diagnosis=diagnosis(support=None), seconds=1.0)
+    )  # an abstention
     text = scrape(metrics)
     for p in ("first", "final"):
         assert value(text, "ragmend_answer_support_count", **{"pass": p}) == 1
@@ -315,8 +347,10 @@ def test_answer_support_per_pass_and_none_without_claims(metrics: Metrics) -> No
 
 
 def test_the_verdict_probability_is_observed_per_pass(metrics: Metrics) -> None:
-    observe(metrics, Outcome(answer(), diagnosis("WR", p_unsupported=0.73), seconds=1.0))
-    observe(metrics, Outcome(answer(), diagnosis(), seconds=1.0))  # no verdict model: not observed
+    observe(metrics, Outcome(answer=answer(), diagnosis=diagnosis("WR", p_unsupported=0.73), seconds=1.0))
+    observe(
+        metrics, Outcome(answer=answer(), diagnosis=diagnosis(), seconds=1.0)
+    )  # no verdict model: not observed
     text = scrape(metrics)
     for p in ("first", "final"):
         assert value(text, "ragmend_answer_p_unsupported_count", **{"pass": p}) == 1
@@ -327,20 +361,22 @@ def test_the_checks_that_found_against_an_answer_are_counted(metrics: Metrics) -
     """Operators see why answers fail beside their scores: the question not addressed, an
     alternative the passages pick, a graph conflict, and the graph's false alarms."""
     replace = dataclasses.replace
-    conflict = TripleMatch(("A", "be_in", "Nevada"), "conflict", ("A", "be_in", "Elko County"))
+    conflict = TripleMatch(
+        triple=("A", "be_in", "Nevada"), verdict="conflict", kg_triple=("A", "be_in", "Elko County")
+    )
     entailed = replace(conflict, verdict="entailed")
     pick = AlternativeCheck(("A", "B"), 0, (0.02, 0.91), "disagrees")
     off = replace(
         diagnosis("WR"), off_question="kind", alternatives=pick, kg=KGSignal("conflict", (conflict,))
     )
-    observe(metrics, Outcome(answer(), off, seconds=1.0))
+    observe(metrics, Outcome(answer=answer(), diagnosis=off, seconds=1.0))
     passed = replace(diagnosis(), kg=KGSignal("consistent", (entailed,)))
-    observe(metrics, Outcome(answer(), passed, seconds=1.0))
+    observe(metrics, Outcome(answer=answer(), diagnosis=passed, seconds=1.0))
     # The verdict's rules count; its score is no check.
     scored = diagnosis("WR", p_unsupported=0.7)
     assert scored.verdict is not None
     unbacked = replace(scored, verdict=replace(scored.verdict, unsupported_by=("score", "unbacked")))
-    observe(metrics, Outcome(answer(), unbacked, seconds=1.0))
+    observe(metrics, Outcome(answer=answer(), diagnosis=unbacked, seconds=1.0))
     text = scrape(metrics)
     for check in ("kind", "alternatives", "unbacked", "graph_conflict", "graph_entailed"):
         assert value(text, "ragmend_diagnosis_checks_total", **{"pass": "first", "check": check}) == 1, check
@@ -399,8 +435,8 @@ def test_budget_violations_by_budget_and_the_request_counted_once(metrics: Metri
     for b in over:
         assert value(text, "ragmend_budget_violations_total", budget=b) == 1, b
     # A request without repair over the end-to-end budget is a violation too.
-    observe(metrics, Outcome(answer(generate_s=budget), diagnosis(), seconds=budget + 1))
-    observe(metrics, Outcome(answer(), diagnosis(), seconds=budget - 1))
+    observe(metrics, Outcome(answer=answer(generate_s=budget), diagnosis=diagnosis(), seconds=budget + 1))
+    observe(metrics, Outcome(answer=answer(), diagnosis=diagnosis(), seconds=budget - 1))
     assert value(scrape(metrics), "ragmend_budget_violations_total", budget="request") == 2
 
 
@@ -413,8 +449,8 @@ def test_skips_are_classified_and_undiagnosed_answers_labelled(metrics: Metrics)
         None,  # the answer failed and policy.repair is off
     ]
     for skip in skips:
-        observe(metrics, Outcome(answer(), failed, repair=skip, seconds=5.0))
-    observe(metrics, Outcome(answer(), None, seconds=4.0))  # diagnosis.enabled off
+        observe(metrics, Outcome(answer=answer(), diagnosis=failed, repair=skip, seconds=5.0))
+    observe(metrics, Outcome(answer=answer(), diagnosis=None, seconds=4.0))  # diagnosis.enabled off
     text = scrape(metrics)
     for reason in ("request_budget_spent", "no_feasible_action", "other", "disabled"):
         assert value(text, "ragmend_repairs_skipped_total", reason=reason) == 1, reason
@@ -481,7 +517,7 @@ def test_label_values_stay_in_their_closed_sets(metrics: Metrics) -> None:
     query = 'Who wrote "x"} 1\nragmend_injected_total 99 #'
     odd = repaired_outcome(action="made_up_action", failure="XX", over_budget=("gpu_budget",))
     observe(metrics, odd)
-    observe(metrics, Outcome(answer(query=query), diagnosis("YY", "somewhere"), seconds=2.0))
+    observe(metrics, Outcome(answer=answer(query=query), diagnosis=diagnosis("YY", "somewhere"), seconds=2.0))
     text = scrape(metrics)
     assert "made_up_action" not in text and "injected" not in text and "Who wrote" not in text
     assert value(text, "ragmend_repair_actions_total", failure="other", action="other") == 1
@@ -664,7 +700,7 @@ def test_metrics_of_a_server_still_loading(engine: Engine) -> None:
 
 
 def test_a_metrics_fault_never_fails_the_request(metrics: Metrics) -> None:
-    observe(metrics, Outcome(None, None))  # type: ignore[arg-type]  # not an Outcome the engine makes
+    observe(metrics, Outcome(answer=None, diagnosis=None))  # type: ignore[arg-type]  # not an Outcome the engine makes
     assert value(scrape(metrics), "ragmend_answers_total") == 0
 
 
@@ -785,6 +821,7 @@ def test_compose_stack_and_prometheus_config() -> None:
     prom = yaml.safe_load((DEPLOY / "prometheus/prometheus.yml").read_text())
     job = next(j for j in prom["scrape_configs"] if j["job_name"] == "ragmend")
     assert job["metrics_path"] == "/metrics" and job["static_configs"][0]["targets"] == ["ragmend:8000"]
+    assert_scrapes_with_the_metrics_key(job, services)
     assert prom["rule_files"] == ["alerts.yml"] and ALERTS.exists()
     ds = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text())
     assert ds["datasources"][0]["url"] == "http://prometheus:9090"
@@ -814,6 +851,17 @@ def test_scale_out_stack_two_replicas_one_postgres_behind_a_balancer() -> None:
     prom = yaml.safe_load((DEPLOY / "prometheus/prometheus-scale.yml").read_text())
     job = next(j for j in prom["scrape_configs"] if j["job_name"] == "ragmend")
     assert job["static_configs"][0]["targets"] == ["ragmend-a:8000", "ragmend-b:8000"]  # each replica
+    assert_scrapes_with_the_metrics_key(job, services)
+
+
+def assert_scrapes_with_the_metrics_key(job: dict[str, Any], services: dict[str, Any]) -> None:
+    """/metrics needs a key once ragmend has keys: Prometheus sends the scrape key from the compose
+    secret, the one ragmend takes as server.metrics_keys."""
+    secret = "/run/secrets/ragmend-metrics-key"
+    assert job["authorization"] == {"type": "Bearer", "credentials_file": secret}
+    assert "ragmend-metrics-key" in services["prometheus"]["secrets"]
+    ragmend = next(s for name, s in services.items() if name.startswith("ragmend"))
+    assert "${RAGMEND_METRICS_KEY:?" in ragmend["environment"]["RAGMEND_SERVER__METRICS_KEYS"]
 
 
 def test_dockerfile_installs_like_the_makefile() -> None:
@@ -873,8 +921,10 @@ def run(cmd: list[str], cwd: Path | None = None) -> str:
 
 def test_promtool_checks_config_rules_and_dashboard_queries(tmp_path: Path) -> None:
     promtool = tool("promtool")
-    run([promtool, "check", "config", "prometheus.yml"], cwd=DEPLOY / "prometheus")
-    run([promtool, "check", "config", "prometheus-scale.yml"], cwd=DEPLOY / "prometheus")
+    # Syntax only: the scrape key's file exists in the Prometheus container, not here (the rule
+    # files are checked on their own below).
+    run([promtool, "check", "config", "--syntax-only", "prometheus.yml"], cwd=DEPLOY / "prometheus")
+    run([promtool, "check", "config", "--syntax-only", "prometheus-scale.yml"], cwd=DEPLOY / "prometheus")
     run([promtool, "check", "rules", "alerts.yml"], cwd=DEPLOY / "prometheus")
     run([promtool, "test", "rules", "alerts.test.yml"], cwd=DEPLOY / "prometheus")
     # The dashboard's PromQL parses: each query as a recording rule, Grafana's variables filled in.
@@ -933,6 +983,16 @@ def test_helm_chart_renders(tmp_path: Path) -> None:
         == docs["PersistentVolumeClaim"]["metadata"]["name"]
     )
     assert docs["ServiceMonitor"]["spec"]["endpoints"][0]["path"] == "/metrics"
+    # /metrics needs a key: the ServiceMonitor sends the Secret's scrape key, the one ragmend takes.
+    scrape = {"name": "ragmend-keys", "key": "metrics-key"}
+    assert docs["ServiceMonitor"]["spec"]["endpoints"][0]["authorization"] == {
+        "type": "Bearer",
+        "credentials": scrape,
+    }
+    assert next(e for e in container["env"] if e["name"] == "RAGMEND_METRICS_KEY")["valueFrom"] == {
+        "secretKeyRef": scrape
+    }
+    assert env["RAGMEND_SERVER__METRICS_KEYS"] == '["$(RAGMEND_METRICS_KEY)"]'
     config = tmp_path / "ragmend.yaml"
     config.write_text(docs["ConfigMap"]["data"]["ragmend.yaml"])
     assert load_settings(config).policy.kind == "linucb"

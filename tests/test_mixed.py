@@ -47,9 +47,15 @@ def test_one_corpus_holds_the_answerable_and_not_the_held_out_gold(mixed: tuple[
 def test_claims_are_asked_with_the_claim_prompt_and_scored_on_what_is_read() -> None:
     from ragmend.corpora.tasks import EvalItem
 
-    claim = EvalItem("fever:fever-1", "Paris is in France.", "SUPPORTS", "test", "claim")
-    question = EvalItem("hotpotqa:1", "Where is Paris?", "France", "test", "answerable")
-    held_out = EvalItem("unanswerable:2", "Who founded X?", "Y", "test", "gold_removed")
+    claim = EvalItem(
+        id="fever:fever-1", query="Paris is in France.", gold="SUPPORTS", split="test", kind="claim"
+    )
+    question = EvalItem(
+        id="hotpotqa:1", query="Where is Paris?", gold="France", split="test", kind="answerable"
+    )
+    held_out = EvalItem(
+        id="unanswerable:2", query="Who founded X?", gold="Y", split="test", kind="gold_removed"
+    )
     assert MIXED.overrides(claim)["prompt"] == "claim" and MIXED.overrides(question) == {}
     assert MIXED.score(claim, "SUPPORTS", None)["correct"] == 1.0
     assert MIXED.score(claim, "whatever", "SUPPORTS")["correct"] == 1.0  # the gated label is read

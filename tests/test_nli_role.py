@@ -64,8 +64,8 @@ def test_predict_shapes_order_truncation_and_empty_input(random_nli_dir: Path) -
 
 def test_evaluate_and_cli(random_nli_dir: Path, tmp_path: Path) -> None:
     pairs = [
-        NLIPair("A dog runs.", "An animal moves.", "entailment"),
-        NLIPair("A dog runs.", "A cat sleeps.", "neutral"),
+        NLIPair(premise="A dog runs.", hypothesis="An animal moves.", label="entailment"),
+        NLIPair(premise="A dog runs.", hypothesis="A cat sleeps.", label="neutral"),
     ]
     result = evaluate_nli(TransformersNLI(str(random_nli_dir)), pairs)
     assert set(result) >= {"n", "accuracy", "macro_f1", "confusion", "pairs_per_s"} and result["n"] == 2

@@ -16,9 +16,17 @@ from ragmend.models.nli import TransformersNLI
 from ragmend.train.nli_train import MixEntry, TrainConfig, load_train_config, resolve_mix, train_nli
 
 PAIRS = [
-    NLIPair("A man plays a guitar on stage.", "A man is playing music.", "entailment"),
-    NLIPair("A man plays a guitar on stage.", "The man is asleep in bed.", "contradiction"),
-    NLIPair("A man plays a guitar on stage.", "The man is a famous star.", "neutral"),
+    NLIPair(
+        premise="A man plays a guitar on stage.", hypothesis="A man is playing music.", label="entailment"
+    ),
+    NLIPair(
+        premise="A man plays a guitar on stage.",
+        hypothesis="The man is asleep in bed.",
+        label="contradiction",
+    ),
+    NLIPair(
+        premise="A man plays a guitar on stage.", hypothesis="The man is a famous star.", label="neutral"
+    ),
 ] * 8
 
 
@@ -33,11 +41,11 @@ def _write(path: Path, pairs: list[NLIPair]) -> Path:
 
 
 def test_mix_refuses_evaluation_only_sets_and_missing_files(tmp_path: Path) -> None:
-    cfg = TrainConfig(mix=(MixEntry("anli_dev_r1"),))
+    cfg = TrainConfig(mix=(MixEntry(source="anli_dev_r1"),))
     with pytest.raises(InputError, match="evaluation only"):
         resolve_mix(cfg, tmp_path, tmp_path)
     with pytest.raises(InputError, match="no such file"):
-        resolve_mix(TrainConfig(mix=(MixEntry("missing.jsonl"),)), tmp_path, tmp_path)
+        resolve_mix(TrainConfig(mix=(MixEntry(source="missing.jsonl"),)), tmp_path, tmp_path)
     mix = tmp_path / "mix.yaml"
     mix.write_text("epochs: 1\n")
     with pytest.raises(InputError, match="lists no data"):
@@ -51,8 +59,10 @@ def test_dev_only_keeps_dev_split_claims(tmp_path: Path) -> None:
     from ragmend.corpora.readers import split_of
 
     claims = [f"Claim number {i} is about something." for i in range(40)]
-    data = _write(tmp_path / "f.jsonl", [NLIPair("evidence", c, "entailment") for c in claims])
-    kept = resolve_mix(TrainConfig(mix=(MixEntry(str(data), dev_only=True),)), tmp_path, tmp_path)
+    data = _write(
+        tmp_path / "f.jsonl", [NLIPair(premise="evidence", hypothesis=c, label="entailment") for c in claims]
+    )
+    kept = resolve_mix(TrainConfig(mix=(MixEntry(source=str(data), dev_only=True),)), tmp_path, tmp_path)
     assert kept and len(kept) < 40 and all(split_of(p.hypothesis) == "dev" for p in kept)
 
 
@@ -62,16 +72,16 @@ def test_lengthen_keeps_premise_label_and_hypothesis_whole(tmp_path: Path) -> No
     as they were, its place among the fillers varies, and the same mix gives the same pairs."""
     filler = [
         NLIPair(
-            f"Town {i}: Town {i} is a village in the district. It had {i} inhabitants in 2001. "
+            premise=f"Town {i}: Town {i} is a village in the district. It had {i} inhabitants in 2001. "
             "The church dates from the twelfth century.",
-            "x",
-            "neutral",
+            hypothesis="x",
+            label="neutral",
         )
         for i in range(30)
     ]
     _write(tmp_path / "filler.jsonl", filler)
     _write(tmp_path / "p.jsonl", PAIRS)
-    entry = MixEntry("p.jsonl", lengthen_to=80, filler="filler.jsonl")
+    entry = MixEntry(source="p.jsonl", lengthen_to=80, filler="filler.jsonl")
     cfg = TrainConfig(mix=(entry,))
     long = resolve_mix(cfg, tmp_path, tmp_path)
     assert long == resolve_mix(cfg, tmp_path, tmp_path)
@@ -83,12 +93,12 @@ def test_lengthen_keeps_premise_label_and_hypothesis_whole(tmp_path: Path) -> No
     starts = {p.premise.startswith(PAIRS[0].premise) for p in long}
     assert starts == {True, False}  # the evidence is not always first
     with pytest.raises(InputError, match="filler"):
-        resolve_mix(TrainConfig(mix=(MixEntry("p.jsonl", lengthen_to=80),)), tmp_path, tmp_path)
+        resolve_mix(TrainConfig(mix=(MixEntry(source="p.jsonl", lengthen_to=80),)), tmp_path, tmp_path)
 
 
 def _tiny(base: Path, **overrides: object) -> TrainConfig:
     """A config for the small random BERT: short sequences, small batches, one fake mix entry."""
-    fields = {"base": str(base), "batch_size": 8, "max_length": 32, "mix": (MixEntry("p.jsonl"),)}
+    fields = {"base": str(base), "batch_size": 8, "max_length": 32, "mix": (MixEntry(source="p.jsonl"),)}
     return TrainConfig(**(fields | overrides))  # type: ignore[arg-type]
 
 
@@ -129,9 +139,11 @@ def test_training_loss_falls(tmp_path: Path, random_nli_dir: Path) -> None:
 def test_soft_labels_round_trip_and_bad_ones_name_their_line(tmp_path: Path) -> None:
     from ragmend.corpora.readers import load_nli
 
-    pair = NLIPair("p", "h", "neutral", "1", probs=(0.2, 0.3, 0.5))
-    path = _write(tmp_path / "soft.jsonl", [pair, NLIPair("p", "h", "entailment", "2")])
-    assert load_nli(path) == [pair, NLIPair("p", "h", "entailment", "2")]
+    pair = NLIPair(premise="p", hypothesis="h", label="neutral", id="1", probs=(0.2, 0.3, 0.5))
+    path = _write(
+        tmp_path / "soft.jsonl", [pair, NLIPair(premise="p", hypothesis="h", label="entailment", id="2")]
+    )
+    assert load_nli(path) == [pair, NLIPair(premise="p", hypothesis="h", label="entailment", id="2")]
     path.write_text('{"premise": "p", "hypothesis": "h", "label": "neutral", "probs": [0.5, 0.6, 0.1]}\n')
     with pytest.raises(ValueError, match=r"soft.jsonl:1: 'probs' must be three probabilities"):
         load_nli(path)
@@ -140,7 +152,10 @@ def test_soft_labels_round_trip_and_bad_ones_name_their_line(tmp_path: Path) -> 
 def test_soft_targets_mix_the_teacher_with_the_pairs_own_label() -> None:
     from ragmend.train.nli_train import soft_targets
 
-    pairs = [NLIPair("p", "h", "entailment"), NLIPair("p", "h", "entailment", probs=(0.0, 0.2, 0.8))]
+    pairs = [
+        NLIPair(premise="p", hypothesis="h", label="entailment"),
+        NLIPair(premise="p", hypothesis="h", label="entailment", probs=(0.0, 0.2, 0.8)),
+    ]
     t = soft_targets(pairs, 0.5)
     assert np.allclose(t, [[1.0, 0.0, 0.0], [0.5, 0.1, 0.4]])
     assert np.allclose(soft_targets(pairs, 1.0)[1], [0.0, 0.2, 0.8])
@@ -156,7 +171,10 @@ def test_a_student_learns_the_teachers_labels(tmp_path: Path, random_nli_dir: Pa
         "contradiction": (0.05, 0.9, 0.05),
         "neutral": (0.9, 0.05, 0.05),
     }
-    pairs = [NLIPair(p.premise, p.hypothesis, "entailment", probs=teacher[p.label]) for p in PAIRS]
+    pairs = [
+        NLIPair(premise=p.premise, hypothesis=p.hypothesis, label="entailment", probs=teacher[p.label])
+        for p in PAIRS
+    ]
     cfg = _tiny(random_nli_dir, epochs=20, learning_rate=1e-2, warmup_ratio=0.0, bf16=False, soft_weight=1.0)
     done = train_nli(cfg, pairs, tmp_path / "student", device="cpu")
     probs = TransformersNLI(done["model"]).predict([(p.premise, p.hypothesis) for p in PAIRS[:3]]).probs

@@ -139,8 +139,18 @@ def test_one_question_end_to_end_with_real_models(tmp_path: Path, engine: Engine
     cache = tmp_path / "judge.json"
     judge, validation = fit_judge(engine.models, DATA, questions=12, cache=cache)
     assert validation["learned judge (fitted on dev)"]["n"] > 20
-    right = Judged(item.question, "The capital of France is Paris.", item.correct, item.incorrect)
-    wrong = Judged(item.question, "Lyon is the capital of France.", item.correct, item.incorrect)
+    right = Judged(
+        question=item.question,
+        response="The capital of France is Paris.",
+        correct=item.correct,
+        incorrect=item.incorrect,
+    )
+    wrong = Judged(
+        question=item.question,
+        response="Lyon is the capital of France.",
+        correct=item.correct,
+        incorrect=item.incorrect,
+    )
     # Fitted on 12 questions its threshold is rough, but the order of the two is not in doubt.
     good, bad = judge.scores([right, wrong])
     assert good > bad

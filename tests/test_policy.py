@@ -57,7 +57,7 @@ def diagnosis(
         e_r=sig(e_r),
         kg=KGSignal(kappa),  # type: ignore[arg-type]
         failure=failure,  # type: ignore[arg-type]
-        egc=EGCFeatures(0, 0, 0, 0, 0, 0),
+        egc=EGCFeatures(coverage=0, support_density=0, agreement=0, connectivity=0, isolation=0, score=0),
         evidence_conflict=False,
         stage="none",
         stage_reason="",
@@ -344,7 +344,13 @@ def test_a_repair_earns_the_graded_verdict_where_the_diagnosis_has_one() -> None
     from ragmend.diagnosis.types import Verdict
 
     def judged(failure: str, p_unsupported: float) -> Diagnosis:
-        verdict = Verdict(p_unsupported, 0.55, p_unsupported >= 0.55, failure, {})  # type: ignore[arg-type]
+        verdict = Verdict(
+            p_unsupported=p_unsupported,
+            threshold=0.55,
+            unsupported=p_unsupported >= 0.55,
+            rule_failure=failure,  # type: ignore[arg-type]
+            features={},
+        )
         return dataclasses.replace(diagnosis(failure, e_r="entail"), verdict=verdict)
 
     doubted = compute_reward(judged("WR", 0.58), 0.0, None, Budgets())  # flagged, barely

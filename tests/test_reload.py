@@ -149,9 +149,15 @@ def alpha(url: str, key: str = ADMIN_KEY) -> float:
     return float(r.json()["alpha"])
 
 
-def counted(url: str, source: str, result: str) -> float:
-    text = httpx.get(url + "/metrics").text
-    return value(text, "ragmend_config_changes_total", source=source, result=result)
+def metrics(url: str, key: str = ADMIN_KEY) -> str:
+    """/metrics, read with an admin key (a server with keys serves it to keys only)."""
+    r = httpx.get(url + "/metrics", headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def counted(url: str, source: str, result: str, key: str = ADMIN_KEY) -> float:
+    return value(metrics(url, key), "ragmend_config_changes_total", source=source, result=result)
 
 
 def test_hot_reload_on_file_change(
@@ -165,7 +171,7 @@ def test_hot_reload_on_file_change(
     until(lambda: alpha(url) == 0.5)
     assert eng.settings.policy.budget_scale == 0.7 and eng.settings.rag.k == 5  # rag.k needs a restart
     assert counted(url, "file", "ok") == 1
-    text = httpx.get(url + "/metrics").text
+    text = metrics(url)
     assert value(text, "ragmend_config_reloads_total", result="success") == 1
     assert value(text, "ragmend_policy_budget_scale") == pytest.approx(0.7)  # settings stand in: not loaded
     assert "rag.k" in caplog.text and "need a restart" in caplog.text
@@ -180,12 +186,12 @@ def test_hot_reload_on_file_change(
     write_config(path, tmp, policy={"alpha": -3})
     until(lambda: counted(url, "file", "error") == 2)
     assert alpha(url) == 0.5 and "policy.alpha" in caplog.text
-    assert value(httpx.get(url + "/metrics").text, "ragmend_config_reloads_total", result="failure") == 2
+    assert value(metrics(url), "ragmend_config_reloads_total", result="failure") == 2
 
     # A good file again, with the admin key rotated: the new key works, the old one is refused.
     write_config(path, tmp, policy={"alpha": 1.5}, server={"admin_keys": [NEW_ADMIN_KEY]})
     until(lambda: admin_get(url).status_code == 401)
-    assert alpha(url, NEW_ADMIN_KEY) == 1.5 and counted(url, "file", "ok") == 2
+    assert alpha(url, NEW_ADMIN_KEY) == 1.5 and counted(url, "file", "ok", NEW_ADMIN_KEY) == 2
     config = httpx.get(url + "/admin/config", headers={"Authorization": f"Bearer {NEW_ADMIN_KEY}"})
     assert config.status_code == 200 and config.json()["config_file"] == str(path)
     for key in (ADMIN_KEY, NEW_ADMIN_KEY):
@@ -193,7 +199,7 @@ def test_hot_reload_on_file_change(
 
     # A file that drops every key would open the API: refused, the running keys kept.
     write_config(path, tmp, policy={"alpha": 1.0}, server={"admin_keys": []})
-    until(lambda: counted(url, "file", "error") == 3)
+    until(lambda: counted(url, "file", "error", NEW_ADMIN_KEY) == 3)
     assert alpha(url, NEW_ADMIN_KEY) == 1.5 and "drops every key" in caplog.text
 
 
@@ -206,9 +212,10 @@ def test_reload_never_drops_a_request(reloading: tuple[LiveServer, Path, Engine,
     def client() -> None:
         with httpx.Client() as c:
             while not stop.is_set():
-                r = c.get(live.url + "/admin/policy", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+                admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+                r = c.get(live.url + "/admin/policy", headers=admin)
                 seen.append((r.status_code, r.json().get("alpha")))
-                seen.append((c.get(live.url + "/metrics").status_code, None))
+                seen.append((c.get(live.url + "/metrics", headers=admin).status_code, None))
 
     threads = [threading.Thread(target=client) for _ in range(2)]
     for t in threads:

@@ -64,7 +64,7 @@ class Replica:
         """The router's learned updates per plan, as this replica's metrics read them."""
         from prometheus_client.parser import text_string_to_metric_families
 
-        text = httpx.get(self.url + "/metrics", timeout=60).text
+        text = httpx.get(self.url + "/metrics", headers=ADMIN, timeout=60).text
         return {
             s.labels["plan"]: s.value
             for f in text_string_to_metric_families(text)

@@ -55,7 +55,13 @@ def test_plans_are_masked_without_the_stronger_generator_or_the_time_to_run() ->
 def first_pass(e_r: NLISignal, answerable: float, p_unsupported: float) -> Diagnosis:
     """A first answer's diagnosis: its e_r, the evidence's P(answerable) (e_q's support) and the
     verdict's P(unsupported)."""
-    verdict = Verdict(p_unsupported, 0.5, p_unsupported >= 0.5, "NoFailure", {})
+    verdict = Verdict(
+        p_unsupported=p_unsupported,
+        threshold=0.5,
+        unsupported=p_unsupported >= 0.5,
+        rule_failure="NoFailure",
+        features={},
+    )
     failure = "IE" if e_r.construction == ABSTAINED else "NoFailure"
     e_q = NLISignal("entail", (), "answerability", support=answerable)
     return dataclasses.replace(diagnosis(failure), e_q=e_q, e_r=e_r, verdict=verdict)
@@ -63,7 +69,7 @@ def first_pass(e_r: NLISignal, answerable: float, p_unsupported: float) -> Diagn
 
 def test_a_first_answer_that_abstains_is_rewarded_as_an_abstention() -> None:
     cfg = Settings().policy
-    cost = Cost(3.0, None, "unavailable", "unavailable: test")
+    cost = Cost(latency_s=3.0, memory_bytes=None, memory_source="unavailable", nvml="unavailable: test")
     abstains = NLISignal("neutral", (), ABSTAINED)
     answers = NLISignal("entail", (), "claims")
     time_factor = 1 - 3.0 / cfg.request_latency_budget_s

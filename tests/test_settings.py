@@ -101,6 +101,9 @@ def test_live_settings_are_declared_on_the_fields() -> None:
     server = {
         "api_keys",
         "admin_keys",
+        "metrics_keys",
+        "key_collections",
+        "deny_unlisted_keys",
         "protect_metrics",
         "reload_poll_s",
         "answer_policy",

@@ -85,10 +85,10 @@ def test_the_generators_share_is_measured_where_the_answer_can_be_found() -> Non
     from ragmend.corpora.tasks import EvalItem
 
     hotpot = TASKS["hotpotqa"]
-    item = EvalItem("q", "Where was Marie Curie born?", "Warsaw", "test")
+    item = EvalItem(id="q", query="Where was Marie Curie born?", gold="Warsaw", split="test")
     assert hotpot.answer_in(item, ["Marie Curie was born in Warsaw, Poland."]) is True
     assert hotpot.answer_in(item, ["She was born in Paris."]) is False
-    assert hotpot.answer_in(EvalItem("q", "Is it?", "yes", "test"), ["yes it is"]) is None
+    assert hotpot.answer_in(EvalItem(id="q", query="Is it?", gold="yes", split="test"), ["yes it is"]) is None
     assert FEVER.answer_in(item, ["Warsaw"]) is None
 
     def records(em: list[float], flagged: list[bool], held: list[bool | None]) -> list[dict]:

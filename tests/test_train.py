@@ -57,8 +57,8 @@ def test_fever_labels_from_responses() -> None:
 
 def test_fever_accuracy_counts_the_gated_abstention() -> None:
     fever = get_task("fever")
-    nei = EvalItem("x", "c", "NOT ENOUGH INFO", "dev")
-    sup = EvalItem("y", "c", "SUPPORTS", "dev")
+    nei = EvalItem(id="x", query="c", gold="NOT ENOUGH INFO", split="dev")
+    sup = EvalItem(id="y", query="c", gold="SUPPORTS", split="dev")
     # The gated label (IE / LEM abstain) wins over the label the generator wrote.
     assert fever.score(nei, "SUPPORTS. yes", "NOT ENOUGH INFO") == {"accuracy": 1.0}
     assert fever.score(sup, "SUPPORTS. yes", "NOT ENOUGH INFO") == {"accuracy": 0.0}
@@ -138,7 +138,9 @@ def test_warm_start_runs_the_live_loop_and_persists_every_update(
     )
     engine = Engine(s, models=ModelRegistry.sharing(registry, s))
     engine.load()
-    items = [EvalItem(q["id"], q["question"], q["answer"], "dev") for q in sample_questions(1)]
+    items = [
+        EvalItem(id=q["id"], query=q["question"], gold=q["answer"], split="dev") for q in sample_questions(1)
+    ]
     try:
         reports = warm_start(engine, items, epochs=2)
     finally:
@@ -178,13 +180,23 @@ def small_task() -> Task:
 
     def build(root: Path) -> tuple[list[EvalItem], Corpus]:
         items = [
-            EvalItem(q["id"], q["question"], q["answer"], "dev" if n < 2 else "test")
+            EvalItem(id=q["id"], query=q["question"], gold=q["answer"], split="dev" if n < 2 else "test")
             for n, q in enumerate(questions[:4])
         ]
         return items, Corpus(paragraphs, "sample paragraphs")
 
     hotpot = TASKS["hotpotqa"]
-    return Task("small", "Small", "concise", 24, "em", hotpot.columns, build, hotpot.score, hotpot.answer_in)
+    return Task(
+        name="small",
+        title="Small",
+        prompt="concise",
+        max_tokens=24,
+        primary="em",
+        columns=hotpot.columns,
+        build=build,
+        score=hotpot.score,
+        answer_in=hotpot.answer_in,
+    )
 
 
 @pytest.mark.generator

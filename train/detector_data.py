@@ -120,16 +120,16 @@ def hotpot_responses(items: Sequence[HotpotItem], rng: random.Random) -> list[Gr
         response = " ".join([statement, *facts[:2]])
         out.append(
             Grounded(
-                f"hotpot-{item.id}",
-                "hotpot",
-                "qa",
-                item.question,
-                tuple(source),
-                response,
-                False,
-                (),
-                f"hotpot-{item.id}",
-                "gold",
+                id=f"hotpot-{item.id}",
+                set="hotpot",
+                task="qa",
+                question=item.question,
+                source=tuple(source),
+                response=response,
+                unsupported=False,
+                spans=(),
+                group=f"hotpot-{item.id}",
+                kind="gold",
             )
         )
     return out
@@ -142,16 +142,16 @@ def ragtruth_response(case: Case) -> Grounded:
     """A RAGTruth train-sample response as a training row (with the question evaluation reads),
     grouped by the source it answers."""
     return Grounded(
-        f"ragtruth-{case.id}",
-        "ragtruth",
-        RAGTRUTH_TASKS[case.group],
-        case.query,
-        tuple(p.text for p in case.passages),
-        case.response,
-        case.unsupported,
-        None if case.unsupported and not case.spans else case.spans,
-        f"ragtruth-{ragtruth_source(case)}",
-        "labelled",
+        id=f"ragtruth-{case.id}",
+        set="ragtruth",
+        task=RAGTRUTH_TASKS[case.group],
+        question=case.query,
+        source=tuple(p.text for p in case.passages),
+        response=case.response,
+        unsupported=case.unsupported,
+        spans=None if case.unsupported and not case.spans else case.spans,
+        group=f"ragtruth-{ragtruth_source(case)}",
+        kind="labelled",
     )
 
 
@@ -165,16 +165,16 @@ def fever_responses(claims: Sequence[Any], insufficient: Sequence[Any], rng: ran
         kind = {"SUPPORTS": "supports", "REFUTES": "refutes"}.get(c.label, "insufficient")
         out.append(
             Grounded(
-                f"fever-{i}",
-                "fever",
-                "claim",
-                "",
-                source,
-                c.claim,
-                unsupported,
-                spans,
-                f"fever-{c.claim}",
-                kind,
+                id=f"fever-{i}",
+                set="fever",
+                task="claim",
+                question="",
+                source=source,
+                response=c.claim,
+                unsupported=unsupported,
+                spans=spans,
+                group=f"fever-{c.claim}",
+                kind=kind,
             )
         )
     return out

@@ -35,7 +35,7 @@ Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
 IGNORE = -100
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DetectorTrainConfig:
     base: str = "bundled:all-minilm-l6-v2"
     epochs: int = 2

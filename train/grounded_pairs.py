@@ -123,7 +123,7 @@ def pairs_of(g: Grounded) -> list[GroundedPair]:
         premise, cover = window(source, sentence)
         if label == "entailment" and cover < MIN_COVER:
             continue
-        pair = NLIPair(premise, sentence, label, f"{g.id}-s{k}")
+        pair = NLIPair(premise=premise, hypothesis=sentence, label=label, id=f"{g.id}-s{k}")
         out.append(GroundedPair(pair, g.set, g.task, g.group))
     return out
 

@@ -31,7 +31,7 @@ from ragmend.train.dequantize import float_model_from_onnx
 Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MixEntry:
     source: str  # an NLI_SETS name, or a JSONL path (absolute or relative to the mix file)
     limit: int | None = None
@@ -47,7 +47,7 @@ class MixEntry:
     filler: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     base: str = "bundled:all-minilm-l6-v2"
     mix: tuple[MixEntry, ...] = field(default_factory=tuple)

@@ -68,14 +68,14 @@ def _item(row: dict[str, Any], where: str, n: int) -> tuple[DataKind, EvalItem]:
             isinstance(question, str) and question.strip() and isinstance(answer, str) and answer.strip()
         ):
             raise InputError(f"{where}: question and answer must both be non-empty strings")
-        return "qa", EvalItem(f"row-{n}", question.strip(), answer.strip(), "dev")
+        return "qa", EvalItem(id=f"row-{n}", query=question.strip(), gold=answer.strip(), split="dev")
     if "claim" in row or "label" in row:
         claim, label = row.get("claim"), row.get("label")
         if not (isinstance(claim, str) and claim.strip()):
             raise InputError(f"{where}: claim must be a non-empty string")
         if not isinstance(label, str) or label.strip().upper() not in CLAIM_LABELS:
             raise InputError(f"{where}: label must be one of {', '.join(CLAIM_LABELS)}, got {label!r}")
-        return "claim", EvalItem(f"row-{n}", claim.strip(), label.strip().upper(), "dev")
+        return "claim", EvalItem(id=f"row-{n}", query=claim.strip(), gold=label.strip().upper(), split="dev")
     raise InputError(f"{where}: expected the keys question and answer, or claim and label; got {sorted(row)}")
 
 

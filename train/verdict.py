@@ -51,10 +51,14 @@ GENERATED_FEATURES = ("logprob_min", "logprob_mean", "egc", "support_mean", "sta
 STRATUM_OF_SET = {"ragtruth": "response", "fever": "claim", "hotpotqa": "answer", "unanswerable": "answer"}
 PROFILES = ("response", "claim")
 
-PROBE = VerdictModel(LinearScore((), (), (), (), 0.0), LinearScore((), (), (), (), 0.0), 0.5)
+PROBE = VerdictModel(
+    claim=LinearScore(features=(), mean=(), scale=(), coef=(), intercept=0.0),
+    answer=LinearScore(features=(), mean=(), scale=(), coef=(), intercept=0.0),
+    threshold=0.5,
+)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Example:
     """One case's features, as the verdict model reads them."""
 
@@ -72,13 +76,13 @@ class Example:
     @staticmethod
     def from_json(d: dict[str, Any]) -> Example:
         return Example(
-            d["set"],
-            d["group"],
-            bool(d["unsupported"]),
-            dict(d["answer"]),
-            tuple(dict(c) for c in d["claims"]),
-            tuple(d["claim_labels"]),
-            str(d.get("id", "")),
+            set=d["set"],
+            group=d["group"],
+            unsupported=bool(d["unsupported"]),
+            answer=dict(d["answer"]),
+            claims=tuple(dict(c) for c in d["claims"]),
+            claim_labels=tuple(d["claim_labels"]),
+            id=str(d.get("id", "")),
         )
 
 
@@ -103,7 +107,17 @@ def examples(
         evidence = [f"{p.title}: {p.text}" if p.title else p.text for p in c.passages]
         claims = tuple(claim_features(v, evidence, c.query, c.response) for v in d.e_r.hypotheses)
         labels = tuple(claim_labels(c, [v.hypothesis for v in d.e_r.hypotheses]))
-        out.append(Example(c.set, c.group, c.unsupported, dict(d.verdict.features), claims, labels, c.id))
+        out.append(
+            Example(
+                set=c.set,
+                group=c.group,
+                unsupported=c.unsupported,
+                answer=dict(d.verdict.features),
+                claims=claims,
+                claim_labels=labels,
+                id=c.id,
+            )
+        )
         if n % 100 == 0:
             log(f"diagnosed {n}/{len(cases)}")
     return out
@@ -210,7 +224,9 @@ def fit_verdict(exs: Sequence[Example], about: dict[str, Any] | None = None) -> 
             "features": list(GENERATED_FEATURES),
             "threshold": "the point of largest TPR - FPR on those dev answers (Youden's J)",
         }
-    return VerdictModel(claim, answer, threshold, info, generated, profiles)
+    return VerdictModel(
+        claim=claim, answer=answer, threshold=threshold, about=info, generated=generated, profiles=profiles
+    )
 
 
 def fit_generated(exs: Sequence[Example], claim: LinearScore) -> GeneratedAnswers | None:

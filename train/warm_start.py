@@ -24,7 +24,7 @@ from ragmend.errors import RagmendError
 from ragmend.policy.feedback import Vote
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EpochReport:
     epoch: int
     items: int = 0
@@ -97,7 +97,7 @@ def warm_start(
         raise ValueError("the warm start needs policy.learn and policy.repair on")
     reports = []
     for epoch in range(1, epochs + 1):
-        report = EpochReport(epoch)
+        report = EpochReport(epoch=epoch)
         t0 = time.monotonic()
         for item in items:
             report.items += 1

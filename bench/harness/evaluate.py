@@ -64,7 +64,7 @@ from ragmend.train.warm_start import warm_start
 Log = Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunPlan:
     dev_items: int | None = None  # first N dev items for the warm start (None: all)
     test_items: int | None = None  # N items answered (None: all of the split after `offset`)

@@ -26,7 +26,7 @@ PAPER_PASS: Mapping[str, Any] = PLAN_BY_NAME["default_dense"].overrides
 PAPER_LINUCB: Mapping[str, Any] = {"kind": "linucb", "alpha": 2.0}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Method:
     name: str
     title: str
@@ -71,56 +71,56 @@ def _paper(fever: tuple[float, ...], hotpot: tuple[float, ...]) -> dict[str, dic
 
 METHODS: tuple[Method, ...] = (
     Method(
-        "naive",
-        "Naive RAG",
-        ("main",),
+        name="naive",
+        title="Naive RAG",
+        tables=("main",),
         rag=PAPER_PASS,
         paper=_paper((1.16, 0.20, 50.16, 91.67, 56.3), (1.52, 0.36, 28.39, 68.58, 36.2)),
     ),
     Method(
-        "naive_whole",
-        "Naive RAG, whole passages in the prompt",
-        ("main",),
+        name="naive_whole",
+        title="Naive RAG, whole passages in the prompt",
+        tables=("main",),
         # Ours: the prompt before the compact evidence (rag.context_tokens), so one run shows
         # what reading the closest sentences instead of five whole passages does to the answers.
         rag={**PAPER_PASS, "context_tokens": 0},
     ),
     Method(
-        "naive_gated",
-        "Naive RAG + evidence gate",
-        ("main",),
+        name="naive_gated",
+        title="Naive RAG + evidence gate",
+        tables=("main",),
         # Ours: the diagnosis without repair, to separate what the gate adds from what repair adds.
         rag=PAPER_PASS,
         gate=True,
     ),
     Method(
-        "paraphrase",
-        "Query Paraphrase",
-        ("main",),
+        name="paraphrase",
+        title="Query Paraphrase",
+        tables=("main",),
         rag=PAPER_PASS,
         rewrite="paraphrase",
         paper=_paper((1.32, 0.20, 50.09, 92.69, 56.7), (1.60, 0.36, 27.90, 74.65, 39.8)),
     ),
     Method(
-        "expansion",
-        "Context Expansion (k'=20)",
-        ("main",),
+        name="expansion",
+        title="Context Expansion (k'=20)",
+        tables=("main",),
         rag={**PAPER_PASS, "k": 20},
         paper=_paper((1.35, 0.20, 50.24, 92.82, 61.8), (1.52, 0.36, 32.14, 70.70, 40.6)),
     ),
     Method(
-        "d2r_linucb",
-        "D2R-RAG (LinUCB)",
-        ("main", "reward", "budget"),
+        name="d2r_linucb",
+        title="D2R-RAG (LinUCB)",
+        tables=("main", "reward", "budget"),
         rag=PAPER_PASS,
         policy=PAPER_LINUCB,
         gate=True,
         paper=_paper((1.47, 0.36, 50.80, 92.34, 60.8), (3.41, 1.04, 31.66, 69.89, 39.8)),
     ),
     Method(
-        "d2r_ts",
-        "D2R-RAG (T. Sampling)",
-        ("main",),
+        name="d2r_ts",
+        title="D2R-RAG (T. Sampling)",
+        tables=("main",),
         # The paper's Thompson sampling: context-free Beta-Bernoulli, reward binarised at 0.4.
         rag=PAPER_PASS,
         policy={"kind": "beta_ts"},
@@ -128,17 +128,17 @@ METHODS: tuple[Method, ...] = (
         paper=_paper((1.14, 0.17, 50.00, 92.37, 61.5), (2.37, 1.23, 30.69, 71.52, 40.4)),
     ),
     Method(
-        "d2r_lints",
-        "D2R-RAG (linear TS)",
-        ("main",),
+        name="d2r_lints",
+        title="D2R-RAG (linear TS)",
+        tables=("main",),
         rag=PAPER_PASS,
         policy={"kind": "lints"},  # ours: contextual Thompson sampling (not in the paper)
         gate=True,
     ),
     Method(
-        "d2r_fixed",
-        "Always the best fixed arm (focus)",
-        ("main",),
+        name="d2r_fixed",
+        title="Always the best fixed arm (focus)",
+        tables=("main",),
         # Ours: the diagnose-and-repair loop with one arm, the one that turned the most wrong DEV
         # answers right (reports/repair-arms/), so the learned policies face the best choice that
         # does not learn.
@@ -147,9 +147,9 @@ METHODS: tuple[Method, ...] = (
         gate=True,
     ),
     Method(
-        "d2r_linucb_frozen",
-        "D2R-RAG (LinUCB, frozen)",
-        ("main",),
+        name="d2r_linucb_frozen",
+        title="D2R-RAG (LinUCB, frozen)",
+        tables=("main",),
         rag=PAPER_PASS,
         policy={**PAPER_LINUCB, "learn": False},
         gate=True,
@@ -157,36 +157,36 @@ METHODS: tuple[Method, ...] = (
         warm_from="d2r_linucb",
     ),
     Method(
-        "unweighted",
-        "Unweighted",
-        ("reward",),
+        name="unweighted",
+        title="Unweighted",
+        tables=("reward",),
         rag=PAPER_PASS,
         policy={**PAPER_LINUCB, "reward_variant": "unweighted"},
         gate=True,
         paper=_paper((1.46, 0.19, 50.64, 92.62, 61.4), (2.79, 0.68, 32.20, 70.59, 39.4)),
     ),
     Method(
-        "unconstrained",
-        "Unconstrained",
-        ("reward",),
+        name="unconstrained",
+        title="Unconstrained",
+        tables=("reward",),
         rag=PAPER_PASS,
         policy={**PAPER_LINUCB, "reward_variant": "unconstrained"},
         gate=True,
         paper=_paper((1.40, 0.27, 50.91, 92.61, 61.3), (2.03, 0.84, 30.36, 69.46, 39.0)),
     ),
     Method(
-        "stringent",
-        "Stringent (0.7x budgets)",
-        ("budget",),
+        name="stringent",
+        title="Stringent (0.7x budgets)",
+        tables=("budget",),
         rag=PAPER_PASS,
         policy={**PAPER_LINUCB, "budget_scale": 0.7},
         gate=True,
         paper=_paper((2.22, 0.24, 51.01, 92.80, 60.6), (2.23, 0.66, 29.99, 71.46, 39.2)),
     ),
     Method(
-        "relaxed",
-        "Relaxed (1.5x budgets)",
-        ("budget",),
+        name="relaxed",
+        title="Relaxed (1.5x budgets)",
+        tables=("budget",),
         rag=PAPER_PASS,
         policy={**PAPER_LINUCB, "budget_scale": 1.5},
         gate=True,
@@ -195,14 +195,19 @@ METHODS: tuple[Method, ...] = (
     # Ours: each first-pass plan fixed for every question, answered once (no diagnosis-driven
     # repair): what each generator x retrieval gives on its own, and at what cost.
     *(
-        Method(f"plan_{p.name}", f"Fixed plan: {p.name.replace('_', ' ')}", ("plans",), rag=p.overrides)
+        Method(
+            name=f"plan_{p.name}",
+            title=f"Fixed plan: {p.name.replace('_', ' ')}",
+            tables=("plans",),
+            rag=p.overrides,
+        )
         for p in PLANS
         if p.name != "default_dense"  # the Naive RAG row
     ),
     Method(
-        "cascade",
-        "Cascade (default first, escalate every flagged answer)",
-        ("plans",),
+        name="cascade",
+        title="Cascade (default first, escalate every flagged answer)",
+        tables=("plans",),
         # The default first pass with the router off, and one arm: the stronger generator.
         rag=PLAN_BY_NAME["default_hybrid"].overrides,
         policy={"kind": "linucb", "enabled_actions": ("escalate",)},
@@ -212,27 +217,27 @@ METHODS: tuple[Method, ...] = (
     # left; both warm-started on DEV and learning online during the test run. At the paper's
     # budget scales too (Table 3 as a frontier of accuracy against latency).
     Method(
-        "ragmend",
-        "ragmend (router + repair)",
-        ("plans", "budget"),
+        name="ragmend",
+        title="ragmend (router + repair)",
+        tables=("plans", "budget"),
         router={},
         policy={},
         gate=True,
         warm_judged=True,
     ),
     Method(
-        "ragmend_stringent",
-        "ragmend, Stringent (0.7x budgets)",
-        ("budget",),
+        name="ragmend_stringent",
+        title="ragmend, Stringent (0.7x budgets)",
+        tables=("budget",),
         router={},
         policy={"budget_scale": 0.7},
         gate=True,
         warm_judged=True,
     ),
     Method(
-        "ragmend_relaxed",
-        "ragmend, Relaxed (1.5x budgets)",
-        ("budget",),
+        name="ragmend_relaxed",
+        title="ragmend, Relaxed (1.5x budgets)",
+        tables=("budget",),
         router={},
         policy={"budget_scale": 1.5},
         gate=True,

@@ -88,7 +88,7 @@ class _Synthetic:
         out = []
         for text in texts:
             subject, relation, obj = text.split()
-            out.append([Triple(subject, relation, obj)])
+            out.append([Triple(subject=subject, relation=relation, object=obj)])
         return out
 
 
@@ -163,7 +163,9 @@ def _scale(n: int) -> dict[str, object]:
         t0 = time.perf_counter()
         snap = store.snapshot()
         load_s = time.perf_counter() - t0
-        queries = [Triple(f"s{subj[i]}", f"r{rel[i]}", f"o{obj[i] + 1}") for i in range(3)]
+        queries = [
+            Triple(subject=f"s{subj[i]}", relation=f"r{rel[i]}", object=f"o{obj[i] + 1}") for i in range(3)
+        ]
         assert align(queries, store, hashing).kappa == "conflict"
         return {
             "triples": snap.size,

@@ -56,7 +56,7 @@ MAX_REQUESTS = 10_000
 QUESTIONS = BUNDLED_CORPUS.with_name("sample_questions.jsonl")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Result:
     status: int | None  # None: no HTTP response (timeout, connection error)
     latency_s: float
@@ -153,7 +153,7 @@ async def drive(
             try:
                 r = await http.post(url + "/v1/answer", json={"query": questions[i % len(questions)]})
             except httpx.HTTPError as e:
-                record(Result(None, time.monotonic() - started, error=type(e).__name__))
+                record(Result(status=None, latency_s=time.monotonic() - started, error=type(e).__name__))
                 continue
             latency = time.monotonic() - started
             if r.status_code != 200:
@@ -164,14 +164,14 @@ async def drive(
                     message = str(error.get("error_class") or error["type"])
                 except (ValueError, KeyError, TypeError):
                     message = r.text[:200]
-                record(Result(r.status_code, latency, error=message))
+                record(Result(status=r.status_code, latency_s=latency, error=message))
                 continue
             body = r.json()
             repair = body.get("repair") or {}
             record(
                 Result(
-                    200,
-                    latency,
+                    status=200,
+                    latency_s=latency,
                     seconds=float(body.get("seconds") or 0.0),
                     generator_seconds=float(body.get("generator_seconds") or 0.0),
                     repaired="action" in repair and "decision" in repair,

@@ -126,7 +126,9 @@ def _bench_embed(engine: Engine, paragraphs: list[Any], log: Callable[[str], Non
     from ragmend.rag.documents import SourceDocument
 
     ingestor = engine.ingestor()
-    nodes = ingestor.chunk([SourceDocument(p.id, p.title, p.text, "bench") for p in paragraphs])
+    nodes = ingestor.chunk(
+        [SourceDocument(id=p.id, title=p.title, text=p.text, source="bench") for p in paragraphs]
+    )
     ingestor.embed(nodes[:64])  # warm-up
     out: dict[str, Any] = {"paragraphs": len(paragraphs), "chunks": len(nodes)}
     for length_sorted in (False, True):

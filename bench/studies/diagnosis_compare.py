@@ -26,7 +26,7 @@ from typing import Any
 Key = tuple[str, str]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Comparison:
     identical: int = 0
     # (set, id) and the differing paths of each differing case, in the BEFORE file's order.

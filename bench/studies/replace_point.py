@@ -30,7 +30,7 @@ from ragmend.fileio import atomic_write_json
 GRID = tuple(round(0.05 * k, 2) for k in range(1, 20))  # 0.05 .. 0.95
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Point:
     """What one operating point does to the recorded answers."""
 
@@ -62,7 +62,14 @@ def point(answers: Sequence[Answer], threshold: float, right_cost: float) -> Poi
             counts[(grade, a.right)] += 1
     rr, wr = counts[("confident", True)], counts[("confident", False)]
     rm, wm = counts[("uncertain", True)], counts[("uncertain", False)]
-    return Point(threshold, rr, wr, rm, wm, right_cost * rr + wm)
+    return Point(
+        threshold=threshold,
+        right_replaced=rr,
+        wrong_replaced=wr,
+        right_marked=rm,
+        wrong_marked=wm,
+        cost=right_cost * rr + wm,
+    )
 
 
 def study(answers: Sequence[Answer], right_cost: float) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from ragmend.diagnosis.types import OFF_QUESTION, DecisionSignals
 from ragmend.fileio import atomic_write_json
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Answer:
     """One recorded answer: its set, whether it is right, its signals and what made it unsupported."""
 
@@ -84,7 +84,11 @@ def read_answers(paths: Iterable[Path]) -> list[Answer]:
             signals = DecisionSignals(**row["signals"])
             score = row.get("score") if signals.unsupported is not None else None
             answer = Answer(
-                row["set"], not row["unsupported"], signals, tuple(row.get("unsupported_by", ())), score
+                set=row["set"],
+                right=not row["unsupported"],
+                signals=signals,
+                unsupported_by=tuple(row.get("unsupported_by", ())),
+                score=score,
             )
             if (remade := decide(signals).failure) != row["failure"]:
                 raise SystemExit(f"{path}:{n}: the tables decide {remade}, the row recorded {row['failure']}")

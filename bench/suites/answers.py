@@ -44,13 +44,13 @@ def generated_cases(
             a = engine.answer(item.query)
             answerable = item.kind == "answerable"
             case = Case(
-                "hotpotqa" if answerable else "unanswerable",
-                item.kind,
-                item.id,
-                split,
-                item.query,
-                tuple(a.evidence),
-                a.response,
+                set="hotpotqa" if answerable else "unanswerable",
+                group=item.kind,
+                id=item.id,
+                split=split,
+                query=item.query,
+                passages=tuple(a.evidence),
+                response=a.response,
                 unsupported=not correct_answer(item.kind, a.response, item.gold, item.query),
                 answerable=answerable,
                 token_logprobs=a.token_logprobs,

@@ -32,7 +32,7 @@ from ragmend.corpora.readers import (
 from ragmend.fileio import atomic_write_text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SuiteSet:
     name: str
     title: str
@@ -65,9 +65,13 @@ def fever_claim_evidence_test(root: Path) -> list[NLIPair]:
     NOT ENOUGH versions of TEST-split claims (evidence with a fact removed -> neutral)."""
     claims, nei = _fever_test(root)
     pairs = [
-        NLIPair(c.evidence_text, c.claim, FEVER_TO_NLI[c.label], f"fever-{i}") for i, c in enumerate(claims)
+        NLIPair(premise=c.evidence_text, hypothesis=c.claim, label=FEVER_TO_NLI[c.label], id=f"fever-{i}")
+        for i, c in enumerate(claims)
     ]
-    pairs += [NLIPair(c.evidence_text, c.claim, "neutral", f"fever-nei-{i}") for i, c in enumerate(nei)]
+    pairs += [
+        NLIPair(premise=c.evidence_text, hypothesis=c.claim, label="neutral", id=f"fever-nei-{i}")
+        for i, c in enumerate(nei)
+    ]
     return pairs
 
 
@@ -162,59 +166,74 @@ def _swap_within_test(root: Path, limit: int | None) -> tuple[NLIPair, ...]:
     groups = []
     for key in ("hotpot_swap_within", "fever_swap_within"):
         swapped = swaps.get(key, [])
-        true = [NLIPair(*sentences[p.id], "entailment", f"{p.id}-true") for p in swapped]
+        true = [
+            NLIPair(
+                premise=sentences[p.id][0],
+                hypothesis=sentences[p.id][1],
+                label="entailment",
+                id=f"{p.id}-true",
+            )
+            for p in swapped
+        ]
         groups += [true, swapped]
     return tuple(interleave(groups))
 
 
 SUITE: tuple[SuiteSet, ...] = (
-    SuiteSet("mnli_dev_matched", "MNLI dev-matched", _shared("mnli_dev_matched"), ("accuracy", 0.72)),
-    SuiteSet("snli_test", "SNLI test", _shared("snli_test"), ("accuracy", 0.82)),
     SuiteSet(
-        "fever_symmetric_test",
-        "FEVER-Symmetric test, support vs refute",
-        _shared("fever_symmetric_test"),
-        ("accuracy", 0.80),
+        name="mnli_dev_matched",
+        title="MNLI dev-matched",
+        load=_shared("mnli_dev_matched"),
+        target=("accuracy", 0.72),
+    ),
+    SuiteSet(name="snli_test", title="SNLI test", load=_shared("snli_test"), target=("accuracy", 0.82)),
+    SuiteSet(
+        name="fever_symmetric_test",
+        title="FEVER-Symmetric test, support vs refute",
+        load=_shared("fever_symmetric_test"),
+        target=("accuracy", 0.80),
         two_way=True,
     ),
     SuiteSet(
-        "fever_claim_evidence_test",
-        "FEVER test claim vs evidence, 3-way",
-        fever_claim_evidence_test,
-        ("macro_f1", 0.75),
+        name="fever_claim_evidence_test",
+        title="FEVER test claim vs evidence, 3-way",
+        load=fever_claim_evidence_test,
+        target=("macro_f1", 0.75),
     ),
     SuiteSet(
-        "hotpot_statement_test",
-        "HotpotQA test question-as-statement vs gold paragraphs, 3-way",
-        hotpot_statement_test,
+        name="hotpot_statement_test",
+        title="HotpotQA test question-as-statement vs gold paragraphs, 3-way",
+        load=hotpot_statement_test,
     ),
     SuiteSet(
-        "long_premise_test",
-        "Long premises (HotpotQA and FEVER test), 3-way",
-        long_premise_test,
-        ("false_entailment_rate", 0.10),
+        name="long_premise_test",
+        title="Long premises (HotpotQA and FEVER test), 3-way",
+        load=long_premise_test,
+        target=("false_entailment_rate", 0.10),
         direction="at_most",
     ),
     SuiteSet(
-        "long_premise_test_windows2",
-        "Long premises (HotpotQA and FEVER test), 3-way, as the diagnosis scores it, windows of 2 sentences",
-        long_premise_test,
-        ("false_entailment_rate", 0.10),
+        name="long_premise_test_windows2",
+        title="Long premises (HotpotQA and FEVER test), 3-way, as the diagnosis scores it, "
+        "windows of 2 sentences",
+        load=long_premise_test,
+        target=("false_entailment_rate", 0.10),
         direction="at_most",
         windows=2,
     ),
     SuiteSet(
-        "swap_within_test",
-        "Names in another role (HotpotQA, FEVER test): a sentence, and with a name of its premise swapped in",
-        swap_within_test,
-        ("false_entailment_rate", 0.10),
+        name="swap_within_test",
+        title="Names in another role (HotpotQA, FEVER test): a sentence, "
+        "and with a name of its premise swapped in",
+        load=swap_within_test,
+        target=("false_entailment_rate", 0.10),
         direction="at_most",
         paired=True,
     ),
-    SuiteSet("anli_dev_r1", "ANLI dev r1", _shared("anli_dev_r1")),
-    SuiteSet("anli_dev_r2", "ANLI dev r2", _shared("anli_dev_r2")),
-    SuiteSet("anli_dev_r3", "ANLI dev r3", _shared("anli_dev_r3")),
-    SuiteSet("xnli_en_test", "XNLI en test", _shared("xnli_en_test")),
+    SuiteSet(name="anli_dev_r1", title="ANLI dev r1", load=_shared("anli_dev_r1")),
+    SuiteSet(name="anli_dev_r2", title="ANLI dev r2", load=_shared("anli_dev_r2")),
+    SuiteSet(name="anli_dev_r3", title="ANLI dev r3", load=_shared("anli_dev_r3")),
+    SuiteSet(name="xnli_en_test", title="XNLI en test", load=_shared("xnli_en_test")),
 )
 
 
@@ -264,7 +283,11 @@ def score_windows(model: Any, pairs: list[NLIPair], sentences: int) -> tuple[dic
         return Passage(id=p.id, doc_id=p.id, title="", text=p.premise, score=0.0, retriever="dense")
 
     windows = [premise_windows(passage(p), sentences) for p in pairs]
-    flat = [NLIPair(w, p.hypothesis, p.label, p.id) for p, ws in zip(pairs, windows, strict=True) for w in ws]
+    flat = [
+        NLIPair(premise=w, hypothesis=p.hypothesis, label=p.label, id=p.id)
+        for p, ws in zip(pairs, windows, strict=True)
+        for w in ws
+    ]
     scored, window_probs = score_nli(model, flat)
     probs = most_decisive(window_probs, [len(ws) for ws in windows])
     out = classification_metrics([p.label for p in pairs], [NLI_LABELS[i] for i in probs.argmax(axis=1)])

@@ -297,7 +297,9 @@ def mark_correct(records: list[dict[str, Any]], items: list[TruthfulItem], judge
         answers += [(r["clean_true"], k, t, False) for k, t in enumerate(r["clean_passages"])]
         answers += [(r["misleading_false"], k, t, True) for k, t in enumerate(r["misleading_passages"])]
         for where, key, text, negated in answers:
-            samples.append(Judged(item.question, text, item.correct, item.incorrect))
+            samples.append(
+                Judged(question=item.question, response=text, correct=item.correct, incorrect=item.incorrect)
+            )
             slots.append((where, key, negated))
     for (where, key, negated), ok in zip(slots, judge.judge(samples), strict=True):
         where[key] = ok != negated

@@ -53,7 +53,7 @@ PER_MODEL_SIGNALS = ("mean_unsupported", "weakest_claim", "egc")
 OVERRIDES: dict[str, Any] = {"kg": {"enabled": False}, "diagnosis": {"max_claims": 32}}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RagTruthItem:
     id: str
     source_id: str
@@ -84,13 +84,13 @@ def load_ragtruth(path: Path, tasks: Sequence[str] = tuple(TASK_QUERIES)) -> tup
             spans = tuple((int(s["start"]), int(s["end"])) for s in row["labels"])
             items.append(
                 RagTruthItem(
-                    str(row["id"]),
-                    str(row["source_id"]),
-                    row["task_type"],
-                    row["model"],
-                    documents,
-                    row["response"],
-                    spans,
+                    id=str(row["id"]),
+                    source_id=str(row["source_id"]),
+                    task_type=row["task_type"],
+                    model=row["model"],
+                    documents=documents,
+                    response=row["response"],
+                    spans=spans,
                 )
             )
     return items, skipped

@@ -50,7 +50,7 @@ class Item:
     records: Mapping[str, Mapping[str, Any]]  # plan -> its recorded first pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Setting:
     alpha: float = 0.25
     quality: str = "graded"  # graded (the router's) | eq2 (Algorithm 1's coarse quality part)

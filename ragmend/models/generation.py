@@ -11,7 +11,7 @@ Purpose = Literal["answer", "repair", "rewrite", "condense", "other"]
 PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Generation:
     text: str
     model: str

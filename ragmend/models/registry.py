@@ -25,7 +25,7 @@ ROLES = ("embeddings", "reranker", "generator", "escalation", "spacy", "nli")
 GENERATOR_ROLES = ("generator", "escalation")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RoleReport:
     role: str
     status: str  # "ok" | "error" | "off" (a role the configuration leaves out)
@@ -152,7 +152,15 @@ class ModelRegistry:
 
     def report(self, role: str) -> RoleReport:
         if role == "escalation" and not self.has_escalation:
-            return RoleReport(role, "off", "not configured", "", 0, 0.0, "models.escalation is null")
+            return RoleReport(
+                role=role,
+                status="off",
+                source="not configured",
+                path="",
+                bytes=0,
+                load_s=0.0,
+                smoke="models.escalation is null",
+            )
         source, path, size = "?", "", 0
         try:
             source, path = self.source(role)
@@ -161,9 +169,19 @@ class ModelRegistry:
             model = self.get(role)
             load_s = self._load_seconds.get(role, time.perf_counter() - t0)
             smoke = _SMOKE[role](model)
-            return RoleReport(role, "ok", source, path, size, round(load_s, 3), smoke)
+            return RoleReport(
+                role=role,
+                status="ok",
+                source=source,
+                path=path,
+                bytes=size,
+                load_s=round(load_s, 3),
+                smoke=smoke,
+            )
         except RagmendError as e:
-            return RoleReport(role, "error", source, path, size, 0.0, str(e))
+            return RoleReport(
+                role=role, status="error", source=source, path=path, bytes=size, load_s=0.0, smoke=str(e)
+            )
 
 
 def _smoke_embeddings(embed: Any) -> str:

@@ -84,7 +84,7 @@ Kind = Literal["counter", "gauge", "histogram", "info", "scraped_gauge", "scrape
 SeriesAtZero = Callable[[Settings], Iterable[tuple[str, ...]]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Declared:
     """One metric. `at_zero`, when given, lists the series created at zero where they are not
     every combination of the labels' initial values."""
@@ -131,325 +131,343 @@ def _plans_at_zero(settings: Settings) -> Iterable[tuple[str, str, str]]:
         yield answered.CONFIGURED, kind, "off"
 
 
-BUILD = Declared("ragmend_build", "info", "The ragmend version serving.")
+BUILD = Declared(name="ragmend_build", kind="info", doc="The ragmend version serving.")
 
 # Requests
 REQUEST_SECONDS = Declared(
-    "ragmend_request_duration_seconds",
-    "histogram",
-    "Seconds per request stage: retrieve, rerank, generate (the first pass), diagnose (every "
+    name="ragmend_request_duration_seconds",
+    kind="histogram",
+    doc="Seconds per request stage: retrieve, rerank, generate (the first pass), diagnose (every "
     "diagnosis of the request), repair (the metered repair pass), total (end to end).",
-    (Label("stage", answered.REQUEST_STAGES),),
-    STAGE_BUCKETS,
+    labels=(Label("stage", answered.REQUEST_STAGES),),
+    buckets=STAGE_BUCKETS,
 )
 ANSWERS = Declared(
-    "ragmend_answers_total",
-    "counter",
-    "Answers by diagnosed failure type; pass=first is the first answer, pass=final the one "
+    name="ragmend_answers_total",
+    kind="counter",
+    doc="Answers by diagnosed failure type; pass=first is the first answer, pass=final the one "
     "the reply carries (the repaired one when it is better supported).",
-    (PASS, Label("failure", answered.FAILURES, FAILURE_TYPES)),
+    labels=(PASS, Label("failure", answered.FAILURES, FAILURE_TYPES)),
 )
 ANSWER_SUPPORT = Declared(
-    "ragmend_answer_support",
-    "histogram",
-    "Support of each answer's claims by its evidence, per pass: the mean over claims of the "
+    name="ragmend_answer_support",
+    kind="histogram",
+    doc="Support of each answer's claims by its evidence, per pass: the mean over claims of the "
     "best P(entail) any passage gives it (diagnosis e_r.support; answers without claims, such "
     "as abstentions, are not observed). The graded form of the entail verdict.",
-    (PASS,),
-    REWARD_BUCKETS,
+    labels=(PASS,),
+    buckets=REWARD_BUCKETS,
 )
 ANSWER_UNSUPPORTED = Declared(
-    "ragmend_answer_p_unsupported",
-    "histogram",
-    "The diagnosis verdict's calibrated P(unsupported) of each answer, per pass (answers "
+    name="ragmend_answer_p_unsupported",
+    kind="histogram",
+    doc="The diagnosis verdict's calibrated P(unsupported) of each answer, per pass (answers "
     "diagnosed without a verdict model are not observed). An answer fails at or above the "
     "configured threshold (diagnosis.unsupported_threshold, or the model's own).",
-    (PASS,),
-    REWARD_BUCKETS,
+    labels=(PASS,),
+    buckets=REWARD_BUCKETS,
 )
 COLLECTION_REQUESTS = Declared(
-    "ragmend_collection_requests_total",
-    "counter",
-    "Answered requests by the corpus that answered: default, or a collection's name "
+    name="ragmend_collection_requests_total",
+    kind="counter",
+    doc="Answered requests by the corpus that answered: default, or a collection's name "
     "(docs/collections.md; one series per collection, which admins create).",
-    (Label("collection", None, ()),),
+    labels=(Label("collection", None, ()),),
 )
 GENERATOR_TOKENS = Declared(
-    "ragmend_generator_tokens_total",
-    "counter",
-    "Tokens of every generator call of the answered requests, by purpose (answer: first "
+    name="ragmend_generator_tokens_total",
+    kind="counter",
+    doc="Tokens of every generator call of the answered requests, by purpose (answer: first "
     "pass, repair: the repair pass, rewrite: query rewrites, condense: follow-ups made "
     "standalone, other) and kind (prompt, completion).",
-    (Label("purpose", answered.TOKEN_PURPOSES, ()), Label("kind", answered.TOKEN_KINDS, ())),
+    labels=(Label("purpose", answered.TOKEN_PURPOSES, ()), Label("kind", answered.TOKEN_KINDS, ())),
 )
 FAILURE_STAGES = Declared(
-    "ragmend_failure_stages_total",
-    "counter",
-    "Answers by the pipeline stage the diagnosis blames (none: no failure), per pass.",
-    (PASS, Label("stage", answered.FAILURE_STAGES, STAGES)),
+    name="ragmend_failure_stages_total",
+    kind="counter",
+    doc="Answers by the pipeline stage the diagnosis blames (none: no failure), per pass.",
+    labels=(PASS, Label("stage", answered.FAILURE_STAGES, STAGES)),
 )
 DIAGNOSIS_CHECKS = Declared(
-    "ragmend_diagnosis_checks_total",
-    "counter",
-    "Answers each diagnosis check found against, per pass: what of the question the answer "
+    name="ragmend_diagnosis_checks_total",
+    kind="counter",
+    doc="Answers each diagnosis check found against, per pass: what of the question the answer "
     "does not address (subject, relation, kind, year, restated, support, choice), a "
     "comparison in time or a choice of attribute the passages decide the other way "
     "(comparison, alternatives), a claim a passage refutes or an answer no passage "
     "supports, whatever its score (refuted, unbacked), a knowledge-graph conflict "
     "(graph_conflict), and graph conflicts the "
     "passage of their triple entails (graph_entailed: not conflicts; the graph's false alarms).",
-    (PASS, Label("check", answered.CHECKS)),
+    labels=(PASS, Label("check", answered.CHECKS)),
 )
 REQUESTS_IN_FLIGHT = Declared(
-    "ragmend_requests_in_flight",
-    "gauge",
-    "Model-work slots taken: requests being answered, and the work of timed-out ones still "
+    name="ragmend_requests_in_flight",
+    kind="gauge",
+    doc="Model-work slots taken: requests being answered, and the work of timed-out ones still "
     "running (at most server.max_concurrency).",
 )
 QUEUE_DEPTH = Declared(
-    "ragmend_queue_depth",
-    "gauge",
-    "Requests waiting for a model-work slot (server.max_concurrency); at most server.max_queue.",
+    name="ragmend_queue_depth",
+    kind="gauge",
+    doc="Requests waiting for a model-work slot (server.max_concurrency); at most server.max_queue.",
 )
 REFUSED = Declared(
-    "ragmend_requests_refused_total",
-    "counter",
-    "Requests refused with a 503 before any model work, by where: on arrival (the queue is "
+    name="ragmend_requests_refused_total",
+    kind="counter",
+    doc="Requests refused with a 503 before any model work, by where: on arrival (the queue is "
     "full, or its predicted wait and service end past the deadline), in the queue (the "
     "deadline passed while waiting), at the start (the time left no longer covers the "
     "predicted service).",
-    (Label("at", served.REFUSED_AT),),
+    labels=(Label("at", served.REFUSED_AT),),
 )
 CANCELLED = Declared(
-    "ragmend_requests_cancelled_total",
-    "counter",
-    "Requests whose model work was stopped, by why (their deadline passed, or their client "
+    name="ragmend_requests_cancelled_total",
+    kind="counter",
+    doc="Requests whose model work was stopped, by why (their deadline passed, or their client "
     "disconnected) and where the work stopped: retrieval, generator, diagnosis, repair "
     "(before the stage or inside it), finished (it ended before it looked), failed, other.",
-    (Label("reason", served.CANCEL_REASONS), Label("stopped_at", served.STOPPED_AT)),
+    labels=(Label("reason", served.CANCEL_REASONS), Label("stopped_at", served.STOPPED_AT)),
 )
 GENERATOR_REQUEST_SECONDS = Declared(
-    "ragmend_generator_request_seconds_total",
-    "counter",
-    "Generator seconds spent for requests, by whether their answer reached the client "
+    name="ragmend_generator_request_seconds_total",
+    kind="counter",
+    doc="Generator seconds spent for requests, by whether their answer reached the client "
     "(answered) or not (wasted: cancelled or abandoned work).",
-    (Label("outcome", served.GENERATOR_OUTCOMES),),
+    labels=(Label("outcome", served.GENERATOR_OUTCOMES),),
 )
 ADMISSION_PREDICTED = Declared(
-    "ragmend_admission_predicted_seconds",
-    "gauge",
-    "What admission predicts, measured online: first_pass_<n>, the 95th percentile of a "
+    name="ragmend_admission_predicted_seconds",
+    kind="gauge",
+    doc="What admission predicts, measured online: first_pass_<n>, the 95th percentile of a "
     "request's answer and diagnosis once it holds a slot with n requests running (itself "
     "included; 8: 8 or more); slot_interval, the mean interval between two slots freeing "
     "while requests wait (repairs included).",
-    (Label("estimate", served.ESTIMATES, ()),),
+    labels=(Label("estimate", served.ESTIMATES, ()),),
 )
 
 CHECKED_ANSWERS = Declared(
-    "ragmend_checked_answers_total",
-    "counter",
-    "Answers checked by POST /v1/diagnose (each item of a batch), by verdict: supported, "
+    name="ragmend_checked_answers_total",
+    kind="counter",
+    doc="Answers checked by POST /v1/diagnose (each item of a batch), by verdict: supported, "
     "unsupported (the diagnosis found a failure), not_judged (not English).",
-    (Label("verdict", answered.CHECK_VERDICTS),),
+    labels=(Label("verdict", answered.CHECK_VERDICTS),),
 )
 CHECK_SECONDS = Declared(
-    "ragmend_check_duration_seconds",
-    "histogram",
-    "Seconds per checked answer (/v1/diagnose): retrieval, when it retrieved, and diagnosis.",
+    name="ragmend_check_duration_seconds",
+    kind="histogram",
+    doc="Seconds per checked answer (/v1/diagnose): retrieval, when it retrieved, and diagnosis.",
     buckets=STAGE_BUCKETS,
 )
 
 # Repairs
 REPAIR_ACTIONS = Declared(
-    "ragmend_repair_actions_total",
-    "counter",
-    "Repair actions chosen by the policy, by the failure type they repaired.",
-    (Label("failure", FAILURE_TYPES, FAILURE_TYPES[1:]), ACTION),  # at zero: every failure but NoFailure
+    name="ragmend_repair_actions_total",
+    kind="counter",
+    doc="Repair actions chosen by the policy, by the failure type they repaired.",
+    labels=(
+        Label("failure", FAILURE_TYPES, FAILURE_TYPES[1:]),
+        ACTION,
+    ),  # at zero: every failure but NoFailure
 )
 ACTION_SECONDS = Declared(
-    "ragmend_action_latency_seconds",
-    "histogram",
-    "Measured latency of the repair pass (the action and the pipeline pass it patched).",
-    (ACTION,),
-    ACTION_LATENCY_BUCKETS,
+    name="ragmend_action_latency_seconds",
+    kind="histogram",
+    doc="Measured latency of the repair pass (the action and the pipeline pass it patched).",
+    labels=(ACTION,),
+    buckets=ACTION_LATENCY_BUCKETS,
 )
 ACTION_BYTES = Declared(
-    "ragmend_action_memory_bytes",
-    "histogram",
-    "Peak memory growth during the repair pass (NVML device memory, or process RSS where no "
+    name="ragmend_action_memory_bytes",
+    kind="histogram",
+    doc="Peak memory growth during the repair pass (NVML device memory, or process RSS where no "
     "NVIDIA GPU is readable: see ragmend_memory_source). Not observed when nothing was readable.",
-    (ACTION,),
-    ACTION_MEMORY_BUCKETS,
+    labels=(ACTION,),
+    buckets=ACTION_MEMORY_BUCKETS,
 )
 BUDGET_VIOLATIONS = Declared(
-    "ragmend_budget_violations_total",
-    "counter",
-    "Budgets overrun: action_latency and action_memory by a repair pass, request by a whole "
+    name="ragmend_budget_violations_total",
+    kind="counter",
+    doc="Budgets overrun: action_latency and action_memory by a repair pass, request by a whole "
     "request (with or without a repair) over the end-to-end latency budget.",
-    (Label("budget", answered.BUDGETS),),
+    labels=(Label("budget", answered.BUDGETS),),
 )
 REPAIR_REWARD = Declared(
-    "ragmend_repair_reward",
-    "histogram",
-    "Reward of each repair (Eq. 2: quality times the latency and memory factors).",
-    (ACTION,),
-    REWARD_BUCKETS,
+    name="ragmend_repair_reward",
+    kind="histogram",
+    doc="Reward of each repair (Eq. 2: quality times the latency and memory factors).",
+    labels=(ACTION,),
+    buckets=REWARD_BUCKETS,
 )
 REPAIR_SUCCESS = Declared(
-    "ragmend_repair_success_total",
-    "counter",
-    "Repairs after which the failure was gone (the repaired answer diagnosed NoFailure).",
-    (ACTION,),
+    name="ragmend_repair_success_total",
+    kind="counter",
+    doc="Repairs after which the failure was gone (the repaired answer diagnosed NoFailure).",
+    labels=(ACTION,),
 )
 REPAIR_KEPT = Declared(
-    "ragmend_repair_kept_total",
-    "counter",
-    "Repairs by the answer the reply carries: repaired (better supported), original, abstained or conflict.",
-    (ACTION, Label("kept", answered.KEPT)),
+    name="ragmend_repair_kept_total",
+    kind="counter",
+    doc="Repairs by the answer the reply carries: repaired (better supported), original, "
+    "abstained or conflict.",
+    labels=(ACTION, Label("kept", answered.KEPT)),
 )
 REPAIRS_SKIPPED = Declared(
-    "ragmend_repairs_skipped_total",
-    "counter",
-    "Failed answers that got no repair, by reason class.",
-    (Label("reason", answered.SKIP_REASONS, (*answered.SKIP_REASONS, OTHER)),),
+    name="ragmend_repairs_skipped_total",
+    kind="counter",
+    doc="Failed answers that got no repair, by reason class.",
+    labels=(Label("reason", answered.SKIP_REASONS, (*answered.SKIP_REASONS, OTHER)),),
 )
 ARM_SCORE = Declared(
-    "ragmend_policy_arm_score",
-    "gauge",
-    "The score of each feasible arm in the latest decision that weighed it (part=score is "
+    name="ragmend_policy_arm_score",
+    kind="gauge",
+    doc="The score of each feasible arm in the latest decision that weighed it (part=score is "
     "exploit + explore; LinUCB: x'theta and alpha*sqrt(x'A^-1 x)).",
-    (Label("action", answered.ACTIONS, ()), SCORE_PART),
+    labels=(Label("action", answered.ACTIONS, ()), SCORE_PART),
 )
 MEMORY_SOURCE = Declared(
-    "ragmend_memory_source",
-    "gauge",
-    "Where the latest repair pass's memory reading came from (1 for that source, 0 otherwise).",
-    (Label("source", answered.MEMORY_SOURCES),),
+    name="ragmend_memory_source",
+    kind="gauge",
+    doc="Where the latest repair pass's memory reading came from (1 for that source, 0 otherwise).",
+    labels=(Label("source", answered.MEMORY_SOURCES),),
 )
 
 # The router
 ROUTER_PLANS = Declared(
-    "ragmend_router_plans_total",
-    "counter",
-    "First passes by the plan they ran on (configured: the rag section's, when the router "
+    name="ragmend_router_plans_total",
+    kind="counter",
+    doc="First passes by the plan they ran on (configured: the rag section's, when the router "
     "did not choose), the kind of question (claim, choice, yes_no, who, what, ...) and who "
     "chose (router, request: its config set a plan key, off, nothing_fits: no plan fitted "
     "the time left).",
-    (Label("plan", answered.PLANS), Label("kind", answered.KINDS), Label("chosen_by", answered.CHOSEN_BY)),
+    labels=(
+        Label("plan", answered.PLANS),
+        Label("kind", answered.KINDS),
+        Label("chosen_by", answered.CHOSEN_BY),
+    ),
     at_zero=_plans_at_zero,
 )
 ROUTER_FIRST_PASS_SECONDS = Declared(
-    "ragmend_router_first_pass_seconds",
-    "histogram",
-    "Measured seconds of each first pass (retrieval and generation) by its plan.",
-    (PLAN,),
-    STAGE_BUCKETS,
+    name="ragmend_router_first_pass_seconds",
+    kind="histogram",
+    doc="Measured seconds of each first pass (retrieval and generation) by its plan.",
+    labels=(PLAN,),
+    buckets=STAGE_BUCKETS,
 )
 ROUTER_REWARD = Declared(
-    "ragmend_router_reward",
-    "histogram",
-    "The router's reward of each routed first pass (Eq. 2 of its diagnosis at its cost).",
-    (Label("plan", answered.PLANS, _routed_plans),),
-    REWARD_BUCKETS,
+    name="ragmend_router_reward",
+    kind="histogram",
+    doc="The router's reward of each routed first pass (Eq. 2 of its diagnosis at its cost).",
+    labels=(Label("plan", answered.PLANS, _routed_plans),),
+    buckets=REWARD_BUCKETS,
 )
 ROUTER_PLAN_SCORE = Declared(
-    "ragmend_router_plan_score",
-    "gauge",
-    "The score of each feasible plan in the router's latest decision that weighed it "
+    name="ragmend_router_plan_score",
+    kind="gauge",
+    doc="The score of each feasible plan in the router's latest decision that weighed it "
     "(part=score is exploit + explore).",
-    (Label("plan", answered.PLANS, ()), SCORE_PART),
+    labels=(Label("plan", answered.PLANS, ()), SCORE_PART),
 )
 
 # Errors and operations
 ERRORS = Declared(
-    "ragmend_errors_total",
-    "counter",
-    "Requests answered with an error, by error kind and HTTP status class.",
-    (Label("kind", served.ERROR_KINDS), Label("code_class", ("4xx", "5xx"))),
+    name="ragmend_errors_total",
+    kind="counter",
+    doc="Requests answered with an error, by error kind and HTTP status class.",
+    labels=(Label("kind", served.ERROR_KINDS), Label("code_class", ("4xx", "5xx"))),
     at_zero=_errors_at_zero,
 )
 MODEL_ERRORS = Declared(
-    "ragmend_model_errors_total",
-    "counter",
-    "Model load or inference errors by model role.",
-    (Label("role", served.MODEL_ROLES, ROLES),),
+    name="ragmend_model_errors_total",
+    kind="counter",
+    doc="Model load or inference errors by model role.",
+    labels=(Label("role", served.MODEL_ROLES, ROLES),),
 )
 CONFIG_RELOADS = Declared(
-    "ragmend_config_reloads_total",
-    "counter",
-    "Reloads of the tunable configuration, by result.",
-    (Label("result", ("success", "failure")),),
+    name="ragmend_config_reloads_total",
+    kind="counter",
+    doc="Reloads of the tunable configuration, by result.",
+    labels=(Label("result", ("success", "failure")),),
 )
 CONFIG_CHANGES = Declared(
-    "ragmend_config_changes_total",
-    "counter",
-    "Runtime configuration changes by source (admin request, changed file, SIGHUP) and result.",
-    (Label("source", served.CHANGE_SOURCES), Label("result", ("ok", "error"))),
+    name="ragmend_config_changes_total",
+    kind="counter",
+    doc="Runtime configuration changes by source (admin request, changed file, SIGHUP) and result.",
+    labels=(Label("source", served.CHANGE_SOURCES), Label("result", ("ok", "error"))),
 )
 
 # Read from the policy, the router, the engine and the machine at every scrape (metrics/scraped.py):
 # a value changed at run time (admin endpoint, hot reload) shows on the next scrape. The arms' and
 # plans' counts are gauges, not counters: a reset or an import of the policy state lowers them.
-READY = Declared("ragmend_ready", "scraped_gauge", "1 when the models are loaded and the index is open.")
-INDEX = Declared("ragmend_index", "scraped_info", "The index generation requests are served from.")
+READY = Declared(
+    name="ragmend_ready", kind="scraped_gauge", doc="1 when the models are loaded and the index is open."
+)
+INDEX = Declared(
+    name="ragmend_index", kind="scraped_info", doc="The index generation requests are served from."
+)
 ACTION_LATENCY_BUDGET = Declared(
-    "ragmend_action_latency_budget_seconds",
-    "scraped_gauge",
-    "Latency budget of one repair action (policy.latency_budget_s times budget_scale).",
+    name="ragmend_action_latency_budget_seconds",
+    kind="scraped_gauge",
+    doc="Latency budget of one repair action (policy.latency_budget_s times budget_scale).",
 )
 ACTION_MEMORY_BUDGET = Declared(
-    "ragmend_action_memory_budget_bytes",
-    "scraped_gauge",
-    "Memory budget of one repair action (policy.memory_budget_bytes times budget_scale).",
+    name="ragmend_action_memory_budget_bytes",
+    kind="scraped_gauge",
+    doc="Memory budget of one repair action (policy.memory_budget_bytes times budget_scale).",
 )
 REQUEST_LATENCY_BUDGET = Declared(
-    "ragmend_request_latency_budget_seconds",
-    "scraped_gauge",
-    "End-to-end latency budget of one request (policy.request_latency_budget_s).",
+    name="ragmend_request_latency_budget_seconds",
+    kind="scraped_gauge",
+    doc="End-to-end latency budget of one request (policy.request_latency_budget_s).",
 )
-BUDGET_SCALE = Declared("ragmend_policy_budget_scale", "scraped_gauge", "policy.budget_scale.")
-ALPHA = Declared("ragmend_policy_alpha", "scraped_gauge", "LinUCB's exploration weight alpha (linucb only).")
-POLICY = Declared("ragmend_policy", "scraped_info", "The repair policy: kind, learn|frozen, reward variant.")
-LEARNING = Declared("ragmend_policy_learning", "scraped_gauge", "1 when the policy learns, 0 when frozen.")
+BUDGET_SCALE = Declared(name="ragmend_policy_budget_scale", kind="scraped_gauge", doc="policy.budget_scale.")
+ALPHA = Declared(
+    name="ragmend_policy_alpha", kind="scraped_gauge", doc="LinUCB's exploration weight alpha (linucb only)."
+)
+POLICY = Declared(
+    name="ragmend_policy", kind="scraped_info", doc="The repair policy: kind, learn|frozen, reward variant."
+)
+LEARNING = Declared(
+    name="ragmend_policy_learning", kind="scraped_gauge", doc="1 when the policy learns, 0 when frozen."
+)
 ARM_PULLS = Declared(
-    "ragmend_policy_arm_pulls",
-    "scraped_gauge",
-    "Updates learned per arm, from the policy's state store (all replicas sharing it).",
-    (ACTION,),
+    name="ragmend_policy_arm_pulls",
+    kind="scraped_gauge",
+    doc="Updates learned per arm, from the policy's state store (all replicas sharing it).",
+    labels=(ACTION,),
 )
 ARM_SUCCESSES = Declared(
-    "ragmend_policy_arm_successes",
-    "scraped_gauge",
-    "Updates per arm whose reward reached the success threshold (policy.beta_threshold).",
-    (ACTION,),
+    name="ragmend_policy_arm_successes",
+    kind="scraped_gauge",
+    doc="Updates per arm whose reward reached the success threshold (policy.beta_threshold).",
+    labels=(ACTION,),
 )
 ARM_MEAN_REWARD = Declared(
-    "ragmend_policy_arm_mean_reward",
-    "scraped_gauge",
-    "Mean reward per arm over its learned updates (absent before the first).",
-    (ACTION,),
+    name="ragmend_policy_arm_mean_reward",
+    kind="scraped_gauge",
+    doc="Mean reward per arm over its learned updates (absent before the first).",
+    labels=(ACTION,),
 )
 ROUTER_ENABLED = Declared(
-    "ragmend_router_enabled", "scraped_gauge", "1 when the router chooses first passes."
+    name="ragmend_router_enabled", kind="scraped_gauge", doc="1 when the router chooses first passes."
 )
 ROUTER_PLAN_PULLS = Declared(
-    "ragmend_router_plan_pulls",
-    "scraped_gauge",
-    "Updates the router learned per plan, from its state store (all replicas sharing it).",
-    (PLAN,),
+    name="ragmend_router_plan_pulls",
+    kind="scraped_gauge",
+    doc="Updates the router learned per plan, from its state store (all replicas sharing it).",
+    labels=(PLAN,),
 )
 ROUTER_PLAN_MEAN_REWARD = Declared(
-    "ragmend_router_plan_mean_reward",
-    "scraped_gauge",
-    "Mean reward per plan over the router's learned updates (absent before the first).",
-    (PLAN,),
+    name="ragmend_router_plan_mean_reward",
+    kind="scraped_gauge",
+    doc="Mean reward per plan over the router's learned updates (absent before the first).",
+    labels=(PLAN,),
 )
 NVML_STATUS = Declared(
-    "ragmend_nvml_status",
-    "scraped_gauge",
-    "1 on the NVML state of this machine: available (memory metered on the GPU) or "
+    name="ragmend_nvml_status",
+    kind="scraped_gauge",
+    doc="1 on the NVML state of this machine: available (memory metered on the GPU) or "
     "unavailable (RSS fallback).",
-    (Label("status", ("available", "unavailable")),),
+    labels=(Label("status", ("available", "unavailable")),),
 )
 
 DECLARED: tuple[Declared, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Declared))
