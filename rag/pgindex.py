@@ -138,6 +138,9 @@ class PgIndexStore:
                 hybrid_search=True,
                 text_search_config="english",
                 use_jsonb=True,
+                # A pooled connection is checked before use: after a PostgreSQL restart or
+                # failover the pool's old connections are dead, and a query on one would fail.
+                create_engine_kwargs={"pool_pre_ping": True},
             )
         return self._stores[dim]
 
@@ -180,7 +183,8 @@ class PgIndexStore:
                 (_generation_number(gen),),
             ).fetchall()
         nodes = [
-            make_node(nid, meta["doc_id"], meta["title"], text, meta.get("trust")) for nid, text, meta in rows
+            make_node(nid, meta["doc_id"], title=meta["title"], text=text, trust=meta.get("trust"))
+            for nid, text, meta in rows
         ]
         return PgSnapshot(generation=gen, manifest=manifest, store=store, nodes=nodes, _index=self)
 
@@ -237,7 +241,9 @@ class PgIndexStore:
             for node, vec in zip(nodes[start : start + BATCH], vectors[start : start + BATCH], strict=True):
                 # A copy tagged with its generation: the caller's nodes (the snapshot's) stay as they are.
                 meta = node.metadata
-                copy = make_node(node.node_id, meta["doc_id"], meta["title"], node.text, meta.get("trust"))
+                copy = make_node(
+                    node.node_id, meta["doc_id"], title=meta["title"], text=node.text, trust=meta.get("trust")
+                )
                 copy.metadata["generation"] = number
                 copy.embedding = vec.tolist()
                 batch.append(copy)

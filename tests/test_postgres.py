@@ -226,6 +226,19 @@ def test_the_index_in_pgvector_retrieves_as_the_file_index(pg_engine: Engine, en
     assert snapshot.stored_vectors([*ids, "no-such-node"]) is None
 
 
+def test_dense_retrieval_goes_on_after_the_database_cut_every_connection(pg_engine: Engine, dsn: str) -> None:
+    # What a PostgreSQL restart or failover does to the connections the vector store pools.
+    before = [p.id for p in pg_engine.index.retriever.retrieve(QUERIES[0], "dense", 5)]
+    conn = pg.connect(dsn)
+    conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    conn.commit()
+    conn.close()
+    assert [p.id for p in pg_engine.index.retriever.retrieve(QUERIES[0], "dense", 5)] == before
+
+
 def test_a_failed_ingest_leaves_readers_unchanged_and_readers_keep_their_generation(
     pg_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
