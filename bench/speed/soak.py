@@ -32,6 +32,7 @@ import os
 import random
 import secrets
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -457,6 +458,10 @@ async def _soak(
     }
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_soak(
     base: dict[str, Any], options: SoakOptions, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
@@ -470,11 +475,15 @@ def run_soak(
     workdir.mkdir(parents=True, exist_ok=True)
     cluster = Cluster(base, workdir, options.replicas, log)
     ok = False
+    # A SIGTERM (a supervisor, `kill`) stops the soak as Ctrl-C does: its servers and PostgreSQL
+    # are stopped, not left running.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         cluster.start()
         result = asyncio.run(_soak(cluster, options, kinds, log))
         ok = True
     finally:
+        signal.signal(signal.SIGTERM, previous)
         cluster.close()
         if options.workdir is None and ok:
             shutil.rmtree(workdir, ignore_errors=True)
