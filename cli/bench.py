@@ -232,7 +232,9 @@ def bench_diagnosis(
         if heldout is not None and not heldout.is_file():
             raise InputError(f"held-out pairs not found: {heldout}")
         pairs = load_pairs(heldout) if heldout else None
-        result = run_diagnosis_bench(s, data, workdir, questions, pairs, log=lambda m: err.print(m))
+        result = run_diagnosis_bench(
+            s, data, workdir=workdir, n_questions=questions, heldout=pairs, log=lambda m: err.print(m)
+        )
         if doc:
             atomic_write_json(doc, result)
         show(result, as_json)
@@ -300,7 +302,15 @@ def bench_detect(
             raise InputError("--kg aligns the generated answers only: use --sets hotpotqa,unanswerable")
         base = settings()
         ws, engine = detector_engine(base, workdir, data_root, kg)
-        cases = case_sets(engine, ws, data_root, split, chosen, limit, log=lambda m: err.print(m))  # type: ignore[arg-type]
+        cases = case_sets(
+            engine,
+            ws,
+            data_root=data_root,
+            split=split,  # type: ignore[arg-type]
+            sets=chosen,
+            limit=limit,
+            log=lambda m: err.print(m),
+        )
         if not engine.ready and {"hotpotqa", "unanswerable"} & set(chosen):
             # The generated answers' passages are the index's: open it (as a served request
             # finds it), so the diagnosis reads their stored vectors, also when every answer
@@ -896,7 +906,9 @@ def bench_router(
         if not isinstance(options, dict) or not all(isinstance(v, list) for v in options.values()):
             raise InputError("--grid must be a JSON object of lists")
         queries = {i.id: i.query for t in tasks for i in t.load(data_root)[0]}
-        streams = [load_items(results, tasks, chosen, queries, order) for order in range(orders)]
+        streams = [
+            load_items(results, tasks, plans=chosen, queries=queries, order=order) for order in range(orders)
+        ]
         items = streams[0]
         primary = {t.name: t.primary for t in tasks}
         settings_list = settings_grid(options) if options else [Setting()]
@@ -915,7 +927,9 @@ def bench_router(
             "settings": [
                 {
                     "setting": s.as_dict(),
-                    "online": averaged([replay(i, s, warm, primary, embed) for i in streams]),
+                    "online": averaged(
+                        [replay(i, s, warm=warm, primary=primary, embed=embed) for i in streams]
+                    ),
                 }
                 for s in settings_list
             ],

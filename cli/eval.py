@@ -137,7 +137,9 @@ def evaluate(
         )
         if report_only:
             # The report says itself whether any row is short of --test-limit (bench/suites/paper.py).
-            write_report(base, data_root, root, reports, plan, log=lambda m: err.print(m))
+            write_report(
+                base, data_root, workdir=root, reports=reports, plan=plan, log=lambda m: err.print(m)
+            )
             err.print(f"wrote {reports / 'paper.md'} and {reports / 'paper.json'}")
             return
         with progress_bar() as bar:
@@ -151,12 +153,12 @@ def evaluate(
             run_paper_suite(
                 tasks,
                 chosen,
-                base,
-                data_root,
-                root,
-                reports,
-                plan,
-                command,
+                base=base,
+                data_root=data_root,
+                workdir=root,
+                reports=reports,
+                plan=plan,
+                command=command,
                 log=lambda m: err.print(m),
                 on_item=tick,
                 restart=restart,
@@ -180,10 +182,10 @@ def evaluate(
             summary = run_poison_suite(
                 engine,
                 data_root,
-                root / "poison",
-                reports,
-                test_limit,
-                command,
+                workdir=root / "poison",
+                reports=reports,
+                limit=test_limit,
+                command=command,
                 judge_questions=dev_limit or 150,
                 on_item=on_item,
                 restart=restart,
@@ -202,7 +204,14 @@ def evaluate(
         engine = Engine(settings_with(base, **OVERRIDES))
         with counted("ragtruth") as on_item:
             summary = run_ragtruth_suite(
-                engine, data_root, root / "ragtruth", reports, test_limit, command, on_item, restart
+                engine,
+                data_root,
+                workdir=root / "ragtruth",
+                reports=reports,
+                limit=test_limit,
+                command=command,
+                on_item=on_item,
+                restart=restart,
             )
         err.print(json.dumps({k: summary["all"]["signals"][k] for k in ("weakest_claim", "egc")}))
         err.print(f"wrote {reports / 'ragtruth.md'}")

@@ -56,7 +56,7 @@ def nli_pairs(
             write_jsonl((p.as_json() for p in rows), out_dir / f"{source}.jsonl")
             summary[source] = len(rows)
         if grounded:
-            summary |= _grounded_pairs(data_root, out_dir / "grounded", s, seed, limit)
+            summary |= _grounded_pairs(data_root, out_dir / "grounded", s=s, seed=seed, limit=limit)
         print(json.dumps({"out": str(out_dir), "pairs": summary, "total": sum(summary.values())}, indent=2))
 
     run(work)

@@ -77,7 +77,14 @@ def train(
     if data is not None:
         run(
             lambda: _train_on_user_data(
-                data, collection, epochs, limit, policy_kind, state, explore_plans, as_json
+                data,
+                collection,
+                epochs=epochs,
+                limit=limit,
+                policy_kind=policy_kind,
+                state=state,
+                explore_plans=explore_plans,
+                as_json=as_json,
             )
         )
         return

@@ -204,7 +204,14 @@ def verdict_score(
         )
         result = summaries(
             {
-                k: rescore(v, model, d.relevance_threshold, cases, d.refute_threshold, d.support_floor)
+                k: rescore(
+                    v,
+                    model,
+                    relevance_threshold=d.relevance_threshold,
+                    cases=cases,
+                    refute_threshold=d.refute_threshold,
+                    support_floor=d.support_floor,
+                )
                 for k, v in by_set.items()
             }
         )

@@ -16,10 +16,9 @@ ground truth it is scored against (`unsupported`) and the group its per-group fi
 from __future__ import annotations
 
 import ast
-import json
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from typing import Any
 from ragmend.corpora.readers import Split, load_fever_claims, one_in, read_jsonl, split_of
 from ragmend.corpora.tasks import FEVER_FILE
 from ragmend.diagnosis.answer_spans import locate_claims
-from ragmend.fileio import atomic_write_text
 from ragmend.rag.types import Passage
 
 RAGTRUTH_TEST = "ragtruth/ragtruth_test_2598.jsonl"
@@ -227,11 +225,3 @@ def _sample(cases: Sequence[Case], limit: int | None) -> list[Case]:
     measures the set."""
     shuffled = sorted(cases, key=lambda c: random.Random(c.id).random())
     return shuffled if limit is None else shuffled[:limit]
-
-
-def write_cases(cases: Iterable[Case], path: Path) -> None:
-    atomic_write_text(path, "".join(json.dumps(c.as_json(), ensure_ascii=False) + "\n" for c in cases))
-
-
-def read_cases(path: Path) -> list[Case]:
-    return [Case.from_json(r) for r in read_jsonl(path)]

@@ -226,7 +226,11 @@ class Diagnoser:
         if not hyp.nli_reads_query or with_verdict:
             relevance_job = self._beside.submit(self._timed_relevance, query, passages, reranked)
         premises = build_premises(
-            passages, o.window_sentences, o.premise_words, o.joint_premise, o.window_top
+            passages,
+            o.window_sentences,
+            premise_words=o.premise_words,
+            joint_premise=o.joint_premise,
+            window_top=o.window_top,
         )
         evidence = list(premises.evidence)
 
@@ -243,11 +247,11 @@ class Diagnoser:
             if hyp.nli_reads_query
             else None
         )
-        e_r = _response_signal(mode, response, hyp, claim_verdicts, e_q)
+        e_r = _response_signal(mode, response, hyp=hyp, claim_verdicts=claim_verdicts, e_q=e_q)
 
         # -- knowledge graph ------------------------------------------------------------------
         t0 = time.perf_counter()
-        kg = self._graph(mode, response, hyp, claim_verdicts, t)
+        kg = self._graph(mode, response, hyp=hyp, claim_verdicts=claim_verdicts, t=t)
         timings["kg_s"] = time.perf_counter() - t0
 
         # -- EGC, and the question's similarity to each passage --------------------------------
@@ -266,7 +270,7 @@ class Diagnoser:
             # Its own duration: it overlapped the NLI pass, so the stages add up to more than total.
             relevance, timings["rerank_s"] = relevance_job.result()
         if e_q is None:
-            e_q = self._answerability(query, passages, evidence, relevance, q_sims)
+            e_q = self._answerability(query, passages, evidence=evidence, relevance=relevance, q_sims=q_sims)
         # Algorithm 1 reads e_q as it stands here: the statement built from the answer, or
         # answerability where no statement is read.
         rule_e_q = e_q.state
@@ -280,14 +284,25 @@ class Diagnoser:
             assert o.verdict is not None
             t0 = time.perf_counter()
             e_r, verdict = self._verdict(
-                o.verdict, query, response, evidence, e_q, e_r, egc.score, q_sims, relevance, token_logprobs
+                o.verdict,
+                query,
+                response=response,
+                evidence=evidence,
+                e_q=e_q,
+                e_r=e_r,
+                egc=egc.score,
+                q_sims=q_sims,
+                relevance=relevance,
+                token_logprobs=token_logprobs,
             )
             # e_q becomes answerability: does the evidence answer the QUESTION, whatever the
             # response says. The statement built from the response stays a verdict feature
             # (statement_entail); it cannot be e_q, since an answer about someone else makes a
             # statement that some passage entails.
             if hyp.nli_reads_query:  # else e_q is answerability already
-                e_q = self._answerability(query, passages, evidence, relevance, q_sims)
+                e_q = self._answerability(
+                    query, passages, evidence=evidence, relevance=relevance, q_sims=q_sims
+                )
             # Recorded with the verdict's features, so rows scored offline decide IE the same way.
             answerable = {"p_answerable": e_q.support or 0.0, "answerable": float(e_q.state == "entail")}
             verdict = replace(verdict, features={**verdict.features, **answerable})
@@ -309,9 +324,9 @@ class Diagnoser:
             conflict_on_claims(
                 claim_verdicts,
                 [(p.id, p.text) for p in passages],
-                o.conflict_threshold,
-                self._nli_scores,
-                None if relevance is None else relevance_by_id(passages, relevance),
+                threshold=o.conflict_threshold,
+                nli=self._nli_scores,
+                relevance=None if relevance is None else relevance_by_id(passages, relevance),
                 trust={p.id: p.trust for p in passages if p.trust is not None},
             )
             if qa
@@ -532,14 +547,14 @@ class Diagnoser:
         features = answer_features(
             query,
             response,
-            evidence,
-            claims,
-            p_claims,
-            e_q.support,
-            egc,
-            q_sims,
-            relevance,
-            token_logprobs,
+            evidence=evidence,
+            claims=claims,
+            p_claims=p_claims,
+            statement_support=e_q.support,
+            egc=egc,
+            q_sims=q_sims,
+            relevance=relevance,
+            token_logprobs=token_logprobs,
             question=asks_question(query),
         )
         p, fitted_threshold = model.score(features, claims)
@@ -549,7 +564,9 @@ class Diagnoser:
             replace(v, p_unsupported=round(p_c, 4)) for v, p_c in zip(e_r.hypotheses, p_claims, strict=True)
         )
         o = self.options
-        why = unsupported_by(Support.of(p, threshold, features, o.refute_threshold, o.support_floor))
+        why = unsupported_by(
+            Support.of(p, threshold, features, refute_at=o.refute_threshold, support_floor=o.support_floor)
+        )
         sure = verdict_sure(p, o.replace_threshold, why)
         profile = model.profile_for(features)
         verdict = Verdict(
@@ -605,7 +622,9 @@ class Diagnoser:
             )
         model, p_answerable = self.options.answerability, None
         if relevance is not None and model is not None:
-            features = answerability_features(query, [p.title for p in passages], evidence, relevance, q_sims)
+            features = answerability_features(
+                query, [p.title for p in passages], evidence=evidence, relevance=relevance, q_sims=q_sims
+            )
             p_answerable = model.probability(features)
             rel, construction, answers = relevance, "answerability", p_answerable >= model.threshold
         elif relevance is not None:

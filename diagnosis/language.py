@@ -410,7 +410,7 @@ def _guess_language(text: str) -> _LanguageGuess:
         else:
             script = next((s for s in map(_script, token) if s != "other"), "other")
         if script not in ("latin", "ipa"):
-            _count_script(token, script, script_words, script_markers, script_text)
+            _count_script(token, script, words=script_words, markers=script_markers, runs=script_text)
             continue
         if script == "ipa":
             continue
@@ -458,7 +458,14 @@ def _guess_language(text: str) -> _LanguageGuess:
     sentence = text.islower() or _SENTENCE_MARK.search(text) is not None
 
     # Another script first: it is the clearer signal.
-    found = _script_language(script_words, script_markers, script_text, latin_words, english, sentence)
+    found = _script_language(
+        script_words,
+        script_markers,
+        runs=script_text,
+        latin_words=latin_words,
+        english=english,
+        sentence=sentence,
+    )
     if found is not None:
         return _LanguageGuess(found, False)
 

@@ -27,7 +27,7 @@ from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine.events import emit_answer
 from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.repair import Repairer, RepairTrace, check_policy_actions
+from ragmend.engine.repair import Kept, Repairer, RepairTrace, check_policy_actions
 from ragmend.engine.router import Route, Router, check_plans
 from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
@@ -268,11 +268,11 @@ class Engine:
         return Ingestor(
             self.store,
             lambda: self.models.embeddings,
-            self.settings.models.embeddings.model,
-            rag.chunk_size,
-            rag.chunk_overlap,
-            token_counter,
-            rag.max_file_bytes,
+            embed_model_name=self.settings.models.embeddings.model,
+            chunk_size=rag.chunk_size,
+            chunk_overlap=rag.chunk_overlap,
+            tokenizer=token_counter,
+            max_file_bytes=rag.max_file_bytes,
         )
 
     def ingest(
@@ -370,10 +370,10 @@ class Engine:
                 self._repairer = Repairer(
                     self.policy,
                     EngineServices(self),
-                    functools.partial(self.pipeline.answer, purpose="repair"),
-                    self.diagnose,
-                    self._embed,
-                    CostMeter(),
+                    answer=functools.partial(self.pipeline.answer, purpose="repair"),
+                    diagnose=self.diagnose,
+                    embed=self._embed,
+                    meter=CostMeter(),
                     refresh_cooldown_s=self.settings.policy.refresh_cooldown_s,
                     missing=self._missing_parts(),
                 )
@@ -405,7 +405,7 @@ class Engine:
                 follow_up = any(turn.role == "user" for turn in history)
                 if follow_up and refers_back(asked):
                     query = EngineServices(self).condense_query(asked, history)
-                outcome = self._respond(query, overrides, on_text, follow_up, learn)
+                outcome = self._respond(query, overrides, on_text=on_text, follow_up=follow_up, learn=learn)
             except Cancelled as e:
                 e.generator_s = generated.busy_s  # the generator's work for an answer nobody receives
                 raise
@@ -416,6 +416,11 @@ class Engine:
             outcome,
             generator_s=generated.seconds + escalated.seconds,
             generator_busy_s=generated.busy_s + escalated.busy_s,
+            generator_roles=tuple(
+                (role, t.busy_s, max(0.0, t.seconds - t.busy_s))
+                for role, t in (("generator", generated), ("escalation", escalated))
+                if t.calls
+            ),
             usage=usage,
             condensed_from=asked if query != asked else None,
             collection=self.namespace,
@@ -462,7 +467,7 @@ class Engine:
         if (
             self.settings.policy.extra_repairs
             and isinstance(trace, RepairTrace)
-            and trace.kept != "abstained"
+            and trace.kept is not Kept.ABSTAINED
             and trace.action != "no_repair"  # it decided that repairing will not help
             and final_diagnosis.failed
         ):
@@ -519,7 +524,7 @@ class Engine:
         router = self.router
         time_left = min(cancel.current().remaining(), self.settings.policy.request_latency_budget_s)
         base = router.costs.expected_named(DEFAULT_PLAN)[0] or BASE_PASS_S
-        return router.choose(query, overrides, follow_up, time_left, base)
+        return router.choose(query, overrides, follow_up=follow_up, time_left_s=time_left, base_pass_s=base)
 
     def served(self, response_id: str, outcome: Outcome) -> Served:
         """What a user's vote on this answer would credit (policy/feedback.py): the repair

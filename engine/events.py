@@ -25,7 +25,7 @@ from ragmend.actions.plans import PLAN_NAMES
 from ragmend.diagnosis.question_form import QUESTION_KINDS
 from ragmend.diagnosis.types import FAILURE_TYPES, OFF_QUESTION, STAGES, Diagnosis
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.repair import SKIP_CODES, RepairSkip, RepairTrace
+from ragmend.engine.repair import SKIP_CODES, Kept, RepairSkip, RepairTrace
 from ragmend.engine.router import ChosenBy, Route
 from ragmend.instrumentation import Event, Events
 from ragmend.models.generation import PURPOSES
@@ -56,8 +56,10 @@ CHECKS = (
 )
 REQUEST_STAGES = ("retrieve", "rerank", "generate", "diagnose", "repair", "total")
 ACTIONS = tuple(sorted(ACTIONS_BY_NAME))
-KEPT = ("repaired", "original", "abstained", "conflict")
+KEPT = tuple(k.value for k in Kept)
 BUDGETS = ("action_latency", "action_memory", "request")
+GENERATOR_ROLES = ("generator", "escalation")
+GENERATOR_PHASES = ("held", "waiting")
 MEMORY_SOURCES: tuple[MemorySource, ...] = get_args(MemorySource)
 # Why no repair ran: the skip's code (engine/repair.py SkipCode), or "disabled" (policy.repair is off).
 SKIP_REASONS = (*SKIP_CODES, "disabled")
@@ -112,7 +114,7 @@ class RepairRan(Event):
     memory_source: str  # MEMORY_SOURCES
     reward: float
     success: bool  # the failure is gone after it
-    kept: str  # KEPT: which answer the reply carries
+    kept: Kept  # which answer the reply carries
     over_budget: tuple[str, ...]  # BUDGETS the pass overran
     scores: tuple[Scored, ...]  # every feasible action of the policy's decision
 
@@ -129,6 +131,8 @@ class RequestAnswered(Event):
     stage_seconds: tuple[tuple[str, float], ...]  # (REQUEST_STAGES, seconds) of the stages measured
     tokens: tuple[tuple[str, int, int], ...]  # (TOKEN_PURPOSES, prompt, completion) per purpose
     over_request_budget: bool  # the whole request outran policy.request_latency_budget_s
+    # (GENERATOR_ROLES, seconds holding the model, seconds waiting for it) per role it called
+    generator_seconds: tuple[tuple[str, float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,7 @@ def answer_events(outcome: Outcome, request_budget_s: float) -> Iterator[Event]:
         stage_seconds=tuple(_stage_seconds(outcome)),
         tokens=tuple((p, t.prompt_tokens, t.completion_tokens) for p, t in outcome.usage.items()),
         over_request_budget="request" not in over and outcome.seconds > request_budget_s,
+        generator_seconds=outcome.generator_roles,
     )
 
 

@@ -52,7 +52,9 @@ class KnowledgeGraph:
 
     def signal(self, response: str) -> KGSignal:
         store = self.store
-        alignment = align_text(response, store.extractor, store, store.embed, self.thresholds)
+        alignment = align_text(
+            response, store.extractor, store=store, embed=store.embed, thresholds=self.thresholds
+        )
         matches = tuple(
             TripleMatch(
                 triple=m.triple.spo,

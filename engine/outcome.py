@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 
 from ragmend.diagnosis.types import Diagnosis
 from ragmend.engine.presentation import RepairDecision
-from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.engine.repair import Kept, RepairSkip, RepairTrace
 from ragmend.engine.router import Route
 from ragmend.models.generation import Purpose, TokenCount
 from ragmend.rag.types import Answer
 
 # A repair's `kept` label that says what it chose to say in place of an answer.
-DECIDED_BY_KEPT: Mapping[str, RepairDecision] = {"abstained": "abstained", "conflict": "conflict"}
+DECIDED_BY_KEPT: Mapping[Kept, RepairDecision] = {Kept.ABSTAINED: "abstained", Kept.CONFLICT: "conflict"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +33,9 @@ class Outcome:
     # Of `generator_s`, the generator's work for this request (the in-process model held, the
     # wait for its lock excluded; a remote call's whole time): what admission counts as spent.
     generator_busy_s: float = 0.0
+    # The same per generator role ("generator", "escalation"): (role, held_s, waiting_s), the
+    # in-process model held and the wait for it, where the request called that role.
+    generator_roles: tuple[tuple[str, float, float], ...] = ()
     # Every generator call of the request that answered (first pass, rewrites, repair pass), by
     # purpose: the request's usage, not only the returned answer's call.
     usage: Mapping[Purpose, TokenCount] = field(default_factory=dict)

@@ -58,7 +58,7 @@ NOT_CHECKED = "Note: this answer was not checked against the sources: the checks
 WITHHELD = (
     "This answer is not shown: it could not be checked against the sources (the checks read English only)."
 )
-ABSTAINED = "The sources do not answer this question."
+ABSTENTION_TEXT = "The sources do not answer this question."
 DISAGREE = "The sources disagree:"
 ORDINALS = ("first", "second", "third", "fourth")
 CORRECTION = "[Correction] "  # leads what a live stream sends after an answer a repair replaced
@@ -186,7 +186,7 @@ def present(
     if diagnosis is None:
         return Presented(text=response, sentences=(), policy_applied=None)
     if decided == "conflict" and diagnosis.conflict is not None:
-        return _conflict(response, diagnosis, evidence, reading, query, "repair")
+        return _conflict(response, diagnosis, evidence=evidence, reading=reading, query=query, by="repair")
     if decided == "abstained":
         if diagnosis.mode == "claim":
             return Presented(
@@ -196,7 +196,10 @@ def present(
                 abstained_by="repair",
             )
         return Presented(
-            text=ABSTAINED + _found(evidence), sentences=(), policy_applied="abstain", abstained_by="repair"
+            text=ABSTENTION_TEXT + _found(evidence),
+            sentences=(),
+            policy_applied="abstain",
+            abstained_by="repair",
         )
     if not diagnosis.judged:
         # Nothing was checked, so nothing is cited or marked; the policy says what is read.
@@ -218,13 +221,15 @@ def present(
             return Presented(text=f"{label}: {NOT_VERIFIED}", sentences=(), policy_applied="gated")
         return Presented(text=response, sentences=(), policy_applied=None)
     if diagnosis.conflict is not None and reading.policy != "off":
-        return _conflict(response, diagnosis, evidence, reading, query, "answer_policy")
+        return _conflict(
+            response, diagnosis, evidence=evidence, reading=reading, query=query, by="answer_policy"
+        )
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     # An uncertain failure keeps its answer, marked, whatever the policy but off.
     uncertain = diagnosis.grade == "uncertain" and reading.policy != "off"
     if not uncertain and reading.abstains(diagnosis.failure, diagnosis.e_q.support):
         return Presented(
-            text=ABSTAINED + _found(evidence),
+            text=ABSTENTION_TEXT + _found(evidence),
             sentences=sentences,
             policy_applied="abstain",
             abstained_by="answer_policy",
@@ -312,7 +317,7 @@ def plain_text(text: str) -> str:
     names passages, not an answer."""
     if CORRECTION in text:
         text = text.rsplit(CORRECTION, 1)[1]
-    for statement in (ABSTAINED, WITHHELD):
+    for statement in (ABSTENTION_TEXT, WITHHELD):
         if text.lstrip().startswith(statement):
             return statement
     for note in (NOT_SUPPORTED, NOT_ANSWERED, NOT_CHECKED):

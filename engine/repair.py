@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Literal
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ragmend.actions.catalogue import (
 from ragmend.actions.meter import Cost, CostMeter
 from ragmend.budgets import Budgets
 from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis
-from ragmend.engine.presentation import ABSTAINED
+from ragmend.engine.presentation import ABSTENTION_TEXT
 from ragmend.errors import Cancelled, GeneratorTimeout
 from ragmend.policy import Policy
 from ragmend.policy.facade import ArmsDisabled, action_budgets, check_enabled_actions
@@ -38,6 +39,15 @@ from ragmend.policy.reward import Reward
 from ragmend.policy.types import Decision
 from ragmend.rag.types import Answer, RAGConfig
 from ragmend.settings import PolicySettings
+
+
+class Kept(StrEnum):
+    """Which answer a repaired reply carries."""
+
+    REPAIRED = "repaired"  # the second pass's
+    ORIGINAL = "original"  # the first: better supported, or kept by no_repair
+    ABSTAINED = "abstained"  # the abstain action's statement that the sources do not answer
+    CONFLICT = "conflict"  # present_conflict: both sides of the evidence's conflict, quoted from it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,10 +64,7 @@ class RepairTrace:
     cost: Cost
     reward: Reward
     learned: bool  # the policy was updated (learn mode)
-    # Which answer the reply carries: "repaired" (the second pass's), "original" (the first,
-    # better supported or kept by no_repair), "abstained" (the abstain action's statement) or
-    # "conflict" (present_conflict: both sides of the evidence's conflict, quoted from it).
-    kept: str
+    kept: Kept  # which answer the reply carries
     success: bool  # the failure is gone after the repair (an abstention: it was chosen)
     latency_budget_s: float  # what the action was allowed (per-action budget capped by the request's)
     over_budget: tuple[str, ...]  # budgets the pass overran: "action_latency", "action_memory", "request"
@@ -228,7 +235,16 @@ class Repairer:
             return answer, diagnosis, RepairSkip("no_feasible_action", why, tuple(masked))
         action = BY_NAME[decision.arm]
         if not action.runs_a_pass:
-            return self._decide_without_pass(answer, diagnosis, action, decision, x, masked, allowed, learn)
+            return self._decide_without_pass(
+                answer,
+                diagnosis,
+                action=action,
+                decision=decision,
+                x=x,
+                masked=masked,
+                allowed=allowed,
+                learn=learn,
+            )
         if action.name == "index_refresh":
             self.cooldown.mark()
         request = cancel.current()
@@ -278,7 +294,7 @@ class Repairer:
             cost=cost,
             reward=reward,
             learned=learned,
-            kept="repaired" if keep_repaired else "original",
+            kept=Kept.REPAIRED if keep_repaired else Kept.ORIGINAL,
             success=after.failure == "NoFailure",
             latency_budget_s=allowed,
             over_budget=tuple(over),
@@ -334,7 +350,7 @@ class Repairer:
             cost=cost,
             reward=reward,
             learned=learned,
-            kept="abstained" if abstained else "conflict" if presented else "original",
+            kept=Kept.ABSTAINED if abstained else Kept.CONFLICT if presented else Kept.ORIGINAL,
             success=abstained or presented,
             latency_budget_s=allowed,
             over_budget=tuple(f"action_{v}" for v in reward.violated),
@@ -352,22 +368,4 @@ def abstention(answer: Answer, diagnosis: Diagnosis) -> tuple[Answer, Diagnosis]
             answer.model_copy(update={"response": ABSTAIN_LABEL, "completion_tokens": 0}),
             dataclasses.replace(diagnosis, final_label=ABSTAIN_LABEL),
         )
-    return answer.model_copy(update={"response": ABSTAINED, "completion_tokens": 0}), diagnosis
-
-
-def trace_summary(trace: RepairTrace | RepairSkip | None) -> dict[str, Any] | None:
-    """A compact JSON-able view (the full trace is in /v1/answer)."""
-    if trace is None:
-        return None
-    if isinstance(trace, RepairSkip):
-        return {"skipped": trace.reason} | ({"timed_out": True} if trace.timed_out else {})
-    return {
-        "action": trace.action,
-        "failure": trace.failure,
-        "kept": trace.kept,
-        "success": trace.success,
-        "reward": round(trace.reward.total, 4),
-        "latency_s": round(trace.cost.latency_s, 3),
-        "memory_bytes": trace.cost.memory_bytes,
-        "memory_source": trace.cost.memory_source,
-    }
+    return answer.model_copy(update={"response": ABSTENTION_TEXT, "completion_tokens": 0}), diagnosis

@@ -194,7 +194,13 @@ class Router:
         if not self._enabled:
             return Route(plan=None, chosen_by="off", kind=form.kind)
         cfg = self.policy.config
-        ok, masked = feasible_plans(cfg.enabled_actions, self.costs, time_left_s, base_pass_s, self.missing)
+        ok, masked = feasible_plans(
+            cfg.enabled_actions,
+            self.costs,
+            time_left_s=time_left_s,
+            base_pass_s=base_pass_s,
+            missing=self.missing,
+        )
         if not ok:
             return Route(plan=None, chosen_by="nothing_fits", kind=form.kind, masked=tuple(masked))
         builder = self.policy.builder

@@ -118,7 +118,7 @@ class OpenWebUIRatings:
 
     def __init__(self, base_url: str, api_key: str | None, timeout_s: float = 30.0):
         hint = "the sync reads every user's ratings, which takes an admin's key (OPENWEBUI_API_KEY)"
-        self._peer = _Peer("Open WebUI", base_url, api_key, timeout_s, hint)
+        self._peer = _Peer("Open WebUI", base_url, api_key=api_key, timeout_s=timeout_s, key_hint=hint)
 
     @property
     def base_url(self) -> str:
@@ -171,7 +171,7 @@ class RagmendVotes:
             "give the key of server.api_keys that Open WebUI's connection to ragmend uses "
             "(RAGMEND_API_KEY): a vote counts only from the key that received the answer"
         )
-        self._peer = _Peer("ragmend", base_url, api_key, timeout_s, hint)
+        self._peer = _Peer("ragmend", base_url, api_key=api_key, timeout_s=timeout_s, key_hint=hint)
 
     def vote(self, rating: Rating) -> Outcome:
         body: dict[str, Any] = {"message_id": rating.message_id, "score": rating.score}

@@ -169,7 +169,10 @@ def _judge(triples: list[Triple], snap: KGSnapshot, embed: Embed, th: AlignThres
         )
     # Similarity of every graph phrase to every response phrase: (m phrases, q phrases).
     sims = snap.vectors @ queries.T
-    return [_judge_one(t, [col[p] for p in k], snap, sims, th) for t, k in zip(triples, keys, strict=True)]
+    return [
+        _judge_one(t, [col[p] for p in k], snap=snap, sims=sims, th=th)
+        for t, k in zip(triples, keys, strict=True)
+    ]
 
 
 def _judge_one(
@@ -206,7 +209,11 @@ def _judge_one(
         if mask.any():
             i = int(np.flatnonzero(mask)[np.argmax(score[mask])])
             reason = _reason(
-                verdict, bool(object_match[i]), bool(numbers_ok[i]), bool(names_ok[i]), bool(same_negation[i])
+                verdict,
+                bool(object_match[i]),
+                numbers_ok=bool(numbers_ok[i]),
+                names_ok=bool(names_ok[i]),
+                same_negation=bool(same_negation[i]),
             )
             return (t, verdict, reason, (float(s[i]), float(r[i]), float(o[i])), int(cand[i]))
     i = int(np.argmax(s + r))

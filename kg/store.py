@@ -173,7 +173,7 @@ class KGStore:
             plan = self._plan(tx, docs)
             if plan.texts <= self.commit_texts:
                 counts = self._replace(tx, docs, plan.changed, plan.old)
-                return self._finish(tx, docs, plan, t0, counts)
+                return self._finish(tx, docs, plan=plan, t0=t0, counts=counts)
             self._clear(tx, plan)
         counts = (0, 0)
         for chunk in _chunks(docs, plan.changed, self.commit_texts):
@@ -185,7 +185,7 @@ class KGStore:
                 counts = (counts[0] + added[0], counts[1] + added[1])
                 _bump_generation(tx)
         with self.db.writing() as tx:
-            return self._finish(tx, docs, plan, t0, counts)
+            return self._finish(tx, docs, plan=plan, t0=t0, counts=counts)
 
     def _plan(self, tx: GraphTx, docs: Docs) -> _SyncPlan:
         old = tx.fingerprints()

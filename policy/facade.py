@@ -296,9 +296,9 @@ class Policy(Generic[Layout]):
         return compute_reward(
             diagnosis,
             latency_s,
-            memory_bytes,
-            budgets,
-            variant,
+            memory_bytes=memory_bytes,
+            budgets=budgets,
+            variant=variant,
             abstained=abstained,
             presented_conflict=presented_conflict,
         )

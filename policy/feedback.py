@@ -295,7 +295,7 @@ class SQLiteLedger:
                 cur = self._db.execute("SELECT * FROM served WHERE response_id = ?", (response_id,))
                 found = cur.fetchone()
                 row = None if found is None else dict(found)
-                served = _checked(row, response_id, score, ttl_s, time.time(), voter)
+                served = _checked(row, response_id, score=score, ttl_s=ttl_s, now=time.time(), voter=voter)
                 assert row is not None
                 new = row["score"] is None
                 withheld = _withheld(served, new, capped)
@@ -384,7 +384,7 @@ class PostgresLedger:
             row = None if found is None else dict(zip(self._KEYS, found, strict=True))
             if row is not None:
                 row["created"] = float(row["created"])
-            served = _checked(row, response_id, score, ttl_s, time.time(), voter)
+            served = _checked(row, response_id, score=score, ttl_s=ttl_s, now=time.time(), voter=voter)
             assert row is not None
             new = row["score"] is None
             withheld = _withheld(served, new, capped)

@@ -73,12 +73,9 @@ def upgrade_layout(
     if m is None:
         return False
     store.import_state(remapped(state, m, wanted))
+    pooled = ", ".join(n for n in wanted if n in pooled_from and pooled_from[n] != (n,))
     log.warning(
-        "policy state: learned with %d context features, read under the current %d (%s pooled); "
-        "its %d updates kept",
-        state.dim,
-        len(wanted),
-        ", ".join(n for n in wanted if n in pooled_from and pooled_from[n] != (n,)),
-        state.total_pulls,
+        f"policy state: learned with {state.dim} context features, read under the current "
+        f"{len(wanted)} ({pooled} pooled); its {state.total_pulls} updates kept"
     )
     return True

@@ -134,7 +134,7 @@ class LinUCB(LinearBandit):
         seed: int | Sequence[int] = 0,
         refresh_every: int = 1000,
     ):
-        super().__init__(arms, dim, ridge_lambda, seed, refresh_every)
+        super().__init__(arms, dim, ridge_lambda=ridge_lambda, seed=seed, refresh_every=refresh_every)
         self.set_alpha(alpha)
 
     def set_alpha(self, alpha: float) -> None:
@@ -166,7 +166,7 @@ class LinTS(LinearBandit):
         seed: int | Sequence[int] = 0,
         refresh_every: int = 1000,
     ):
-        super().__init__(arms, dim, ridge_lambda, seed, refresh_every)
+        super().__init__(arms, dim, ridge_lambda=ridge_lambda, seed=seed, refresh_every=refresh_every)
         if not (math.isfinite(v) and v > 0):
             raise ValueError(f"lints_v must be a finite number > 0, got {v}")
         self.v = float(v)

@@ -111,7 +111,9 @@ class Ingestor:
         with self.store.writer_lock():
             old = None if rebuild or not self.store.exists() else self._previous()
             # Each source is synchronised as a whole: what it no longer holds goes.
-            return self._build(incoming, old, progress, t0, {d.source for d in incoming.values()})
+            return self._build(
+                incoming, old, progress=progress, t0=t0, sources={d.source for d in incoming.values()}
+            )
 
     def upsert(
         self, docs: Sequence[SourceDocument], delete: Collection[str] = (), progress: Progress | None = None
@@ -136,7 +138,7 @@ class Ingestor:
                 raise NotFound(f"no document(s) {unknown} in this index")
             if not incoming and set(delete) >= held.keys():
                 raise Conflict("that would leave no documents: delete the collection instead")
-            return self._build(incoming, old, progress, t0, set(), frozenset(delete))
+            return self._build(incoming, old, progress=progress, t0=t0, sources=set(), drop=frozenset(delete))
 
     def _previous(self) -> Snapshot:
         """The current generation, which a new one must be compatible with."""
@@ -258,7 +260,11 @@ class Ingestor:
         # A sentence splitter over Documents yields TextNodes (typed BaseNode by llama-index).
         return [
             make_node(
-                n.node_id, n.metadata["doc_id"], n.metadata["title"], n.get_content(), n.metadata.get("trust")
+                n.node_id,
+                n.metadata["doc_id"],
+                title=n.metadata["title"],
+                text=n.get_content(),
+                trust=n.metadata.get("trust"),
             )
             for n in split
         ]

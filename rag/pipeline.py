@@ -151,9 +151,13 @@ class Pipeline:
             return "(no passages found)", used
         if config.evidence == "focus" and self._split is not None:
             budget = config.context_tokens or CONTEXT_TOKENS
-            context = focused_context(question, used, budget, self._split, self.models.reranker.score)
+            context = focused_context(
+                question, used, budget_tokens=budget, split=self._split, score=self.models.reranker.score
+            )
         elif config.context_tokens and self._split is not None and self._embed is not None:
-            context = compact_context(question, used, config.context_tokens, self._split, self._embed)
+            context = compact_context(
+                question, used, budget_tokens=config.context_tokens, split=self._split, embed=self._embed
+            )
         return context, used
 
     def answer(

@@ -244,7 +244,7 @@ class IndexStore:
         try:
             manifest = Manifest.from_json(json.loads((path / "manifest.json").read_text(encoding="utf-8")))
             nodes = [
-                make_node(r["id"], r["doc_id"], r["title"], r["text"], r.get("trust"))
+                make_node(r["id"], r["doc_id"], title=r["title"], text=r["text"], trust=r.get("trust"))
                 for r in map(json.loads, (path / "nodes.jsonl").read_text(encoding="utf-8").splitlines())
             ]
             matrix = np.load(path / "embeddings.npy", allow_pickle=False)

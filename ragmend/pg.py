@@ -258,23 +258,6 @@ def require_current(conn: psycopg.Connection, dsn: str) -> None:
         )
 
 
-def require_extension(conn: psycopg.Connection, name: str, dsn: str) -> None:
-    """ConfigError naming the extension when the server does not have it installed or enabled."""
-    with conn.transaction():
-        row = conn.execute("SELECT installed_version FROM pg_available_extensions WHERE name = %s", (name,))
-        found = row.fetchone()
-    if found is None:
-        raise ConfigError(
-            f"PostgreSQL at {describe(dsn)} has no {name!r} extension available: install it on the server "
-            f"(for pgvector: the postgresql-<version>-pgvector package, or an image that ships it)"
-        )
-    if found[0] is None:
-        raise ConfigError(
-            f"the {name!r} extension is available but not enabled in {describe(dsn)}: run "
-            f"`ragmend db migrate` as a user allowed to CREATE EXTENSION {name}"
-        )
-
-
 def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 

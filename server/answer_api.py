@@ -26,6 +26,8 @@ async def answer(
     engine = await serving.engine_for(request, body.model)
     response_id = f"answer-{uuid.uuid4().hex}"
     reply = serving.reply_ids(request, engine, response_id)
-    outcome = await serving.answer(request, token, engine, (body.query, overrides, history), reply)
+    outcome = await serving.answer(
+        request, token, engine=engine, asked=(body.query, overrides, history), reply=reply
+    )
     reading = serving.reading(engine)
     return answer_response(outcome, reading, response_id=response_id, internals=reply.internals)

@@ -314,7 +314,8 @@ class BearerAuth:
             return
         self._on_refusal(refusal.status)
         # Path and reason only: never a header.
-        log.info("auth: %d for %s %s: %s", refusal.status, scope.get("method", "WS"), path, refusal.message)
+        request_line = f"{scope.get('method', 'WS')} {path}"
+        log.info("auth: %d for %s: %s", refusal.status, request_line, refusal.message)
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return

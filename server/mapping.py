@@ -306,7 +306,7 @@ def repair_trace(
         cost=cost(t.cost),
         reward=reward(t.reward),
         learned=t.learned,
-        kept=t.kept,
+        kept=t.kept.value,
         success=t.success,
         latency_budget_s=t.latency_budget_s,
         over_budget=list(t.over_budget),

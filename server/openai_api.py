@@ -276,10 +276,10 @@ async def chat_completions(
         s.stream_verify_first if options is None or options.verify_first is None else options.verify_first
     )
     if body.stream and not verify_first:
-        return await live(serving, token, request, engine, asked, body)
+        return await live(serving, token, request=request, engine=engine, asked=asked, body=body)
     response_id = completion_id()
     reply = serving.reply_ids(request, engine, response_id)
-    outcome = await serving.answer(request, token, engine, asked, reply)
+    outcome = await serving.answer(request, token, engine=engine, asked=asked, reply=reply)
     result = completion(outcome, body.model or serving.models.served, serving.reading(engine), reply)
     if not body.stream:
         return result
@@ -300,7 +300,7 @@ async def live(
     pipe = TextPipe()
     response_id = completion_id()
     reply = serving.reply_ids(request, engine, response_id)
-    task = asyncio.ensure_future(serving.run(token, engine, asked, reply, pipe.put))
+    task = asyncio.ensure_future(serving.run(token, engine, asked=asked, reply=reply, on_text=pipe.put))
     try:
         first = await until_disconnected(request, pipe.first(task))
     except ClientDisconnected:

@@ -171,7 +171,7 @@ def test_an_answer_as_ragmend_showed_it_is_read_as_said(registry: ModelRegistry)
     removed before the follow-up is resolved (spaCy finds no entity in '"The Conversation".[1]')."""
     from ragmend.engine.coreference import resolve_pronouns
     from ragmend.engine.presentation import (
-        ABSTAINED,
+        ABSTENTION_TEXT,
         CORRECTION,
         NOT_ANSWERED,
         NOT_SUPPORTED,
@@ -189,7 +189,9 @@ def test_an_answer_as_ragmend_showed_it_is_read_as_said(registry: ModelRegistry)
     assert plain_text("A list [a] stays.") == "A list [a] stays."
     # A live stream's correction replaces the first answer; an abstention names no answer.
     assert plain_text(f"Paris is in Italy.\n\n{CORRECTION}Paris is in France.[1]") == "Paris is in France."
-    assert plain_text(f"Paris.\n\n{CORRECTION}{ABSTAINED} What was found: [1] Louvre.") == ABSTAINED
+    assert (
+        plain_text(f"Paris.\n\n{CORRECTION}{ABSTENTION_TEXT} What was found: [1] Louvre.") == ABSTENTION_TEXT
+    )
     question = Turn(
         role="user", content="Andrew Jaspan was the co-founder of what not-for-profit media outlet?"
     )

@@ -17,7 +17,7 @@ from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.verdict import open_verdict
 from ragmend.engine import Engine
 from ragmend.engine.presentation import (
-    ABSTAINED,
+    ABSTENTION_TEXT,
     NOT_ANSWERED,
     NOT_CHECKED,
     NOT_SUPPORTED,
@@ -453,7 +453,7 @@ def test_the_user_reads_citations_and_what_the_policy_says(bundled_engine: Engin
     assert annotated.policy_applied == "annotate" and "[unsupported]" in annotated.text
     assert annotated.text.endswith(NOT_ANSWERED if d.failure == "IE" else NOT_SUPPORTED)
     abstained = present(wrong, d, evidence, Reading("abstain"))
-    assert abstained.text.startswith(ABSTAINED) and "Canberra" not in abstained.text
+    assert abstained.text.startswith(ABSTENTION_TEXT) and "Canberra" not in abstained.text
     assert f"[1] {passages[0].title}" in abstained.text
     assert present(wrong, d, evidence, Reading("off")).text == wrong
     # abstain_unanswered: the statement where the sources do not answer the question (IE, or

@@ -42,7 +42,7 @@ from ragmend.engine import Engine
 from ragmend.engine import events as ev
 from ragmend.engine.events import emit_answer
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.repair import SKIP_CODES, RepairSkip, RepairTrace
+from ragmend.engine.repair import SKIP_CODES, Kept, RepairSkip, RepairTrace
 from ragmend.engine.router import Route, Router
 from ragmend.errors import METRIC_KINDS, GeneratorError, ModelUnavailable, NotReady, PayloadTooLarge
 from ragmend.instrumentation import Events
@@ -107,6 +107,8 @@ CLOSED: dict[tuple[str, str], tuple[str, ...]] = {
     ("ragmend_requests_cancelled", "reason"): sv.CANCEL_REASONS,
     ("ragmend_requests_cancelled", "stopped_at"): sv.STOPPED_AT,
     ("ragmend_generator_request_seconds", "outcome"): ("answered", "wasted"),
+    ("ragmend_generator_seconds", "role"): ("generator", "escalation"),
+    ("ragmend_generator_seconds", "phase"): ("held", "waiting"),
     ("ragmend_admission_predicted_seconds", "estimate"): sv.ESTIMATES,
     ("ragmend_router_plans", "plan"): closed((*PLAN_NAMES, "configured")),
     ("ragmend_router_plans", "kind"): closed(QUESTION_KINDS),
@@ -222,7 +224,7 @@ def trace(
         ),
         reward=reward,
         learned=True,
-        kept=kept,
+        kept=Kept(kept),
         success=success,
         latency_budget_s=12.0,
         over_budget=over_budget,
@@ -412,6 +414,17 @@ def test_a_repair_records_action_cost_reward_and_outcome(metrics: Metrics) -> No
     assert value(text, "ragmend_request_duration_seconds_sum", stage="diagnose") == pytest.approx(0.6 + 0.5)
     assert value(text, "ragmend_request_duration_seconds_sum", stage="repair") == pytest.approx(4.0)
     assert value(text, "ragmend_budget_violations_total") == 0
+
+
+def test_generator_seconds_by_role_held_and_waiting(metrics: Metrics) -> None:
+    roles = (("generator", 2.5, 1.0), ("escalation", 4.0, 0.5))
+    observe(metrics, dataclasses.replace(repaired_outcome(), generator_roles=roles))
+    observe(metrics, dataclasses.replace(repaired_outcome(), generator_roles=roles[:1]))
+    text = scrape(metrics)
+    assert value(text, "ragmend_generator_seconds_total", role="generator", phase="held") == 5.0
+    assert value(text, "ragmend_generator_seconds_total", role="generator", phase="waiting") == 2.0
+    assert value(text, "ragmend_generator_seconds_total", role="escalation", phase="held") == 4.0
+    assert value(text, "ragmend_generator_seconds_total", role="escalation", phase="waiting") == 0.5
 
 
 def test_unmeasured_memory_and_a_failed_repair(metrics: Metrics) -> None:
@@ -669,6 +682,14 @@ def test_metrics_over_http_after_a_real_answer(live_server: LiveServer) -> None:
         for kind in ("prompt", "completion"):
             counted = delta("ragmend_generator_tokens_total", purpose=purpose, kind=kind)
             assert counted == used[f"{kind}_tokens"] > 0, (purpose, kind)
+    # The model held for the request, and no more than the request's generator seconds.
+    held = sum(
+        delta("ragmend_generator_seconds_total", role=r, phase="held") for r in ("generator", "escalation")
+    )
+    waited = sum(
+        delta("ragmend_generator_seconds_total", role=r, phase="waiting") for r in ("generator", "escalation")
+    )
+    assert held > 0 and held + waited == pytest.approx(body["generator_seconds"], abs=1e-6)
     assert delta("ragmend_errors_total", kind="input", code_class="4xx") == 1
     assert delta("ragmend_errors_total", kind="validation", code_class="4xx") == 1
     assert delta("ragmend_errors_total", kind="http", code_class="4xx") == 1

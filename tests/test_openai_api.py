@@ -14,7 +14,7 @@ from openai import OpenAI
 
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.engine import Engine
-from ragmend.engine.presentation import ABSTAINED, NOT_SUPPORTED
+from ragmend.engine.presentation import ABSTENTION_TEXT, NOT_SUPPORTED
 from ragmend.server.app import create_app
 from ragmend.server.chat_sources import CitedSources
 from ragmend.server.schemas import AnswerResponse
@@ -91,11 +91,11 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
     if ext["abstained_by"] == "repair":
         # The repair chose to abstain: one voice, the abstention, with no note of the answer policy.
         assert ext["answer_policy"] == "abstain" and ext["answer_note"] is None
-        assert ext["answer"].startswith(ABSTAINED) and ext["repair"]["kept"] == "abstained"
+        assert ext["answer"].startswith(ABSTENTION_TEXT) and ext["repair"]["kept"] == "abstained"
     elif ext["diagnosis"]["failure"] == "IE":
         # The default answer policy (abstain_unanswered): the sources do not answer it, so say so.
         assert ext["answer_policy"] == "abstain" and ext["abstained_by"] == "answer_policy"
-        assert ext["answer"].startswith(ABSTAINED) and ext["answer_note"] is None
+        assert ext["answer"].startswith(ABSTENTION_TEXT) and ext["answer_note"] is None
     elif ext["diagnosis"]["failure"] != "NoFailure":
         assert ext["answer_policy"] == "annotate"
         assert ext["answer"].endswith(NOT_SUPPORTED)

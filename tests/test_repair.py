@@ -195,7 +195,7 @@ def test_unknown_action_in_config_is_a_clear_error(tmp_path: Path) -> None:
 def test_the_abstain_action_answers_that_the_sources_do_not_and_says_who_spoke(
     tmp_path: Path, engine: Engine
 ) -> None:
-    from ragmend.engine.presentation import ABSTAINED
+    from ragmend.engine.presentation import ABSTENTION_TEXT
     from ragmend.server.app import create_app
 
     eng = make_engine(tmp_path, engine, enabled_actions=("abstain",))
@@ -206,7 +206,7 @@ def test_the_abstain_action_answers_that_the_sources_do_not_and_says_who_spoke(
     rep = body["repair"]
     assert rep["action"] == "abstain" and rep["kept"] == "abstained"
     # One voice: the abstention, with what was found, and no note from the answer policy on top.
-    assert body["answer"].startswith(ABSTAINED) and "What was found: [1]" in body["answer"]
+    assert body["answer"].startswith(ABSTENTION_TEXT) and "What was found: [1]" in body["answer"]
     assert body["abstained_by"] == "repair" and body["answer_note"] is None
     # No generator call beyond the first answer; the reward is the probability that the sources
     # do not answer, which for this question is high.

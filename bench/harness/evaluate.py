@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -481,14 +481,4 @@ def _repair_fields(outcome: Outcome) -> dict[str, Any]:
         }
     elif isinstance(trace, RepairSkip):
         out["skipped"] = trace.reason
-    return out
-
-
-def run_methods(
-    evaluation: Evaluation, methods: Sequence[Method], log: Log = print
-) -> dict[str, list[dict[str, Any]]]:
-    out = {}
-    for method in methods:
-        log(f"{evaluation.ws.task.name}: {method.title}")
-        out[method.name] = evaluation.run(method)
     return out

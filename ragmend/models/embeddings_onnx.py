@@ -138,7 +138,9 @@ def _export(model_dir: Path, out: Path) -> None:
             return self.model(**dict(zip(names, inputs, strict=True))).last_hidden_state
 
     hidden = ("last_hidden_state", {0: "batch", 1: "sequence"})
-    export_onnx(LastHidden(encoder), tuple(sample[n] for n in names), names, hidden, str(out))
+    export_onnx(
+        LastHidden(encoder), tuple(sample[n] for n in names), input_names=names, output=hidden, path=str(out)
+    )
     spec = encoder_spec(model_dir)
     assert spec is not None  # the caller checked
     want = reference.encode(list(_VERIFY_TEXTS), normalize_embeddings=True)

@@ -466,7 +466,9 @@ class Generator:
         it as it is generated (the whole Generation is still returned at the end)."""
         t0, replayed0, held0 = time.perf_counter(), clock.replayed(), self.activity.held_s()
         try:
-            out = self._chat(messages, max_tokens, temperature, stop, seed, on_text)
+            out = self._chat(
+                messages, max_tokens, temperature=temperature, stop=stop, seed=seed, on_text=on_text
+            )
             tally = getattr(self._local, "tally", None)
             if tally is not None:
                 tally.add(purpose, TokenCount.of(out))

@@ -235,6 +235,14 @@ GENERATOR_REQUEST_SECONDS = Declared(
     "(answered) or not (wasted: cancelled or abandoned work).",
     labels=(Label("outcome", served.GENERATOR_OUTCOMES),),
 )
+GENERATOR_SECONDS = Declared(
+    name="ragmend_generator_seconds_total",
+    kind="counter",
+    doc="Seconds answered requests spent in each generator role's calls: holding the in-process "
+    "model (held; a remote call's whole time) or waiting for another request's generation to "
+    "release it (waiting). Where the time goes under load.",
+    labels=(Label("role", answered.GENERATOR_ROLES), Label("phase", answered.GENERATOR_PHASES)),
+)
 ADMISSION_PREDICTED = Declared(
     name="ragmend_admission_predicted_seconds",
     kind="gauge",

@@ -210,6 +210,9 @@ class Metrics:
             self._inc(d.GENERATOR_TOKENS, purpose, "completion", by=completion)
         if e.over_request_budget:
             self._inc(d.BUDGET_VIOLATIONS, "request")
+        for role, held, waiting in e.generator_seconds:
+            self._inc(d.GENERATOR_SECONDS, role, "held", by=held)
+            self._inc(d.GENERATOR_SECONDS, role, "waiting", by=waiting)
 
     def _answer_checked(self, e: answered.AnswerChecked) -> None:
         self._inc(d.CHECKED_ANSWERS, e.verdict)
