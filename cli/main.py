@@ -102,7 +102,7 @@ def ingest(
         engine = make_engine(settings(), collection)
         with progress_bar() as bar:
             task = bar.add_task("embedding chunks", total=None)
-            report = engine.ingest(
+            report = engine.corpus.ingest(
                 paths,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
                 rebuild=rebuild,

@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragmend.diagnosis.hypotheses import is_abstention
-from ragmend.diagnosis.patterns import (
-    NUMBER,
-)
+from ragmend.diagnosis.patterns import NUMBER, opening_word
 from ragmend.diagnosis.spans import (
     COMMON_WORDS,
     found_in,
@@ -22,7 +20,7 @@ from ragmend.diagnosis.spans import (
 # -- choice questions: "Who is older, Steven Tyler, or Elizabeth Fraser?" ------------------------
 
 # A question that offers its answers opens with a question word and ends in "A or B".
-_CHOICE_QUESTION = re.compile(r"^\s*(which|who|whom|whose|what)\b", re.I)
+_CHOICE_OPENINGS = frozenset(("which", "who", "whom", "whose", "what"))
 _OR = re.compile(r"\s+or\s+", re.I)
 _MAX_ALTERNATIVE_WORDS = 12
 _QUOTES = "\"'\u201c\u201d\u2018\u2019"
@@ -43,7 +41,7 @@ def offered_choice(question: str) -> Choice | None:
     other question. The first alternative runs from the last comma before "or" (a comma right
     before "or" aside) or, without one, is the last name before it."""
     q = question.strip().rstrip("?").strip()
-    if not _CHOICE_QUESTION.match(q):
+    if opening_word(q) not in _CHOICE_OPENINGS:
         return None
     parts = _OR.split(q)
     if len(parts) != 2:

@@ -16,7 +16,13 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from ragmend.diagnosis.choices import offered_choice, picked_alternative
-from ragmend.diagnosis.patterns import DATE, MONTHS, OPENING_ABBREVIATION_END, OPENING_SENTENCE_END
+from ragmend.diagnosis.patterns import (
+    DATE,
+    MONTHS,
+    OPENING_ABBREVIATION_END,
+    OPENING_SENTENCE_END,
+    opening_word,
+)
 from ragmend.diagnosis.spans import key_spans, names_unasked, normalise
 from ragmend.diagnosis.types import ComparisonCheck, Date, Direction, Outcome
 
@@ -51,7 +57,6 @@ _OTHER_TIME = re.compile(
 
 _OPENING_CHARS = 400
 _PAREN = re.compile(r"\s*\([^)]*\)")
-_ABOUT_PEOPLE = re.compile(r"^\s*(who|whom)\b", re.I)
 _WORK = re.compile(
     r"\b(album|song|single|film|movie|novel|book|play|band|group|series|show|ep|magazine|game|ship|opera)\b",
     re.I,
@@ -173,7 +178,7 @@ def check_comparison(
         return None
     if _answer_direction(response) not in (None, direction):  # "A is younger than B" asked "older"
         picked = 1 - picked
-    person = bool(_ABOUT_PEOPLE.match(question))
+    person = opening_word(question) in ("who", "whom")
     dates_found, looked_up = [], []
     for alt in choice.alternatives:
         date = date_of(alt, passages, person)

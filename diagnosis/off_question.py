@@ -9,11 +9,14 @@ import re
 from ragmend.diagnosis.choices import offered_choice, picked_alternative
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.diagnosis.patterns import (
+    AUXILIARIES,
     NUMBER,
     NUMBER_WORD,
+    QUESTION_WORDS,
     QUOTED,
     TIME,
     YEAR_IN_TEXT,
+    opening_word,
 )
 from ragmend.diagnosis.spans import (
     COMMON_WORDS,
@@ -247,25 +250,27 @@ def wrong_kind(question: str, response: str) -> bool:
     return not has_kind_asked(question, response) and not is_abstention(response)
 
 
-# A question: it asks (a question mark, or a question word first: HotpotQA drops some marks); a
-# claim to verify or an instruction over a given text does not.
-_QUESTION = re.compile(r"\?|^\s*(who|whom|whose|what|when|where|which|why|how)\b", re.I)
 # A question that asks yes or no, or offers its answers ("Which is older, A or B?"), is answered
 # in its own words; any other is not answered by a sentence made only of them.
-_YES_NO = re.compile(r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I)
 _CHOICE = re.compile(r"\bor\b", re.I)
 _POSSESSIVE = re.compile(r"['\u2019]s\b")
+
+
+def _is_question(text: str) -> bool:
+    """It asks: a question mark, or a question word first (HotpotQA drops some marks); a claim to
+    verify does not."""
+    return "?" in text or opening_word(text) in QUESTION_WORDS
 
 
 def asks_question(query: str) -> bool:
     """The request asks a question (a question mark, or a question word first), and is no task
     over a text it gives."""
-    return bool(_QUESTION.search(query)) and not is_instruction(query)
+    return _is_question(query) and not is_instruction(query)
 
 
 def asks_yes_no(question: str) -> bool:
     """The question opens with an auxiliary verb ("Are both ...", "Did ..."): yes or no answers it."""
-    return bool(_YES_NO.match(question))
+    return opening_word(question) in AUXILIARIES
 
 
 def restates_question(question: str, response: str) -> bool:
@@ -278,9 +283,9 @@ def restates_question(question: str, response: str) -> bool:
     the answer composes from the question's words ("Indooroopilly Shopping Centre" for "which
     shopping centre in Indooroopilly"), and an instruction over a given text."""
     words = response.split()
-    if is_bare(response) or not _QUESTION.search(question):
+    if is_bare(response) or not _is_question(question):
         return False  # a claim given to check (FEVER's) is its own response
-    if _YES_NO.match(question) or _CHOICE.search(question) or words[0].lower().strip(",.!") in ("yes", "no"):
+    if asks_yes_no(question) or _CHOICE.search(question) or words[0].lower().strip(",.!") in ("yes", "no"):
         return False
     asked = {stem(w) for w in content_words(question)}
     said = {stem(w) for w in content_words(_POSSESSIVE.sub("", response)) if w not in COMMON_WORDS}

@@ -199,3 +199,39 @@ def ends_name_run(word: str) -> bool:
     ("President." ends "Vice President. Obama"; "R." in "Gerald R. Ford" and "Mr." in "Mr. Spock"
     do not). A run holds no "!" or "?", so a word's full stop is the only end read."""
     return word.endswith(".") and len(word) > 2 and word[:-1].lower() not in NAME_ABBREVIATIONS
+
+
+# -- a question's opening word --------------------------------------------------------------------
+
+# The words that open a question asking for something, and the auxiliary verbs that open one asked
+# yes or no ("Were both ...?"). What a question asks is read from its first word, in one place.
+QUESTION_WORDS = frozenset(("who", "whom", "whose", "what", "when", "where", "which", "why", "how"))
+AUXILIARIES = frozenset(
+    (
+        "is",
+        "are",
+        "was",
+        "were",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "has",
+        "have",
+        "had",
+        "will",
+        "would",
+        "should",
+    )
+)
+
+
+def opening_word(text: str) -> str:
+    """A text's first word in lower case, as a regular expression's `^\\s*(\\w+)\\b` reads it
+    ("Who's" -> "who", "Whoever" -> "whoever"); "" when it opens with no word character."""
+    rest = text.lstrip()
+    end = 0
+    while end < len(rest) and (rest[end].isalnum() or rest[end] == "_"):
+        end += 1
+    return rest[:end].lower()

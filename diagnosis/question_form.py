@@ -11,15 +11,14 @@ is also the label its metrics count plans by. Kinds, first match wins:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ragmend.diagnosis.choices import offered_choice
 from ragmend.diagnosis.off_question import asks_yes_no
+from ragmend.diagnosis.patterns import QUESTION_WORDS, opening_word
 from ragmend.diagnosis.spans import key_spans
 
 QUESTION_KINDS = ("claim", "choice", "yes_no", "who", "what", "when", "where", "which", "how", "other")
-_OPENING = re.compile(r"^\s*(who|whom|whose|what|when|where|which|how)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -39,8 +38,7 @@ def question_form(query: str, claim: bool = False) -> QuestionForm:
         return QuestionForm("choice", words, names)
     if asks_yes_no(query):
         return QuestionForm("yes_no", words, names)
-    m = _OPENING.match(query)
-    if m is None:
+    word = opening_word(query)
+    if word not in QUESTION_WORDS or word == "why":
         return QuestionForm("other", words, names)
-    word = m.group(1).lower()
     return QuestionForm("who" if word in ("whom", "whose") else word, words, names)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from ragmend import clock
 from ragmend.engine.collection_registry import CollectionSpec, open_registry
-from ragmend.engine.engine import DEFAULT_NAMESPACE, Engine
+from ragmend.engine.corpus import DEFAULT_NAMESPACE
+from ragmend.engine.engine import Engine
 from ragmend.errors import Conflict, InputError, NotFound
 from ragmend.rag.documents import SourceDocument
 from ragmend.rag.ingest import IngestReport
@@ -193,9 +194,9 @@ class Collections:
         """Delete a collection's index, graph and own policy state, wherever they are."""
         engine = self._open(spec)
         try:
-            engine.store.delete_namespace()
-            if engine.kg is not None:
-                engine.kg.store.db.delete_namespace()
+            engine.corpus.store.delete_namespace()
+            if engine.corpus.kg is not None:
+                engine.corpus.kg.store.db.delete_namespace()
             if spec.policy == "own":
                 engine.policy.reset()
         finally:
@@ -206,17 +207,17 @@ class Collections:
     def upsert_documents(
         self, name: str, docs: Sequence[SourceDocument], delete: Collection[str] = ()
     ) -> IngestReport:
-        return self.get(name).upsert_documents(docs, delete)
+        return self.get(name).corpus.upsert_documents(docs, delete)
 
     def info(self, name: str) -> CollectionInfo:
         engine = self.get(name)
         spec = (
-            CollectionSpec(DEFAULT_NAMESPACE, engine.sources, "own", declared=True)
+            CollectionSpec(DEFAULT_NAMESPACE, engine.corpus.sources, "own", declared=True)
             if name == DEFAULT_NAMESPACE
             else self.specs()[name]
         )
-        current = engine.store.current_generation()
-        return CollectionInfo(name, spec, len(engine.documents()), current)
+        current = engine.corpus.store.current_generation()
+        return CollectionInfo(name, spec, len(engine.corpus.documents()), current)
 
     def __iter__(self) -> Iterator[str]:
         return iter([DEFAULT_NAMESPACE, *self.names()])

@@ -7,9 +7,7 @@ import dataclasses
 import functools
 import logging
 import threading
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,39 +16,31 @@ from ragmend import cancel, clock
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import Cost, CostMeter
 from ragmend.diagnosis.answerability import open_answerability
-from ragmend.diagnosis.comparison import TitleLookup, title_lookup
 from ragmend.diagnosis.diagnoser import Diagnoser
 from ragmend.diagnosis.hypotheses import split_sentences
 from ragmend.diagnosis.options import options_from_settings
 from ragmend.diagnosis.types import Diagnosis, Mode
 from ragmend.diagnosis.verdict import open_verdict
+from ragmend.engine.corpus import DEFAULT_NAMESPACE, Corpus
 from ragmend.engine.events import emit_answer
-from ragmend.engine.knowledge import KnowledgeGraph
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import Kept, Repairer, RepairTrace, check_policy_actions
 from ragmend.engine.router import Route, Router, check_plans
 from ragmend.engine.services import EngineServices, refers_back
 from ragmend.engine.tunables import ENGINE_LIVE_KEYS, changed_keys, with_keys
-from ragmend.errors import Cancelled, ConfigError, Conflict, InputError, NotFound, NotReady
+from ragmend.errors import Cancelled, ConfigError, InputError, NotReady
 from ragmend.instrumentation import NO_EVENTS, Events
 from ragmend.kg.phrases import Memoized, embed_with
-from ragmend.models.embeddings import token_counter
 from ragmend.models.generator import Generator, GeneratorTally
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy import Policy, PolicyStore
 from ragmend.policy.facade import make_store
-from ragmend.policy.feedback import Served, Vote
-from ragmend.rag.documents import BUNDLED_CORPUS, SourceDocument
-from ragmend.rag.ingest import Ingestor, IngestReport, Progress
-from ragmend.rag.pipeline import IndexHandle, Pipeline
-from ragmend.rag.store import DocEntry, IndexBackend, IndexStore
+from ragmend.rag.pipeline import Pipeline
 from ragmend.rag.types import Answer, RAGConfig, Turn
 from ragmend.settings import Settings, settings_with
 from ragmend.text import validate_query
 
 log = logging.getLogger("ragmend.engine")
-# The default corpus's namespace in shared stores; a collection's is its name.
-DEFAULT_NAMESPACE = "default"
 # The plan a pass of the rag section's defaults resembles most, and what such a pass takes before
 # any is measured: the prior of a plan the router has not measured yet.
 DEFAULT_PLAN = "default_hybrid"
@@ -77,17 +67,6 @@ def open_policy(
     return Policy.from_settings(settings, ACTION_NAMES, store or make_store(settings, namespace))
 
 
-def open_index(settings: Settings, namespace: str = DEFAULT_NAMESPACE) -> IndexBackend:
-    """The index `store.kind` names: generations as files under data_dir, or in PostgreSQL."""
-    if settings.store.kind == "postgres":
-        from ragmend.rag.pgindex import PgIndexStore
-
-        assert settings.store.dsn is not None  # StoreSettings requires it for postgres
-        dsn = settings.store.dsn.get_secret_value()
-        return PgIndexStore(dsn, namespace, timeout_s=settings.store.connect_timeout_s)
-    return IndexStore(settings.index_dir)
-
-
 class Engine:
     def __init__(
         self,
@@ -104,11 +83,10 @@ class Engine:
         self.settings = settings
         self.models = models or ModelRegistry(settings)
         self.namespace = namespace
-        self.store = open_index(settings, namespace)
-        self._index: IndexHandle | None = None
+        self._ready = threading.Event()
+        self.corpus = Corpus(settings, self.models, namespace, self._ready)
         self._pipeline: Pipeline | None = None
         self._diagnoser: Diagnoser | None = None
-        self._title_lookup: tuple[str, TitleLookup] | None = None
         self._repairer: Repairer | None = None
         self._policy: Policy | None = policy
         self._owns_policy = policy is None  # a shared one is closed by its owner
@@ -119,30 +97,13 @@ class Engine:
         # Guards building the policy and replacing the settings (apply_tunables), so a change can
         # never land between a policy's construction from the old settings and its publication.
         self._settings_lock = threading.RLock()
-        self._refresh_lock = threading.Lock()  # one index refresh at a time (admin or repair action)
         self._embed_fn: Callable[[list[str]], np.ndarray] | None = None
-        self.kg = KnowledgeGraph(settings, self.models, namespace) if settings.kg.enabled else None
         self._repairer_lock = threading.Lock()
         check_policy_actions(settings.policy)
         check_plans(settings.router.plans)
-        self._ready = threading.Event()
         self._load_error: str | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
-
-    @property
-    def sources(self) -> tuple[Path, ...]:
-        """What an index refresh reads: the configured sources (the default corpus falls back to
-        the bundled sample; a collection without sources holds only what was sent over HTTP)."""
-        if self.namespace != DEFAULT_NAMESPACE:
-            return self.settings.sources
-        return self.settings.sources or (BUNDLED_CORPUS,)
-
-    @property
-    def index(self) -> IndexHandle:
-        if self._index is None:
-            self._index = IndexHandle(self.store, self.models.embeddings)
-        return self._index
 
     @property
     def pipeline(self) -> Pipeline:
@@ -150,7 +111,7 @@ class Engine:
             # The compact prompt cuts passages with the diagnosis's sentence splitter, so a
             # sentence the prompt shows is a sentence the diagnosis reads.
             self._pipeline = Pipeline(
-                self.settings, self.models, self.index, split=split_sentences, embed=self._embed
+                self.settings, self.models, self.corpus.index, split=split_sentences, embed=self._embed
             )
         return self._pipeline
 
@@ -164,36 +125,11 @@ class Engine:
                 # Answerability (e_q under a verdict, the rerank construction); the pipeline
                 # loads the reranker anyway, and the diagnosis reuses its scores where it ran.
                 reranker=self.models.reranker,
-                align_kg=self.kg.signal if self.kg is not None else None,
-                stored_vectors=self._stored_vectors,
-                titled=self._titled,
+                align_kg=self.corpus.kg.signal if self.corpus.kg is not None else None,
+                stored_vectors=self.corpus.stored_vectors,
+                titled=self.corpus.titled,
             )
         return self._diagnoser
-
-    def _titled(self, name: str) -> Sequence[tuple[str, str]]:
-        """The open index's opening passage (title, text) of each document titled `name`
-        (comparison.title_key), from a lookup built once per index generation."""
-        if self._index is None or not self._index.is_open:
-            return []
-        snapshot = self._index.snapshot
-        cached = self._title_lookup
-        if cached is None or cached[0] != snapshot.generation:
-            seen: set[str] = set()
-            openings = []
-            for node in snapshot.nodes:  # a document's first node is its opening
-                doc_id = str(node.metadata.get("doc_id", node.node_id))
-                if doc_id not in seen:
-                    seen.add(doc_id)
-                    openings.append((str(node.metadata.get("title", "")), node.text))
-            # One assignment: a request reading the old lookup meanwhile still reads a whole one.
-            self._title_lookup = cached = (snapshot.generation, title_lookup(openings))
-        return cached[1](name)
-
-    def _stored_vectors(self, node_ids: list[str]) -> np.ndarray | None:
-        """The open index's vectors of these passages (None: not all of them are in it)."""
-        if self._index is None or not self._index.is_open:
-            return None
-        return self._index.snapshot.stored_vectors(node_ids)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length embeddings for diagnosis (EGC) and the policy context."""
@@ -209,7 +145,7 @@ class Engine:
             roles.append("escalation")
         if self.settings.diagnosis.enabled:
             roles.append("nli")
-        if self.kg is not None and self.settings.kg.extractor == "spacy":
+        if self.corpus.kg is not None and self.settings.kg.extractor == "spacy":
             roles.append("spacy")
         return tuple(roles)
 
@@ -223,18 +159,7 @@ class Engine:
                 open_answerability(self.settings.diagnosis.answerability)
             for role in self.roles if roles is None else roles:
                 self.models.get(role)
-            if build_index and not self.store.exists() and self.sources:
-                log.info("no index at %s: ingesting %s", self.store.root, ", ".join(map(str, self.sources)))
-                self.ingest(self.sources)
-            if self.store.exists():
-                retriever = self.index.open()
-                if self.kg is not None:
-                    # An index built before the graph (or by a run with kg off) gets its graph
-                    # now; when they are in step this reads the fingerprints and returns.
-                    self.kg.sync(retriever.snapshot)
-            elif self.namespace == DEFAULT_NAMESPACE:
-                self.index.open()  # IndexMissing, naming what to run
-            # else: a collection with no documents yet, ready for its first ingest over HTTP.
+            self.corpus.open(build_index)
             self._ready.set()
         except Exception as e:
             self._load_error = f"{type(e).__name__}: {e}"
@@ -255,50 +180,11 @@ class Engine:
         return {
             "ready": self.ready,
             "models": {role: self.models.is_loaded(role) for role in self.roles},
-            "index": self._index.snapshot.generation
-            if self._index is not None and self._index.is_open
-            else None,
+            "index": self.corpus.generation,
             "error": None if kind is None else f"{kind} (the server's log has the detail)",
         }
 
     # -- work ---------------------------------------------------------------------------------
-
-    def ingestor(self) -> Ingestor:
-        rag = self.settings.rag
-        return Ingestor(
-            self.store,
-            lambda: self.models.embeddings,
-            embed_model_name=self.settings.models.embeddings.model,
-            chunk_size=rag.chunk_size,
-            chunk_overlap=rag.chunk_overlap,
-            tokenizer=token_counter,
-            max_file_bytes=rag.max_file_bytes,
-        )
-
-    def ingest(
-        self, paths: Sequence[Path], progress: Progress | None = None, rebuild: bool = False
-    ) -> IngestReport:
-        report = self.ingestor().ingest(paths, progress=progress, rebuild=rebuild)
-        return self._swapped(report, reopen=self._index is not None and self._index.is_open)
-
-    def upsert_documents(self, docs: Sequence[SourceDocument], delete: Collection[str] = ()) -> IngestReport:
-        """Add or replace `docs`, remove the documents `delete` names, keep the rest (the admin
-        API's documents; rag/ingest.py Ingestor.upsert), one new generation swapped in."""
-        with self._refresh_lock:
-            return self._swapped(self.ingestor().upsert(docs, delete), reopen=self.ready)
-
-    def documents(self) -> dict[str, DocEntry]:
-        """The documents of the current generation (none before the first ingest)."""
-        return dict(self.store.load().manifest.docs) if self.store.exists() else {}
-
-    def _swapped(self, report: IngestReport, reopen: bool) -> IngestReport:
-        """After a new generation: readers move to it when `reopen` (requests in flight keep the
-        snapshot they hold) and the graph follows it."""
-        if reopen:
-            self.index.open()
-        if self.kg is not None:
-            self.kg.sync(self.store.load())
-        return report
 
     def config(self, overrides: dict[str, Any] | None = None) -> RAGConfig:
         base = RAGConfig.from_settings(self.settings.rag)
@@ -312,22 +198,7 @@ class Engine:
     ) -> Answer:
         if not self.ready:
             raise NotReady("ragmend is still loading its models and index")
-        was_open = self.index.is_open
-        if was_open and self.index.reload_if_changed() and self.kg is not None:
-            # Another process (a replica, `ragmend ingest`) made a new generation current: this
-            # replica's graph follows it (only the documents whose fingerprints changed).
-            self.kg.sync(self.index.snapshot)
-        if not self.index.is_open:
-            if not self.store.exists():
-                if was_open:  # its generations went since the last request: deleted elsewhere
-                    raise NotFound(f"collection '{self.namespace}' was deleted")
-                raise Conflict(
-                    f"collection '{self.namespace}' has no documents yet: add some "
-                    f"(POST /admin/collections/{self.namespace}/documents)"
-                )
-            self.index.open()  # the first documents came through another replica
-            if self.kg is not None:
-                self.kg.sync(self.index.snapshot)
+        self.corpus.for_request()
         return self.pipeline.answer(query, self.config(overrides), on_text=on_text)
 
     def diagnose(self, answer: Answer) -> Diagnosis:
@@ -526,73 +397,6 @@ class Engine:
         base = router.costs.expected_named(DEFAULT_PLAN)[0] or BASE_PASS_S
         return router.choose(query, overrides, follow_up=follow_up, time_left_s=time_left, base_pass_s=base)
 
-    def served(self, response_id: str, outcome: Outcome) -> Served:
-        """What a user's vote on this answer would credit (policy/feedback.py): the repair
-        decision that settled the reply (the second repair's when one ran), and the router's plan
-        when the reply is its first pass's own answer (no repair replaced it)."""
-        route = outcome.route
-        plan: str | None = None
-        plan_context: tuple[float, ...] | None = None
-        plan_factor = 1.0
-        if route is not None and route.routed and outcome.answer is (outcome.first or outcome.answer):
-            plan, plan_context = route.plan, route.context
-            if route.reward is not None:
-                plan_factor = max(0.0, route.reward.latency_factor * route.reward.memory_factor)
-        last = outcome.second_repair or outcome.repair
-        arm, context, factor = None, None, 1.0
-        if isinstance(last, RepairTrace):
-            arm, context = last.action, last.context
-            factor = max(0.0, last.reward.latency_factor * last.reward.memory_factor)
-        return Served(
-            response_id=response_id,
-            namespace=self.namespace,
-            arm=arm,
-            context=context,
-            cost_factor=factor,
-            created=time.time(),
-            plan=plan,
-            plan_context=plan_context,
-            plan_cost_factor=plan_factor,
-            learn=outcome.learn,
-        )
-
-    def credit(self, vote: Vote) -> bool:
-        """Learn a user's vote as one more observation of the arm that decided the answer and of
-        the plan whose pass gave it; False when neither is there, the ledger withheld the vote
-        (policy/feedback.py), or learning is off."""
-        served, learned = vote.served, False
-        if vote.withheld is not None or not served.learn:
-            return False
-        reward, plan_reward = vote.reward, vote.plan_reward
-        if (
-            reward is not None
-            and served.arm
-            and served.context
-            and _in_layout(served.context, self.policy.dim, "repair")
-        ):
-            learned = self.policy.update(served.arm, np.asarray(served.context), reward)
-        plan_context = served.plan_context
-        if (
-            plan_reward is not None
-            and served.plan
-            and plan_context
-            and _in_layout(plan_context, self.router.policy.dim, "router")
-        ):
-            learned = self.router.credit(served.plan, plan_context, plan_reward) or learned
-        return learned
-
-    def refresh_index(self) -> IngestReport:
-        """Re-ingest the configured sources (incremental; built aside, swapped atomically): what
-        the index_refresh repair action and POST /admin/index/refresh run."""
-        if not self.ready:
-            raise NotReady("ragmend is still loading its models and index")
-        with self._refresh_lock:
-            if not self.sources:  # a collection of documents sent over HTTP: nothing to re-read
-                docs = self.documents()
-                chunks = sum(len(d.node_ids) for d in docs.values())
-                return IngestReport.unchanged_index(self.store.current_generation(), len(docs), chunks)
-            return self.ingest(self.sources)
-
     def apply_tunables(self, new: Settings, live: Collection[str] = ()) -> list[str]:
         """Apply the tunable part of `new` to the running engine; returns the keys applied.
 
@@ -658,20 +462,4 @@ class Engine:
             self._policy.close()
         if self._router is not None and self._owns_router:
             self._router.close()
-        if self.kg is not None:
-            self.kg.close()
-        self.store.close()
-
-
-def _in_layout(context: tuple[float, ...], dim: int, policy: str) -> bool:
-    """Whether a remembered reply's context is of the policy's current layout: a reply served
-    before a restart that changed it (context_dim, a pooled layout) teaches nothing."""
-    if len(context) == dim:
-        return True
-    log.warning(
-        "%s: a vote on a reply whose context has %d features, the policy now %d; not learned",
-        policy,
-        len(context),
-        dim,
-    )
-    return False
+        self.corpus.close()

@@ -77,7 +77,7 @@ class EngineServices:
 
     def refresh_index(self) -> str:
         """Re-ingest the configured sources (incremental; built aside, swapped atomically)."""
-        return self._engine.refresh_index().generation
+        return self._engine.corpus.refresh_index().generation
 
 
 def clean_rewrite(text: str, query: str) -> str:

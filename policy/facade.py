@@ -270,13 +270,9 @@ class Policy(Generic[Layout]):
                 self._stats[arm] = fresh
         self._loaded_at = time.monotonic()
 
-    @property
-    def budgets(self) -> Budgets:
-        """The scaled per-action budgets (accelerator memory)."""
-        return action_budgets(self.config)
-
     def budgets_for(self, memory_source: str = "nvml") -> Budgets:
-        """The scaled per-action budgets for a memory reading of this source (action_budgets)."""
+        """The scaled per-action budgets for a memory reading of this source (action_budgets;
+        "nvml": accelerator memory)."""
         return action_budgets(self.config, memory_source)
 
     def reward(
@@ -379,45 +375,6 @@ class Policy(Generic[Layout]):
                 self.builder = cast(Layout, self.builder.with_budgets(new))
             self.bandit, self.config = bandit, new
             return changed
-
-    def set_learn(self, learn: bool) -> None:
-        self.configure(learn=bool(learn))
-
-    def set_alpha(self, alpha: float) -> None:
-        """Change LinUCB's exploration weight at runtime (not persisted: configuration is)."""
-        with self._lock:
-            if not isinstance(self.bandit, LinUCB):
-                raise InputError(f"alpha applies to the linucb policy; this one is {self.kind}")
-            self.configure(alpha=alpha)
-
-    def set_enabled_actions(self, names: Sequence[str]) -> None:
-        """The arms that may be selected (at least one, catalogue names, no repeats); the others
-        keep their statistics."""
-        if isinstance(names, str):
-            raise InputError("enabled_actions must be a list of action names, not one string")
-        self.configure(enabled_actions=tuple(names))
-
-    def set_budgets(
-        self,
-        latency_budget_s: float | None = None,
-        memory_budget_bytes: int | None = None,
-        rss_memory_budget_bytes: int | None = None,
-        request_latency_budget_s: float | None = None,
-        budget_scale: float | None = None,
-    ) -> None:
-        """Change any of the budgets (None: unchanged); the next request uses them."""
-        given = {
-            "latency_budget_s": latency_budget_s,
-            "memory_budget_bytes": memory_budget_bytes,
-            "rss_memory_budget_bytes": rss_memory_budget_bytes,
-            "request_latency_budget_s": request_latency_budget_s,
-            "budget_scale": budget_scale,
-        }
-        self.configure(**{k: v for k, v in given.items() if v is not None})
-
-    def set_kind(self, kind: PolicyKind) -> None:
-        """Switch the algorithm (linucb | lints | beta_ts) over the same stored sums."""
-        self.configure(kind=kind)
 
     @property
     def alpha(self) -> float | None:

@@ -129,7 +129,7 @@ async def reset_policy(engine: EngineDep, events: EventsDep) -> PolicyView:
 
 @router.post("/index/refresh", summary="Re-ingest the configured sources (the index_refresh action)")
 async def refresh_index(engine: EngineDep) -> IndexRefresh:
-    report = await to_thread.run_sync(engine.refresh_index)
+    report = await to_thread.run_sync(engine.corpus.refresh_index)
     log.info("admin: index refreshed to %s", report.generation)
     return index_refresh(report)
 

@@ -142,7 +142,7 @@ async def delete_collection(name: str, collections: CollectionsDep, events: Even
 async def list_documents(name: str, collections: CollectionsDep) -> DocumentList:
     def read() -> DocumentList:
         engine = collections.get(name)
-        return document_list(name, engine.store.current_generation(), engine.documents())
+        return document_list(name, engine.corpus.store.current_generation(), engine.corpus.documents())
 
     return await to_thread.run_sync(read)
 
@@ -184,6 +184,6 @@ async def delete_documents(
 @router.post("/{name}/refresh", summary="Re-read the collection's own configured sources")
 async def refresh(name: str, collections: CollectionsDep, events: EventsDep) -> IndexRefresh:
     def run() -> IndexRefresh:
-        return index_refresh(collections.get(name).refresh_index())
+        return index_refresh(collections.get(name).corpus.refresh_index())
 
     return await to_thread.run_sync(admin_change, events, "collection refresh", run)

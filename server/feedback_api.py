@@ -24,6 +24,8 @@ from fastapi import APIRouter, Depends, Request
 
 from ragmend.engine.collections import Collections
 from ragmend.engine.outcome import Outcome
+from ragmend.engine.votes import credit
+from ragmend.engine.votes import served as served_by
 from ragmend.errors import Forbidden, RateLimited, StoreUnavailable
 from ragmend.policy.feedback import FeedbackLedger, ShareCap, open_ledger
 from ragmend.server.auth import Caller, caller_of
@@ -80,7 +82,9 @@ class Feedback:
         costs the answer nothing: its vote will be refused as unknown, and the log says why."""
         engine = self.collections.get(outcome.collection)
         try:
-            served = replace(engine.served(response_id, outcome), message_id=message_id, receiver=receiver)
+            served = replace(
+                served_by(response_id, outcome, engine.namespace), message_id=message_id, receiver=receiver
+            )
             self.ledger.remember(served)
         except (StoreUnavailable, OSError) as e:
             log.warning("feedback: answer %s not remembered (%s)", response_id, e)
@@ -95,7 +99,8 @@ class Feedback:
         cap = ShareCap(server.feedback_share_window, server.feedback_max_share)
         ttl_s = settings.policy.feedback_ttl_s
         vote = self.ledger.vote(response_id, body.value, body.comment, ttl_s, voter=caller.identity, cap=cap)
-        learned = vote.withheld is None and self.collections.get(vote.served.namespace).credit(vote)
+        engine = self.collections.get(vote.served.namespace)
+        learned = vote.withheld is None and credit(vote, engine.policy, engine.router)
         internals = caller.owner or server.show_policy_internals
         return FeedbackResponse(
             response_id=response_id,

@@ -203,9 +203,9 @@ def test_engine_services_rewrite_and_refresh(tmp_path: Path, registry: ModelRegi
     services = EngineServices(eng)
     rewritten = services.rewrite_query("Which letter comes first in the Greek alphabet?", "simplify")
     assert rewritten.strip() and len(rewritten) < 400
-    held = eng.index.snapshot  # a request in flight keeps this snapshot
+    held = eng.corpus.index.snapshot  # a request in flight keeps this snapshot
     with src.open("a") as f:
         f.write(json.dumps({"id": "b", "title": "B", "text": "Beta is the second letter."}) + "\n")
     new_gen = services.refresh_index()
-    assert new_gen != held.generation and eng.index.snapshot.generation == new_gen
-    assert len(held.nodes) == 1 and len(eng.index.snapshot.nodes) == 2
+    assert new_gen != held.generation and eng.corpus.index.snapshot.generation == new_gen
+    assert len(held.nodes) == 1 and len(eng.corpus.index.snapshot.nodes) == 2

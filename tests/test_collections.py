@@ -215,13 +215,13 @@ def test_collections_end_to_end(served: Served, tmp_path: Path) -> None:
 
     # A refresh reads only the collection's own sources: the handbook gains its new document,
     # the default corpus is not touched.
-    before = default.store.current_generation()
+    before = default.corpus.store.current_generation()
     handbook.write_bytes(
         jsonl([*HANDBOOK, {"id": "h2", "title": "Pay", "text": "Brindle Ltd pays monthly."}])
     )
     refreshed = admin.post(C + "/handbook/refresh")
     assert (refreshed.json()["added"], refreshed.json()["documents"]) == (1, 2)
-    assert default.store.current_generation() == before
+    assert default.corpus.store.current_generation() == before
     # No sources: nothing read, nothing written.
     notes_refresh = admin.post(C + "/notes/refresh").json()
     assert notes_refresh["documents"] == 1 and notes_refresh["embedded_chunks"] == 0

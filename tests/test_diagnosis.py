@@ -165,10 +165,10 @@ def test_ask_json_includes_the_diagnosis(engine: Engine) -> None:
 
 
 def test_the_corpus_graph_is_built_at_ingest_and_aligns_responses(engine: Engine) -> None:
-    kg = engine.kg
+    kg = engine.corpus.kg
     assert kg is not None
     stats = kg.store.stats()
-    assert stats.docs == len(engine.index.snapshot.manifest.docs) and stats.triples > 50
+    assert stats.docs == len(engine.corpus.index.snapshot.manifest.docs) and stats.triples > 50
     same = kg.signal("Elko Regional Airport is in Elko County.")
     other = kg.signal("Elko Regional Airport is in Michigan.")
     assert same.kappa == "consistent" and same.available
@@ -179,7 +179,7 @@ def test_the_corpus_graph_is_built_at_ingest_and_aligns_responses(engine: Engine
     assert kg.signal("Andrew Jaspan was a French journalist.").kappa == "conflict"
     assert kg.signal("Yes.").kappa == "no_triplet"
     # The diagnosis carries the same signal, with its matched triples as the explanation.
-    d_passages = list(engine.index.retriever.retrieve("Elko Regional Airport", "dense", 3))
+    d_passages = list(engine.corpus.index.retriever.retrieve("Elko Regional Airport", "dense", 3))
     d = engine.diagnoser.diagnose(
         "Where is Elko Regional Airport?", d_passages, "Elko Regional Airport is in Michigan."
     )

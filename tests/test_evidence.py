@@ -17,7 +17,7 @@ NUMBER = re.compile(r"^\[(\d+)\] ", re.M)
 
 
 def _passages(engine: Engine, question: str) -> list[Passage]:
-    return engine.index.retriever.retrieve(question, "dense", 5)
+    return engine.corpus.index.retriever.retrieve(question, "dense", 5)
 
 
 def test_the_prompt_holds_the_sentence_with_the_answer_within_the_budget(engine: Engine) -> None:

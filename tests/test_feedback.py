@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from ragmend.engine import Engine
+from ragmend.engine.votes import credit
 from ragmend.errors import Conflict, Forbidden, Gone, NotFound
 from ragmend.policy.feedback import FeedbackLedger, PostgresLedger, Served, ShareCap, SQLiteLedger, Vote
 from tests.conftest import LiveServer, new_database
@@ -203,9 +204,9 @@ def test_a_vote_on_a_reply_served_under_another_context_layout_is_recorded_not_l
         cost_factor=1.0,
         created=time.time(),
     )
-    assert not eng.credit(Vote(stale, 1.0, new=True))
+    assert not credit(Vote(stale, 1.0, new=True), eng.policy, eng.router)
     assert eng.policy.stats()["no_repair"].pulls == pulls
     current = replace(stale, context=(0.0,) * eng.policy.dim)
-    assert eng.credit(Vote(current, 1.0, new=True))
+    assert credit(Vote(current, 1.0, new=True), eng.policy, eng.router)
     assert eng.policy.stats()["no_repair"].pulls == pulls + 1
     eng.close()

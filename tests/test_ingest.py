@@ -46,26 +46,26 @@ DOCS = {
 def test_incremental_ingest_embeds_only_changes(tmp_path: Path, registry: ModelRegistry) -> None:
     eng = _engine(tmp_path, registry)
     src = _write(tmp_path / "docs.jsonl", DOCS)
-    first = eng.ingest([src])
+    first = eng.corpus.ingest([src])
     assert (first.added, first.embedded_chunks) == (3, first.chunks) and first.chunks >= 3
 
-    again = eng.ingest([src])
+    again = eng.corpus.ingest([src])
     assert (again.unchanged, again.embedded_chunks, again.chunks) == (3, 0, first.chunks)
 
     changed = dict(DOCS, **{"Grace Hopper": "Grace Hopper led the team that built the UNIVAC I compiler."})
     del changed["Alan Turing"]
-    third = eng.ingest([_write(src, changed)])
+    third = eng.corpus.ingest([_write(src, changed)])
     assert (third.updated, third.unchanged, third.removed, third.added) == (1, 1, 1, 0)
-    hopper_chunks = len(_docs(IndexStore(eng.store.root))["Grace Hopper"].node_ids)
+    hopper_chunks = len(_docs(IndexStore(eng.corpus.store.root))["Grace Hopper"].node_ids)
     assert third.embedded_chunks == hopper_chunks
 
     # A second source is kept when the first is re-synchronised.
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.md").write_text("# Hedy Lamarr\n\nHedy Lamarr co-invented frequency hopping.")
-    fourth = eng.ingest([other])
+    fourth = eng.corpus.ingest([other])
     assert fourth.documents == 3 and fourth.embedded_chunks >= 1
-    assert set(_docs(eng.store)) == {"Ada Lovelace", "Grace Hopper", "notes.md"}
+    assert set(_docs(eng.corpus.store)) == {"Ada Lovelace", "Grace Hopper", "notes.md"}
 
 
 def test_a_documents_trust_level_reaches_its_passages(tmp_path: Path, registry: ModelRegistry) -> None:
@@ -76,10 +76,10 @@ def test_a_documents_trust_level_reaches_its_passages(tmp_path: Path, registry: 
     rows: list[dict[str, object]] = [{"id": k, "title": k, "text": v} for k, v in DOCS.items()]
     rows[0]["trust"] = 0.9
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    eng.ingest([src])
+    eng.corpus.ingest([src])
     rows[2]["trust"] = 0.2
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    again = eng.ingest([src])
+    again = eng.corpus.ingest([src])
     assert (again.updated, again.unchanged) == (1, 2)  # only the document whose trust changed
     eng.load(build_index=False)
     found, _ = eng.pipeline.retrieve("Who wrote the first algorithm for the Analytical Engine?", eng.config())
@@ -99,9 +99,9 @@ def test_a_markdown_section_is_its_own_titled_chunk(tmp_path: Path, registry: Mo
         "# Cafe Aurora\n\nCafe Aurora is a coffee shop in Tromso, Norway.\n\n"
         "# Blue Fern Tea House\n\nBlue Fern Tea House is a tea room in Kyoto. It seats twenty guests.\n"
     )
-    eng.ingest([src])
-    nodes = {n.node_id: n for n in eng.index.open().snapshot.nodes}
-    assert list(_docs(eng.store)["cafes.md"].node_ids) == ["cafes.md#s0.0", "cafes.md#s1.0"]
+    eng.corpus.ingest([src])
+    nodes = {n.node_id: n for n in eng.corpus.index.open().snapshot.nodes}
+    assert list(_docs(eng.corpus.store)["cafes.md"].node_ids) == ["cafes.md#s0.0", "cafes.md#s1.0"]
     assert [n.metadata["title"] for n in nodes.values()] == ["Cafe Aurora", "Blue Fern Tea House"]
     assert {n.metadata["doc_id"] for n in nodes.values()} == {"cafes.md"}
     assert "Kyoto" not in nodes["cafes.md#s0.0"].get_content()
@@ -111,14 +111,16 @@ def test_reused_vectors_equal_fresh_ones(tmp_path: Path, registry: ModelRegistry
     """Unchanged documents keep their vectors: identical to what a full rebuild computes."""
     eng = _engine(tmp_path, registry)
     src = _write(tmp_path / "docs.jsonl", DOCS)
-    eng.ingest([src])
-    eng.ingest([_write(src, dict(DOCS, **{"Alan Turing": "Alan Turing proposed the imitation game."}))])
-    incremental = eng.store.load()
-    eng.ingest([src], rebuild=True)
-    eng.ingest(
+    eng.corpus.ingest([src])
+    eng.corpus.ingest(
+        [_write(src, dict(DOCS, **{"Alan Turing": "Alan Turing proposed the imitation game."}))]
+    )
+    incremental = eng.corpus.store.load()
+    eng.corpus.ingest([src], rebuild=True)
+    eng.corpus.ingest(
         [_write(src, dict(DOCS, **{"Alan Turing": "Alan Turing proposed the imitation game."}))], rebuild=True
     )
-    rebuilt = eng.store.load()
+    rebuilt = eng.corpus.store.load()
     a = {n.node_id: incremental.matrix[i] for i, n in enumerate(incremental.nodes)}
     b = {n.node_id: rebuilt.matrix[i] for i, n in enumerate(rebuilt.nodes)}
     assert a.keys() == b.keys()
@@ -128,18 +130,18 @@ def test_reused_vectors_equal_fresh_ones(tmp_path: Path, registry: ModelRegistry
 
 def test_bad_input_writes_nothing(tmp_path: Path, registry: ModelRegistry) -> None:
     eng = _engine(tmp_path, registry)
-    eng.ingest([_write(tmp_path / "docs.jsonl", DOCS)])
-    before = eng.store.current_generation()
+    eng.corpus.ingest([_write(tmp_path / "docs.jsonl", DOCS)])
+    before = eng.corpus.store.current_generation()
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "ok.txt").write_text("fine")
     (bad / "broken.txt").write_bytes(b"\xff\xfe\xfa")
     with pytest.raises(InputError, match="UTF-8"):
-        eng.ingest([tmp_path / "docs.jsonl", bad])
+        eng.corpus.ingest([tmp_path / "docs.jsonl", bad])
     with pytest.raises(InputError, match="does not exist"):
-        eng.ingest([tmp_path / "missing"])
-    assert eng.store.current_generation() == before
-    assert not list(eng.store.root.glob(".build-*"))
+        eng.corpus.ingest([tmp_path / "missing"])
+    assert eng.corpus.store.current_generation() == before
+    assert not list(eng.corpus.store.root.glob(".build-*"))
 
 
 def test_failure_before_the_swap_keeps_the_old_index(
@@ -147,18 +149,18 @@ def test_failure_before_the_swap_keeps_the_old_index(
 ) -> None:
     eng = _engine(tmp_path, registry)
     src = _write(tmp_path / "docs.jsonl", DOCS)
-    eng.ingest([src])
-    before = eng.store.current_generation()
+    eng.corpus.ingest([src])
+    before = eng.corpus.store.current_generation()
 
     def crash(self: IndexStore, gen: str) -> None:
         raise OSError("disk full (simulated)")
 
     monkeypatch.setattr(IndexStore, "_point_current_at", crash)
     with pytest.raises(OSError, match="simulated"):
-        eng.ingest([_write(src, {"New": "Something new entirely."})])
+        eng.corpus.ingest([_write(src, {"New": "Something new entirely."})])
     monkeypatch.undo()
-    assert eng.store.current_generation() == before
-    assert set(eng.store.load().manifest.docs) == set(DOCS)
+    assert eng.corpus.store.current_generation() == before
+    assert set(eng.corpus.store.load().manifest.docs) == set(DOCS)
 
 
 KILL_SCRIPT = textwrap.dedent(
@@ -175,7 +177,7 @@ KILL_SCRIPT = textwrap.dedent(
         marker.write_text(f"{done}/{total}")
         time.sleep(0.5)  # slow enough for the parent to kill us mid-embedding
 
-    engine.ingest([src], progress=progress)
+    engine.corpus.ingest([src], progress=progress)
     """
 )
 
@@ -185,9 +187,9 @@ def test_killed_ingest_leaves_previous_index(
     tmp_path: Path, registry: ModelRegistry, small_corpus: Path
 ) -> None:
     eng = _engine(tmp_path, registry)
-    eng.ingest([_write(tmp_path / "docs.jsonl", DOCS)])
-    before = eng.store.current_generation()
-    n_before = len(eng.store.load().nodes)
+    eng.corpus.ingest([_write(tmp_path / "docs.jsonl", DOCS)])
+    before = eng.corpus.store.current_generation()
+    n_before = len(eng.corpus.store.load().nodes)
 
     marker = tmp_path / "marker"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
@@ -205,19 +207,19 @@ def test_killed_ingest_leaves_previous_index(
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 
-    assert eng.store.current_generation() == before
-    snapshot = eng.store.load()
+    assert eng.corpus.store.current_generation() == before
+    snapshot = eng.corpus.store.load()
     assert len(snapshot.nodes) == n_before and set(snapshot.manifest.docs) == set(DOCS)
     # The next writer clears what the dead one left and succeeds.
-    report = eng.ingest([small_corpus])
+    report = eng.corpus.ingest([small_corpus])
     assert report.generation != before
-    assert not list(eng.store.root.glob(".build-*"))
+    assert not list(eng.corpus.store.root.glob(".build-*"))
 
 
 def test_length_sorted_embedding_keeps_node_order(tmp_path: Path, registry: ModelRegistry) -> None:
     from ragmend.rag.documents import SourceDocument
 
-    ingestor = _engine(tmp_path, registry).ingestor()
+    ingestor = _engine(tmp_path, registry).corpus.ingestor()
     docs = [
         SourceDocument(id=k, title=k, text=v * (i + 1), source="t") for i, (k, v) in enumerate(DOCS.items())
     ]
@@ -232,27 +234,27 @@ def test_length_sorted_embedding_keeps_node_order(tmp_path: Path, registry: Mode
 def test_a_running_engine_picks_up_another_process_ingest(tmp_path: Path, registry: ModelRegistry) -> None:
     serving = _engine(tmp_path, registry)
     src = _write(tmp_path / "docs.jsonl", DOCS)
-    serving.ingest([src])
-    serving.index.open()
-    before = serving.index.snapshot.generation
+    serving.corpus.ingest([src])
+    serving.corpus.index.open()
+    before = serving.corpus.index.snapshot.generation
     # A second engine on the same data directory stands in for `ragmend ingest` in another process.
     other = _engine(tmp_path, registry)
     more = {"Hedy Lamarr": "Hedy Lamarr co-invented frequency hopping."}
-    other.ingest([_write(tmp_path / "more.jsonl", more)])
-    assert serving.index.snapshot.generation == before
-    assert serving.index.reload_if_changed() is True
-    assert serving.index.snapshot.generation != before
-    assert "Hedy Lamarr" in serving.index.snapshot.manifest.docs
-    assert serving.index.reload_if_changed() is False
+    other.corpus.ingest([_write(tmp_path / "more.jsonl", more)])
+    assert serving.corpus.index.snapshot.generation == before
+    assert serving.corpus.index.reload_if_changed() is True
+    assert serving.corpus.index.snapshot.generation != before
+    assert "Hedy Lamarr" in serving.corpus.index.snapshot.manifest.docs
+    assert serving.corpus.index.reload_if_changed() is False
 
 
 def test_a_document_moved_to_another_source_follows_it(tmp_path: Path, registry: ModelRegistry) -> None:
     eng = _engine(tmp_path, registry)
     a = _write(tmp_path / "a.jsonl", DOCS)
     b = _write(tmp_path / "b.jsonl", {"Ada Lovelace": DOCS["Ada Lovelace"]})
-    eng.ingest([a])
-    moved = eng.ingest([b])
+    eng.corpus.ingest([a])
+    moved = eng.corpus.ingest([b])
     assert moved.unchanged == 1 and moved.embedded_chunks == 0
     # Re-syncing a without Ada must not remove her: she now belongs to b.
-    eng.ingest([_write(a, {k: v for k, v in DOCS.items() if k != "Ada Lovelace"})])
-    assert "Ada Lovelace" in _docs(eng.store)
+    eng.corpus.ingest([_write(a, {k: v for k, v in DOCS.items() if k != "Ada Lovelace"})])
+    assert "Ada Lovelace" in _docs(eng.corpus.store)

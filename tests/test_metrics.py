@@ -561,8 +561,7 @@ def test_policy_figures_are_read_at_scrape_time() -> None:
     assert value(text, "ragmend_policy_learning") == 1
     assert value(text, "ragmend_nvml_status", status="available") == 1
     # Changed at run time (what the admin endpoint and hot reload will do): the next scrape shows it.
-    policy.set_alpha(1.5)
-    policy.set_learn(False)
+    policy.configure(alpha=1.5, learn=False)
     text = scrape(metrics)
     assert value(text, "ragmend_policy_alpha") == pytest.approx(1.5)
     assert value(text, "ragmend_policy_info", mode="frozen") == 1

@@ -31,6 +31,7 @@ from ragmend.diagnosis.patterns import (
     TIME,
     YEAR_IN_TEXT,
     ends_name_run,
+    opening_word,
 )
 from ragmend.diagnosis.roles import credited_roles
 from ragmend.diagnosis.spans import key_spans
@@ -260,3 +261,12 @@ def test_a_long_capitalised_text_is_no_stall_for_the_role_patterns() -> None:
         "print(len(credited_roles(text)), len(claimed_roles(text)))"
     )
     assert out.split() == ["1", "0"]  # the credit at the end is still read
+
+
+def test_a_questions_opening_word_reads_as_a_word_boundary_does() -> None:
+    assert opening_word("  Who's the older?") == "who"
+    assert opening_word("WHICH came first") == "which"
+    assert opening_word("Whoever wrote it") == "whoever"  # no "who" in it
+    assert opening_word("who_is") == "who_is"  # an underscore joins a word, as \w does
+    assert opening_word("¿Quién?") == ""
+    assert opening_word("") == ""

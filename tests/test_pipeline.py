@@ -17,7 +17,7 @@ QUESTIONS = sample_questions()
 def _gold_hits(engine: Engine, mode: RetrievalMode, k: int) -> float:
     found = 0
     for q in QUESTIONS:
-        titles = {p.title for p in engine.index.retriever.retrieve(q["question"], mode, k)}
+        titles = {p.title for p in engine.corpus.index.retriever.retrieve(q["question"], mode, k)}
         found += any(t in titles for t in q["supporting_titles"])
     return found / len(QUESTIONS)
 
@@ -30,7 +30,7 @@ def test_every_mode_retrieves_gold_passages(engine: Engine, mode: RetrievalMode)
 
 def test_retrieval_scores_are_ordered_and_k_respected(engine: Engine) -> None:
     for mode in ("dense", "bm25", "hybrid"):
-        passages = engine.index.retriever.retrieve(QUESTIONS[0]["question"], mode, 7)
+        passages = engine.corpus.index.retriever.retrieve(QUESTIONS[0]["question"], mode, 7)
         assert 1 <= len(passages) <= 7
         scores = [p.score for p in passages]
         assert scores == sorted(scores, reverse=True)
@@ -45,7 +45,7 @@ def test_answer_end_to_end_through_litellm(engine: Engine) -> None:
     assert any(p.title in q["supporting_titles"] for p in answer.evidence)
     assert answer.timings.retrieve_s > 0 and answer.timings.generate_s > 0 and answer.timings.rerank_s == 0
     assert answer.completion_tokens > 0 and answer.prompt_tokens > 0
-    assert answer.index_generation == engine.store.current_generation()
+    assert answer.index_generation == engine.corpus.store.current_generation()
     # The in-process engine reports each answer token's log-probability (all but the final one).
     lps = answer.token_logprobs
     assert lps is not None and 0 < len(lps) <= answer.completion_tokens

@@ -599,7 +599,7 @@ def test_frozen_policy_selects_but_never_learns(tmp_path: Path) -> None:
     pol.update("rerank", x, 1.0)
     before = pol.export_state()
     coefficients = {a: pol.coefficients(a) for a in ARMS}
-    pol.set_learn(False)
+    pol.configure(learn=False)
     assert not pol.learn
     for _ in range(20):
         d = pol.select(x, ARMS)
@@ -617,13 +617,15 @@ def test_set_alpha_at_runtime() -> None:
     pol = Policy.in_memory(ACTION_NAMES, small_config(alpha=2.0))
     x = signature_x(pol.builder, 2)
     assert pol.select(x, ["rerank"]).explore["rerank"] == pytest.approx(2.0 * np.linalg.norm(x))
-    pol.set_alpha(0.5)
+    pol.configure(alpha=0.5)
     assert pol.alpha == 0.5
     assert pol.select(x, ["rerank"]).explore["rerank"] == pytest.approx(0.5 * np.linalg.norm(x))
     with pytest.raises(InputError):
-        pol.set_alpha(-1)
-    with pytest.raises(InputError, match="linucb"):
-        Policy.in_memory(ACTION_NAMES, small_config(kind="lints")).set_alpha(1.0)
+        pol.configure(alpha=-1)
+    # On another kind the setting is kept; it is in force again when the kind is linucb.
+    lints = Policy.in_memory(ACTION_NAMES, small_config(kind="lints"))
+    assert lints.configure(alpha=1.7) == ("alpha",) and lints.alpha is None
+    assert lints.configure(kind="linucb") == ("kind",) and lints.alpha == 1.7
 
 
 def test_replicas_sharing_one_store_merge_their_updates(tmp_path: Path) -> None:
@@ -806,7 +808,7 @@ def test_simulated_environment_regret_falls_and_the_mapping_is_recovered() -> No
     assert windows[4:].mean() < windows[:4].mean() and all(w < windows[0] for w in windows[2:]), windows
     # The learned mapping: greedy choices (no exploration) are the best action of each failure
     # type, whatever the rest of the context.
-    pol.set_alpha(0.0)
+    pol.configure(alpha=0.0)
     for _ in range(200):
         failure, x = observe()
         assert pol.select(x, ARMS).arm == BEST_ARM[failure]
@@ -1123,23 +1125,23 @@ def test_a_disabled_action_is_never_selected_and_keeps_its_statistics(tmp_path: 
         pol.update("depth", x, 0.1)
     assert {pol.select(x, ARMS).arm for x in xs} == {"rerank"}
     kept = pol.export_state()
-    pol.set_enabled_actions([a for a in ARMS if a != "rerank"])  # ... and disabled
+    pol.configure(enabled_actions=[a for a in ARMS if a != "rerank"])  # ... and disabled
     for x in xs:
         d = pol.select(x, ARMS)  # the caller's list still holds it: masked here too
         assert d.arm != "rerank" and "rerank" in d.masked and "rerank" not in d.scores
     assert pol.stats()["rerank"].pulls == 40 and pol.export_state() == kept
     with pytest.raises(ArmsDisabled):
         pol.select(xs[0], ["rerank"])
-    pol.set_enabled_actions(ARMS)  # enabled again: what it learned is still there
+    pol.configure(enabled_actions=ARMS)  # enabled again: what it learned is still there
     assert {pol.select(x, ARMS).arm for x in xs} == {"rerank"}
     for bad, message in [
         ([], "at least one"),
         (["rerank", "rerank"], "repeat"),
         (["teleport"], "unknown action"),
-        ("rerank", "not one string"),
+        ("rerank", r"policy\.enabled_actions: Input should be a valid tuple"),
     ]:
         with pytest.raises(InputError, match=message):
-            pol.set_enabled_actions(bad)
+            pol.configure(enabled_actions=bad)
     assert pol.enabled_actions == ARMS
 
 
@@ -1149,33 +1151,33 @@ def test_switching_kind_keeps_the_learned_state(tmp_path: Path) -> None:
         pol.update(ARMS[i % 3], signature_x(pol.builder, i), (i % 5) / 4)
     before = pol.export_state()
     theta = {a: pol.coefficients(a) for a in ARMS[:3]}
-    pol.set_kind("lints")  # same ridge sums: the same coefficients
+    pol.configure(kind="lints")  # same ridge sums: the same coefficients
     assert pol.kind == "lints" and pol.alpha is None
     assert all(pol.coefficients(a) == pytest.approx(theta[a]) for a in ARMS[:3])
-    pol.set_kind("beta_ts")  # the stored counts
+    pol.configure(kind="beta_ts")  # the stored counts
     s = pol.stats()[ARMS[0]]
     assert pol.bandit.posterior(ARMS[0]) == (1 + s.successes, 1 + s.failures)  # type: ignore[attr-defined]
     assert pol.select(signature_x(pol.builder, 3), ARMS).kind == "beta_ts"
-    pol.set_kind("linucb")  # back, with the alpha in force before
+    pol.configure(kind="linucb")  # back, with the alpha in force before
     assert pol.alpha == 0.3
     assert all(pol.coefficients(a) == pytest.approx(theta[a]) for a in ARMS[:3])
     assert pol.export_state()["arms"] == before["arms"]  # the store never changed
     pol.update(ARMS[0], signature_x(pol.builder, 99), 1.0)  # and learning goes on from it
     assert pol.stats()[ARMS[0]].pulls == 11
     with pytest.raises(InputError, match=r"policy\.kind"):
-        pol.set_kind("eps_greedy")  # type: ignore[arg-type]
+        pol.configure(kind="eps_greedy")
 
 
 def test_budgets_change_at_runtime_and_take_effect_at_once() -> None:
     pol = Policy.in_memory(ACTION_NAMES, small_config())
     after = diagnosis("NoFailure", e_r="entail", kappa="consistent")
     assert pol.reward(after, 9.0, MB).violated == ()
-    pol.set_budgets(latency_budget_s=10.0, budget_scale=0.7)  # Stringent
-    assert pol.budgets.latency_s == pytest.approx(7.0)
+    pol.configure(latency_budget_s=10.0, budget_scale=0.7)  # Stringent
+    assert pol.budgets_for().latency_s == pytest.approx(7.0)
     assert pol.budgets_for("rss").memory_bytes == pytest.approx(64 * MB * 0.7)
     assert pol.reward(after, 9.0, MB).violated == ("latency",)
     # The context's budget fractions follow (as a restart with these values would build them).
-    pol.set_budgets(request_latency_budget_s=20.0)
+    pol.configure(request_latency_budget_s=20.0)
     x = pol.context(None, diagnosis(), latency_left_s=5.0, memory_left_bytes=0.7 * 3 * MB)
     names = pol.builder.feature_names()
     assert x[names.index("latency_left")] == pytest.approx(0.25)

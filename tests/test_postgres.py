@@ -209,18 +209,18 @@ QUERIES = [q["question"] for q in sample_questions()[:4]]
 
 
 def test_the_index_in_pgvector_retrieves_as_the_file_index(pg_engine: Engine, engine: Engine) -> None:
-    snapshot = pg_engine.index.snapshot
+    snapshot = pg_engine.corpus.index.snapshot
     assert isinstance(snapshot, PgSnapshot) and snapshot.generation == "gen-000001"
-    assert len(snapshot.nodes) == len(engine.index.snapshot.nodes)
+    assert len(snapshot.nodes) == len(engine.corpus.index.snapshot.nodes)
     for mode in ("dense", "bm25", "hybrid"):
         for q in QUERIES:
-            here = [p.id for p in pg_engine.index.retriever.retrieve(q, mode, 5)]
-            files = [p.id for p in engine.index.retriever.retrieve(q, mode, 5)]
+            here = [p.id for p in pg_engine.corpus.index.retriever.retrieve(q, mode, 5)]
+            files = [p.id for p in engine.corpus.index.retriever.retrieve(q, mode, 5)]
             # pgvector computes the same cosine distances in float4: the same passages, in order.
             assert here == files, (mode, q)
     # The diagnosis reads the stored vectors of its passages (one query for just those rows).
-    ids = [p.id for p in engine.index.retriever.retrieve(QUERIES[0], "dense", 5)]
-    stored, on_files = snapshot.stored_vectors(ids), engine.index.snapshot.stored_vectors(ids)
+    ids = [p.id for p in engine.corpus.index.retriever.retrieve(QUERIES[0], "dense", 5)]
+    stored, on_files = snapshot.stored_vectors(ids), engine.corpus.index.snapshot.stored_vectors(ids)
     assert stored is not None and on_files is not None
     assert np.allclose(stored, on_files, atol=1e-5)
     assert snapshot.stored_vectors([*ids, "no-such-node"]) is None
@@ -228,7 +228,7 @@ def test_the_index_in_pgvector_retrieves_as_the_file_index(pg_engine: Engine, en
 
 def test_dense_retrieval_goes_on_after_the_database_cut_every_connection(pg_engine: Engine, dsn: str) -> None:
     # What a PostgreSQL restart or failover does to the connections the vector store pools.
-    before = [p.id for p in pg_engine.index.retriever.retrieve(QUERIES[0], "dense", 5)]
+    before = [p.id for p in pg_engine.corpus.index.retriever.retrieve(QUERIES[0], "dense", 5)]
     conn = pg.connect(dsn)
     conn.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -236,17 +236,17 @@ def test_dense_retrieval_goes_on_after_the_database_cut_every_connection(pg_engi
     )
     conn.commit()
     conn.close()
-    assert [p.id for p in pg_engine.index.retriever.retrieve(QUERIES[0], "dense", 5)] == before
+    assert [p.id for p in pg_engine.corpus.index.retriever.retrieve(QUERIES[0], "dense", 5)] == before
 
 
 def test_a_failed_ingest_leaves_readers_unchanged_and_readers_keep_their_generation(
     pg_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = pg_engine.store
+    store = pg_engine.corpus.store
     assert isinstance(store, PgIndexStore)
-    before = pg_engine.index.snapshot
+    before = pg_engine.corpus.index.snapshot
     q = QUERIES[0]
-    seen = [p.id for p in pg_engine.index.retriever.retrieve(q, "dense", 5)]
+    seen = [p.id for p in pg_engine.corpus.index.retriever.retrieve(q, "dense", 5)]
     nodes, matrix = list(before.nodes), before.matrix
     assert matrix.shape == (len(nodes), before.manifest.dim)
     # A write that fails part-way (its last row is a NaN vector, which pgvector refuses, after
@@ -262,17 +262,17 @@ def test_a_failed_ingest_leaves_readers_unchanged_and_readers_keep_their_generat
         )
         assert orphans.fetchone() == (len(nodes) // 10 * 10,)  # written, never made current
     assert store.current_generation() == "gen-000001"
-    assert [p.id for p in pg_engine.index.retriever.retrieve(q, "dense", 5)] == seen
+    assert [p.id for p in pg_engine.corpus.index.retriever.retrieve(q, "dense", 5)] == seen
     # Another ingest (only the last document kept): the reader that started on generation 1 keeps
     # reading it; a reload sees generation 2, without the failed writer's rows.
-    reader = pg_engine.index.retriever
+    reader = pg_engine.corpus.index.retriever
     keep = nodes[-1:]
     with store.writer_lock():
         gen = store.write(before.manifest, keep, matrix[-1:])
     assert gen == "gen-000002"
     assert [p.id for p in reader.retrieve(q, "dense", 5)] == seen
-    assert pg_engine.index.reload_if_changed()
-    assert [p.id for p in pg_engine.index.retriever.retrieve(q, "dense", 5)] == [keep[0].node_id]
+    assert pg_engine.corpus.index.reload_if_changed()
+    assert [p.id for p in pg_engine.corpus.index.retriever.retrieve(q, "dense", 5)] == [keep[0].node_id]
     with pg.connect(store.dsn) as conn:  # the failed writer's rows went with the next write
         rows = conn.execute(f"SELECT count(*) FROM data_{store.table} WHERE metadata_->>'generation' = '2'")
         assert rows.fetchone() == (1,)
@@ -282,23 +282,25 @@ def test_the_knowledge_graph_in_postgres_aligns_as_the_sqlite_one(pg_engine: Eng
     """The graph's tables in PostgreSQL: built by the replica's load from its index, the same
     triples and kappa as the file engine's SQLite graph; a second replica reads it without
     extracting anything."""
-    assert pg_engine.kg is not None and engine.kg is not None
-    store = pg_engine.kg.store
+    assert pg_engine.corpus.kg is not None and engine.corpus.kg is not None
+    store = pg_engine.corpus.kg.store
     assert isinstance(store.db, PgGraph) and store.location.endswith("#kg:default")
 
     def spo(kg: KnowledgeGraph) -> list[tuple[str, str, str, str]]:
         return sorted((t.doc_id, *t.triple.spo) for t in kg.store.triples())
 
-    assert spo(pg_engine.kg) == spo(engine.kg) and store.stats() == engine.kg.store.stats()
+    assert (
+        spo(pg_engine.corpus.kg) == spo(engine.corpus.kg) and store.stats() == engine.corpus.kg.store.stats()
+    )
     for text in ("Jaws was directed by Steven Spielberg.", "The Conversation was launched in 1990."):
-        assert pg_engine.kg.signal(text).kappa == engine.kg.signal(text).kappa
+        assert pg_engine.corpus.kg.signal(text).kappa == engine.corpus.kg.signal(text).kappa
     replica = KnowledgeGraph(pg_engine.settings, pg_engine.models)
-    report = replica.sync(pg_engine.index.snapshot)
+    report = replica.sync(pg_engine.corpus.index.snapshot)
     assert (report.texts_extracted, report.unchanged) == (0, store.stats().docs)
 
 
 def test_one_writer_at_a_time_per_namespace(pg_engine: Engine) -> None:
-    store = pg_engine.store
+    store = pg_engine.corpus.store
     with store.writer_lock(), pytest.raises(InputError, match="another ingest"), store.writer_lock():
         pass
 

@@ -91,7 +91,7 @@ def test_apply_tunables_applies_the_tunable_part_and_warns_about_the_rest(
     # The same path serves the admin API's partial changes.
     applied = eng.change_policy({"kind": "beta_ts", "budget_scale": 0.7})
     assert applied == ["policy.budget_scale", "policy.kind"]
-    assert policy.kind == "beta_ts" and policy.budgets.latency_s == pytest.approx(12.0 * 0.7)
+    assert policy.kind == "beta_ts" and policy.budgets_for().latency_s == pytest.approx(12.0 * 0.7)
     with pytest.raises(ConfigError, match=r"policy\.budget_scale"):
         eng.change_policy({"budget_scale": -1})
     eng.close()

@@ -20,6 +20,7 @@ from ragmend.corpora.tasks import EvalItem
 from ragmend.engine import Engine
 from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace
+from ragmend.engine.votes import credit, served
 from ragmend.errors import RagmendError
 from ragmend.policy.feedback import Vote
 
@@ -128,8 +129,8 @@ def warm_start(
             if judge is not None:
                 score = judge(item, outcome)
                 report.right += int(score >= 1.0)
-                vote = Vote(engine.served(item.id, outcome), score, new=True)
-                report.credited += int(engine.credit(vote))
+                vote = Vote(served(item.id, outcome, engine.namespace), score, new=True)
+                report.credited += int(credit(vote, engine.policy, engine.router))
             if on_item is not None:
                 on_item(epoch, report)
         report.seconds = time.monotonic() - t0

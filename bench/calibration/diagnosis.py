@@ -88,11 +88,11 @@ def run_diagnosis_bench(
     items = load_hotpotqa(data)
     questions = [i for i in items if i.split == "dev"][:n_questions]
     engine = Engine(settings)
-    if not engine.store.exists():
+    if not engine.corpus.store.exists():
         corpus = workdir / "hotpotqa_paragraphs.jsonl"
         write_jsonl((p.as_json() for p in hotpotqa_paragraphs(items)), corpus)
         log(f"ingest: {corpus}")
-        engine.ingest([corpus])
+        engine.corpus.ingest([corpus])
     engine.load()
     result: dict[str, Any] = {
         "questions": len(questions),

@@ -63,11 +63,11 @@ def run_pipeline_bench(
         result["embed"] = _bench_embed(engine, hotpotqa_paragraphs(items)[: limit or 2000], log)
 
     corpus = workdir / "hotpotqa_paragraphs.jsonl"
-    if "ingest" in stages or not engine.store.exists():
+    if "ingest" in stages or not engine.corpus.store.exists():
         paragraphs = hotpotqa_paragraphs(items)[:limit]
         write_jsonl((p.as_json() for p in paragraphs), corpus)
         log(f"ingest: {len(paragraphs)} paragraphs -> {workdir}")
-        report = engine.ingest([corpus], rebuild=True)
+        report = engine.corpus.ingest([corpus], rebuild=True)
         result["ingest"] = {
             "paragraphs": len(paragraphs),
             "chunks": report.chunks,
@@ -79,7 +79,7 @@ def run_pipeline_bench(
             "write_s": round(report.write_s, 2),
         }
         log(f"ingest: {result['ingest']}")
-    retriever = engine.index.retriever
+    retriever = engine.corpus.index.retriever
 
     if "retrieval" in stages:
         result["retrieval"] = {}
@@ -125,7 +125,7 @@ def _bench_embed(engine: Engine, paragraphs: list[Any], log: Callable[[str], Non
     """Chunk embedding throughput in file order and in length order, side by side."""
     from ragmend.rag.documents import SourceDocument
 
-    ingestor = engine.ingestor()
+    ingestor = engine.corpus.ingestor()
     nodes = ingestor.chunk(
         [SourceDocument(id=p.id, title=p.title, text=p.text, source="bench") for p in paragraphs]
     )

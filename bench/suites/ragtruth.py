@@ -134,7 +134,7 @@ def diagnosis_record(
 class RagTruthRun:
     def __init__(self, engine: Engine):
         self.engine = engine
-        self.splitter = engine.ingestor()
+        self.splitter = engine.corpus.ingestor()
         s = engine.settings
         # Everything a record's numbers depend on: records made under another setup are redone.
         self.setup = {

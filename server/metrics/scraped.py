@@ -66,7 +66,8 @@ class StateCollector(Collector):
         p = self.m.policy()
         cfg = p.config if p is not None else self.m.current_settings().policy
         if p is not None:
-            latency_budget, memory_budget = p.budgets.latency_s, p.budgets.memory_bytes
+            budgets = p.budgets_for()
+            latency_budget, memory_budget = budgets.latency_s, budgets.memory_bytes
             kind, learn, alpha = p.kind, p.learn, p.alpha
         else:
             latency_budget = cfg.latency_budget_s * cfg.budget_scale
