@@ -114,7 +114,8 @@ def _refresh(config: RAGConfig, query: str, services: RepairServices) -> RAGConf
 
 ACTIONS: tuple[Action, ...] = (
     # Priors: seconds and bytes beyond the first pass (a rewrite is one short generator call; a
-    # rerank scores 20 pairs, ~0.4 s here; depth lengthens the prompt; a refresh re-reads sources).
+    # rerank scores 20 pairs with a cross-encoder; depth lengthens the prompt; a refresh re-reads
+    # sources).
     Action(
         name="rewrite_paraphrase", prior_latency_s=1.5, prior_memory_bytes=0, patch=_rewrite("paraphrase")
     ),
@@ -135,7 +136,7 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(name="mode_switch", prior_latency_s=0.0, prior_memory_bytes=0, patch=_mode_switch),
     Action(name="index_refresh", prior_latency_s=5.0, prior_memory_bytes=8 * MB, patch=_refresh),
-    # A cross-encoder over the passages' sentences (~0.3 s) and a prompt no longer than the
+    # A cross-encoder over the passages' sentences and a prompt no longer than the
     # first; decompose adds a second retrieval from the bridge sentence.
     Action(
         name="focus",

@@ -57,8 +57,8 @@ _EXPECTS_TIME = re.compile(
 # A task over text the request itself gives ("Summarize the following news.", "Write an overview
 # of the local business in the provided JSON data."): its subject is that text, and the words
 # that are capitalised in it ("Summarize", "JSON") name nothing the answer must restate. Without
-# this, every summary and data-to-text answer was "off the question" (RAGTruth TEST: 824 of 828
-# Summary and 842 of 900 Data2txt responses, all judged WR whatever their support).
+# this, nearly every summary and data-to-text answer read as "off the question", whatever its
+# support.
 _GIVEN_TEXT = re.compile(
     r"\b(?:the\s+(?:following|provided|given|above|below|attached)"
     r"|th(?:is|ese)\s+(?:article|text|passage|document|news|data|record|review|story|report|email)s?)\b",

@@ -43,7 +43,7 @@ class RidgeArm:
             self._invert()
         else:
             # The prior alone: its inverse is exact and free, where an O(d^3) inversion per arm
-            # would dominate the start of a large policy (d = 786: about 0.1 s an arm here).
+            # would dominate the start of a policy with a large context.
             self.A_inv = np.eye(self.dim) / self.ridge_lambda
             self.theta = self.A_inv @ self.b
             self.since_refresh = 0
