@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -27,6 +27,12 @@ from ragmend.cli.study import study
 from ragmend.cli.train import train
 from ragmend.cli.verdict import verdict_app
 from ragmend.settings import profile_models
+
+if TYPE_CHECKING:  # the CLI imports the engine's modules only in the commands that use them
+    from ragmend.diagnosis.types import Diagnosis
+    from ragmend.engine.outcome import Outcome
+    from ragmend.engine.presentation import Reading
+    from ragmend.engine.repair import RepairSkip, RepairTrace
 
 app = typer.Typer(
     name="ragmend",
@@ -173,7 +179,7 @@ def outcome_json(outcome: Any) -> str:
     return TypeAdapter(Outcome).dump_json(outcome).decode()
 
 
-def print_outcome(outcome: Any, reading: Any = None) -> None:
+def print_outcome(outcome: Outcome, reading: Reading | None = None) -> None:
     """What the user reads (the answer with its citations, and the answer policy's note when it
     is unsupported: engine/presentation.py), its evidence, timings, diagnosis and repair."""
     from ragmend.engine.presentation import Reading, present
@@ -186,7 +192,7 @@ def print_outcome(outcome: Any, reading: Any = None) -> None:
         evidence,
         reading or Reading(),
         query=answer.query,
-        decided=getattr(outcome, "decided", None),
+        decided=outcome.decided,
     )
     out.print(f"[bold]{escape(shown.text)}[/]\n")
     table = Table("#", "score", "title", "passage", title="evidence", show_lines=False)
@@ -207,7 +213,7 @@ def print_outcome(outcome: Any, reading: Any = None) -> None:
         print_repair(outcome.repair)
 
 
-def print_repair(trace: Any) -> None:
+def print_repair(trace: RepairTrace | RepairSkip) -> None:
     from ragmend.engine.repair import RepairSkip
 
     if isinstance(trace, RepairSkip):
@@ -223,7 +229,7 @@ def print_repair(trace: Any) -> None:
     )
 
 
-def print_diagnosis(d: Any) -> None:
+def print_diagnosis(d: Diagnosis) -> None:
     colour = "green" if d.failure == "NoFailure" else "yellow"
     out.print(
         f"\n[bold {colour}]{d.failure}[/] · e_q={d.e_q.state} ({d.e_q.construction}) · e_r={d.e_r.state}"
