@@ -37,6 +37,15 @@ class Cost:
     torch_cuda_peak_bytes: int | None = None  # torch.cuda.max_memory_allocated during the pass
     # Of latency_s, the recorded duration of generations served from the cache (ragmend.clock).
     replayed_s: float = 0.0
+    # Of latency_s, the generator calls' time outside the model's work for this pass: the wait for
+    # an in-process generator other requests held (the server's load, which every plan waits
+    # through alike), and a call's few milliseconds around the model.
+    waited_s: float = 0.0
+
+    @property
+    def service_s(self) -> float:
+        """What the pass itself took: its latency less the wait for a generator others held."""
+        return max(0.0, self.latency_s - self.waited_s)
 
 
 @dataclass

@@ -49,6 +49,19 @@ BASE_PASS_S = 2.0
 TunablesListener = Callable[[Settings, Collection[str]], None]
 
 
+@dataclasses.dataclass
+class GeneratorWait:
+    """A block's generator tallies, read once it is done."""
+
+    tallies: tuple[GeneratorTally, ...] = ()
+
+    def seconds(self, replayed_s: float) -> float:
+        """The calls' seconds that were neither the model's work for this thread nor a replay of
+        a cached generation (`replayed_s`, which a tally counts as seconds, not as work)."""
+        waited = sum(t.seconds - t.busy_s for t in self.tallies) - replayed_s
+        return max(0.0, waited)
+
+
 @contextlib.contextmanager
 def _tally(generator: Generator | None) -> Iterator[GeneratorTally]:
     """The generator's tally of this thread's calls, or an empty one where there is none."""
@@ -312,10 +325,10 @@ class Engine:
         request = cancel.current()  # checked between the stages (ragmend/cancel.py)
         request.check("retrieval")
         route = self._route(query, overrides, follow_up)
-        with self._meter.measure() as metered:
+        with self._meter.measure() as metered, self._generator_wait() as waited:
             answer = self.answer(query, route.overrides(overrides), on_text)
-        cost = metered.cost
-        assert cost is not None
+        assert metered.cost is not None
+        cost = dataclasses.replace(metered.cost, waited_s=waited.seconds(metered.cost.replayed_s))
         if not self.settings.diagnosis.enabled:
             seconds = clock.now() - started
             route = self._learned_route(route, None, cost, learn)
@@ -359,6 +372,14 @@ class Engine:
             second_repair=second,
             route=route,
         )
+
+    @contextlib.contextmanager
+    def _generator_wait(self) -> Iterator[GeneratorWait]:
+        """The block's wait for an in-process generator another request held (both roles'),
+        read from this thread's tallies once the block is done."""
+        with self.models.generator.tally() as generated, _tally(self.models.escalation) as escalated:
+            yield (wait := GeneratorWait())
+        wait.tallies = (generated, escalated)
 
     def _learned_route(self, route: Route, diagnosis: Diagnosis | None, cost: Cost, learn: bool) -> Route:
         """The first pass's route with its cost and, where the router chose and may learn from

@@ -73,13 +73,16 @@ def plan_reward(cfg: PolicySettings, diagnosis: Diagnosis, cost: Cost) -> Reward
     """The router's reward of a first pass: Eq. 2 with the answer's graded quality
     (policy/reward.py `answer_quality`: 1 - P(unsupported) under a verdict; a first answer that
     abstains is worth what the repair's abstention is worth) and its cost factors against the
-    request's budgets (the first pass spends the request's time, not a repair's). On DEV the
-    graded quality routed better than Eq. 2's coarse one (docs/policy.md, "The router")."""
+    request's budgets (the first pass spends the request's time, not a repair's). The latency is
+    the pass's own (`Cost.service_s`): the wait for a generator other requests held is the load,
+    which every plan waits through alike, and counting it taught a loaded router that the larger
+    model's plans were the slow ones. On DEV the graded quality routed better than Eq. 2's coarse
+    one (docs/policy.md, "The router")."""
     return reward_from_signals(
         failure=diagnosis.failure,
         kappa=diagnosis.kappa,
         e_r=diagnosis.e_r.state,
-        latency_s=cost.latency_s,
+        latency_s=cost.service_s,
         memory_bytes=cost.memory_bytes,
         budgets=plan_budgets(cfg, cost.memory_source),
         variant=cfg.reward_variant,
@@ -246,7 +249,7 @@ class Router:
         Eq. 2 of the first answer at the pass's latency and memory."""
         if not route.routed or route.plan is None:
             return dataclasses.replace(route, cost=cost)
-        self.costs.observe(route.plan, cost.latency_s, cost.memory_bytes)
+        self.costs.observe(route.plan, cost.service_s, cost.memory_bytes)
         if diagnosis is None or not diagnosis.judged:
             return dataclasses.replace(route, cost=cost)  # nothing was judged: nothing to learn
         reward = plan_reward(self.policy.config, diagnosis, cost)

@@ -271,6 +271,7 @@ def cost(c: meter.Cost) -> api.Cost:
         device_peak=c.device_peak,
         torch_cuda_peak_bytes=c.torch_cuda_peak_bytes,
         replayed_s=c.replayed_s,
+        waited_s=c.waited_s,
     )
 
 

@@ -471,6 +471,11 @@ class Cost(BaseModel):
     device_peak: int | None
     torch_cuda_peak_bytes: int | None
     replayed_s: float = Field(description="of latency_s, generations served from the cache")
+    waited_s: float = Field(
+        0.0,
+        description="of latency_s, the wait for an in-process generator other requests held (the "
+        "server's load; the router learns a plan's cost without it)",
+    )
 
 
 class Budgets(BaseModel):

@@ -83,6 +83,16 @@ def test_a_first_answer_that_abstains_is_rewarded_as_an_abstention() -> None:
     assert supported.total == pytest.approx(0.9 * time_factor, abs=1e-6)
 
 
+def test_a_plan_is_rewarded_for_its_own_seconds_not_for_the_queue_it_waited_in() -> None:
+    cfg = Settings().policy
+    answers = first_pass(NLISignal("entail", (), "claims"), answerable=0.9, p_unsupported=0.1)
+    alone = Cost(latency_s=2.0, memory_bytes=None, memory_source="unavailable", nvml="unavailable: test")
+    queued = dataclasses.replace(alone, latency_s=9.0, waited_s=7.0)  # the same pass behind others
+    assert queued.service_s == pytest.approx(2.0)
+    assert plan_reward(cfg, answers, queued).total == pytest.approx(plan_reward(cfg, answers, alone).total)
+    assert dataclasses.replace(alone, waited_s=5.0).service_s == 0.0  # never below nothing
+
+
 def test_the_question_form_names_its_kind_before_any_answer() -> None:
     kinds = {
         "Who is older, Steven Tyler or Elizabeth Fraser?": "choice",
@@ -165,7 +175,7 @@ def test_a_request_is_answered_on_the_plan_the_router_chose_and_the_router_learn
         assert d is not None and d.verdict is not None and route.reward is not None
         assert route.reward.quality == pytest.approx(1 - d.verdict.p_unsupported)
         assert route.reward.budgets.latency_s == eng.settings.policy.request_latency_budget_s
-        factor = 1 - route.cost.latency_s / eng.settings.policy.request_latency_budget_s
+        factor = 1 - route.cost.service_s / eng.settings.policy.request_latency_budget_s
         assert route.reward.latency_factor == pytest.approx(factor) and route.learned
         assert eng.router.policy.stats()[route.plan].pulls == 1
     finally:
