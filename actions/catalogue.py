@@ -168,8 +168,8 @@ ACTIONS: tuple[Action, ...] = (
     Action(name="abstain", prior_latency_s=0.0, prior_memory_bytes=0, effect="abstain"),
     Action(name="no_repair", prior_latency_s=0.0, prior_memory_bytes=0, effect="keep"),
 )
-BY_NAME = {a.name: a for a in ACTIONS}
-ACTION_NAMES: tuple[str, ...] = tuple(BY_NAME)  # the arms of every policy the engine builds
+ACTIONS_BY_NAME = {a.name: a for a in ACTIONS}
+ACTION_NAMES: tuple[str, ...] = tuple(ACTIONS_BY_NAME)  # the arms of every policy the engine builds
 
 
 @dataclass(kw_only=True)
@@ -253,7 +253,7 @@ def feasible(
     ok: list[Action] = []
     masked: list[Masked] = []
     for name in enabled:
-        a = BY_NAME[name]
+        a = ACTIONS_BY_NAME[name]
         # An action without a pass costs its own overhead only, not a pass like the first.
         latency, memory = costs.expected(a, base_pass_s if a.runs_a_pass else 0.0)
         if a.requires is not None and a.requires in missing:

@@ -861,7 +861,7 @@ def bench_router(
     ],
     datasets: Annotated[str, typer.Option(help="Comma-separated tasks, interleaved.")] = "hotpotqa,fever",
     plans: Annotated[
-        str, typer.Option(help="Comma-separated plans (actions/plans.py).")
+        str, typer.Option(help="Comma-separated plans (engine/plans.py).")
     ] = "default_hybrid,default_hybrid_rerank,large_hybrid,large_hybrid_rerank",
     warm: Annotated[
         int, typer.Option(min=0, help="Items of the interleaved stream used as the warm start.")

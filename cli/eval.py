@@ -93,7 +93,7 @@ def evaluate(
     Example: ragmend eval --suite ragtruth
     """
     from ragmend.bench.harness.evaluate import RunPlan
-    from ragmend.bench.harness.methods import BY_NAME, METHODS
+    from ragmend.bench.harness.methods import METHODS, METHODS_BY_NAME
     from ragmend.bench.suites.paper import run_paper_suite, write_report
     from ragmend.corpora.tasks import get_task
     from ragmend.errors import InputError
@@ -118,10 +118,10 @@ def evaluate(
         chosen = list(METHODS)
         if methods is not None:
             names = [m.strip() for m in methods.split(",") if m.strip()]
-            unknown = [n for n in names if n not in BY_NAME]
+            unknown = [n for n in names if n not in METHODS_BY_NAME]
             if unknown:
-                raise InputError(f"unknown method(s) {unknown}; methods: {', '.join(BY_NAME)}")
-            chosen = [BY_NAME[n] for n in names]
+                raise InputError(f"unknown method(s) {unknown}; methods: {', '.join(METHODS_BY_NAME)}")
+            chosen = [METHODS_BY_NAME[n] for n in names]
         if split == "dev" and offset < (dev_limit or 0):
             raise InputError(
                 f"--offset {offset} < --dev-limit {dev_limit}: the dev items answered would include the "

@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import get_args
 
-from ragmend.actions.catalogue import BY_NAME as ACTIONS_BY_NAME
+from ragmend.actions.catalogue import ACTIONS_BY_NAME
 from ragmend.actions.meter import MemorySource
-from ragmend.actions.plans import PLAN_NAMES
 from ragmend.diagnosis.question_form import QUESTION_KINDS
 from ragmend.diagnosis.types import FAILURE_TYPES, OFF_QUESTION, STAGES, Diagnosis
 from ragmend.engine.outcome import Outcome
+from ragmend.engine.plans import PLAN_NAMES
 from ragmend.engine.repair import SKIP_CODES, Kept, RepairSkip, RepairTrace
 from ragmend.engine.router import ChosenBy, Route
 from ragmend.instrumentation import Event, Events

@@ -20,7 +20,7 @@ import numpy as np
 from ragmend import cancel, clock
 from ragmend.actions.catalogue import (
     ACTION_NAMES,
-    BY_NAME,
+    ACTIONS_BY_NAME,
     Action,
     Cooldown,
     CostModel,
@@ -135,8 +135,8 @@ def offered_actions(
     )
     for effect, applies, why in left_out:
         if applies:
-            masked += [Masked(a, why) for a in names if BY_NAME[a].effect == effect]
-            names = [a for a in names if BY_NAME[a].effect != effect]
+            masked += [Masked(a, why) for a in names if ACTIONS_BY_NAME[a].effect == effect]
+            names = [a for a in names if ACTIONS_BY_NAME[a].effect != effect]
     narrowed = cfg.after_escalation_actions
     if config.generator != "escalation" or narrowed is None:
         return names, masked
@@ -233,7 +233,7 @@ class Repairer:
         except ArmsDisabled:  # an admin disabled them since `cfg` was read
             why = "no action fits the failure and the budgets (the feasible ones were just disabled)"
             return answer, diagnosis, RepairSkip("no_feasible_action", why, tuple(masked))
-        action = BY_NAME[decision.arm]
+        action = ACTIONS_BY_NAME[decision.arm]
         if not action.runs_a_pass:
             return self._decide_without_pass(
                 answer,

@@ -3,7 +3,7 @@ the diagnosis then says of the answer, at what it cost (and from users' votes).
 
     form = question_form(query)                  # its kind, length, names (or a claim to check)
     x = context(embedding, form, follow-up, time left)
-    the enabled plans that fit the time left (actions/plans.py); the bandit picks ONE
+    the enabled plans that fit the time left (engine/plans.py); the bandit picks ONE
     ... the first pass runs on that plan, measured; it is diagnosed ...
     reward = Eq. 2 of that diagnosis (its graded verdict), the pass's cost against the request's budgets
     update (persisted; replicas share it like the repair policy's)
@@ -27,10 +27,10 @@ import numpy as np
 
 from ragmend.actions.catalogue import CostModel, Masked
 from ragmend.actions.meter import Cost
-from ragmend.actions.plans import BY_NAME, PLAN_NAMES, Plan, expected_s, feasible_plans, pinned
 from ragmend.budgets import Budgets
 from ragmend.diagnosis.question_form import question_form
 from ragmend.diagnosis.types import Diagnosis
+from ragmend.engine.plans import PLAN_NAMES, PLANS_BY_NAME, Plan, expected_s, feasible_plans, pinned
 from ragmend.policy import Policy, PolicyStore
 from ragmend.policy.facade import LIVE_POLICY_KEYS, action_budgets, check_enabled_actions
 from ragmend.policy.plan_context import PlanContextBuilder
@@ -66,7 +66,7 @@ class Route:
         """The request's overrides with the chosen plan's fields (the request's own otherwise)."""
         if self.plan is None:
             return dict(request) if request else None
-        return {**(request or {}), **BY_NAME[self.plan].overrides}
+        return {**(request or {}), **PLANS_BY_NAME[self.plan].overrides}
 
 
 def plan_reward(cfg: PolicySettings, diagnosis: Diagnosis, cost: Cost) -> Reward:
@@ -211,7 +211,7 @@ class Router:
         x = builder.build(self._embedding(query), form, follow_up, time_left_s)
         # In the configured order, so a router that has learned nothing starts on the first plan.
         decision = self.policy.select(x, [p.name for p in ok], ties="first")
-        plan = BY_NAME[decision.arm]
+        plan = PLANS_BY_NAME[decision.arm]
         return Route(
             plan=plan.name,
             chosen_by="router",
@@ -230,7 +230,10 @@ class Router:
         assert isinstance(builder, PlanContextBuilder)
         x = builder.build(self._embedding(query), form, False, time_left_s)
         return Route(
-            plan=BY_NAME[plan].name, chosen_by="router", kind=form.kind, context=tuple(float(v) for v in x)
+            plan=PLANS_BY_NAME[plan].name,
+            chosen_by="router",
+            kind=form.kind,
+            context=tuple(float(v) for v in x),
         )
 
     def _checks_claim(self, overrides: Mapping[str, Any] | None) -> bool:
@@ -278,7 +281,7 @@ class Router:
         return [*changes, *(["enabled"] if toggled else [])]
 
     def plan(self, name: str) -> Plan:
-        return BY_NAME[name]
+        return PLANS_BY_NAME[name]
 
     def close(self) -> None:
         with self._lock:

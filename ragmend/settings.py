@@ -565,7 +565,7 @@ class PolicySettings(_Section):
         return self
 
 
-# The router's default plans (actions/plans.py): both generators over hybrid retrieval. The
+# The router's default plans (engine/plans.py): both generators over hybrid retrieval. The
 # reranked plans are left out because on DEV they were no more accurate than their unreranked
 # twins, only slower, and a tie the cost factor cannot break left the router on the slower one
 # (reports/router-dev/README.md); rerank stays a repair action.
@@ -585,7 +585,7 @@ class RouterSettings(_Section):
     )
     plans: Annotated[tuple[str, ...], LIVE] = Field(
         ROUTER_PLANS,
-        description="The plans the router chooses among (names of actions/plans.py); the first is where "
+        description="The plans the router chooses among (names of engine/plans.py); the first is where "
         "a router that has learned nothing starts.",
     )
     kind: Annotated[Literal["linucb", "lints", "beta_ts"], LIVE] = Field(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmend.actions.catalogue import ACTIONS, BY_NAME, Cooldown, CostModel, feasible
+from ragmend.actions.catalogue import ACTIONS, ACTIONS_BY_NAME, Cooldown, CostModel, feasible
 from ragmend.actions.meter import CostMeter
 from ragmend.budgets import Budgets
 from ragmend.engine import Engine
@@ -38,24 +38,24 @@ P = RAGConfig()
 
 def test_each_action_is_a_patch_of_the_config() -> None:
     s = RecordingServices()
-    assert BY_NAME["rewrite_paraphrase"].apply(P, "who?", s).query == "paraphrase: who?"
-    assert BY_NAME["rewrite_simplify"].apply(P.patch(query="q2"), "who?", s).query == "simplify: q2"
-    rr = BY_NAME["rerank"].apply(P, "q", s)
+    assert ACTIONS_BY_NAME["rewrite_paraphrase"].apply(P, "who?", s).query == "paraphrase: who?"
+    assert ACTIONS_BY_NAME["rewrite_simplify"].apply(P.patch(query="q2"), "who?", s).query == "simplify: q2"
+    rr = ACTIONS_BY_NAME["rerank"].apply(P, "q", s)
     assert rr.rerank and rr.k == 20 and rr.rerank_top_n == P.k
-    assert BY_NAME["depth"].apply(P, "q", s).k == 10
-    assert BY_NAME["depth"].apply(P.patch(k=10), "q", s).k == 20
-    assert BY_NAME["mode_switch"].apply(P, "q", s).mode == "bm25"
-    assert BY_NAME["mode_switch"].apply(P.patch(mode="bm25"), "q", s).mode == "dense"
-    assert BY_NAME["index_refresh"].apply(P, "q", s) == P and s.calls[-1] == ("refresh", "")
-    focused = BY_NAME["focus"].apply(P, "q", s)
+    assert ACTIONS_BY_NAME["depth"].apply(P, "q", s).k == 10
+    assert ACTIONS_BY_NAME["depth"].apply(P.patch(k=10), "q", s).k == 20
+    assert ACTIONS_BY_NAME["mode_switch"].apply(P, "q", s).mode == "bm25"
+    assert ACTIONS_BY_NAME["mode_switch"].apply(P.patch(mode="bm25"), "q", s).mode == "dense"
+    assert ACTIONS_BY_NAME["index_refresh"].apply(P, "q", s) == P and s.calls[-1] == ("refresh", "")
+    focused = ACTIONS_BY_NAME["focus"].apply(P, "q", s)
     assert focused.evidence == "focus" and focused.hops == 1 and focused.k == P.k
-    hops = BY_NAME["decompose"].apply(P, "q", s)
+    hops = ACTIONS_BY_NAME["decompose"].apply(P, "q", s)
     assert hops.hops == 2 and hops.evidence == "focus"
     assert RAGConfig() == P  # the original is never mutated
     # abstain, present_conflict and no_repair run no pass: there is no configuration to patch.
     assert {a.name for a in ACTIONS if not a.runs_a_pass} == {"abstain", "present_conflict", "no_repair"}
     with pytest.raises(AssertionError):
-        BY_NAME["abstain"].apply(P, "q", s)
+        ACTIONS_BY_NAME["abstain"].apply(P, "q", s)
 
 
 def test_an_action_is_a_pass_with_a_patch_or_a_decision_without_one() -> None:
@@ -65,7 +65,11 @@ def test_an_action_is_a_pass_with_a_patch_or_a_decision_without_one() -> None:
         Action(name="x", prior_latency_s=0.0, prior_memory_bytes=0)
     with pytest.raises(ValueError, match="needs a patch"):
         Action(
-            name="y", prior_latency_s=0.0, prior_memory_bytes=0, patch=BY_NAME["focus"].patch, effect="keep"
+            name="y",
+            prior_latency_s=0.0,
+            prior_memory_bytes=0,
+            patch=ACTIONS_BY_NAME["focus"].patch,
+            effect="keep",
         )
 
 
@@ -105,7 +109,7 @@ def test_masking_by_applicability_budget_and_cooldown_never_by_failure() -> None
 
 def test_cost_model_learns_from_measurements_and_a_slow_pass_does_not_price_an_action_out() -> None:
     costs = CostModel(window=5, forget_after=3)
-    a = BY_NAME["depth"]
+    a = ACTIONS_BY_NAME["depth"]
     assert costs.expected(a, base_pass_s=2.0) == (2.0 + a.prior_latency_s, float(a.prior_memory_bytes))
     # Overheads over the first pass each repeated: 2 s and 0 s; the memory measured once.
     costs.observe("depth", 4.0, None, base_pass_s=2.0)

@@ -24,7 +24,6 @@ from prometheus_client.samples import Sample
 
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import Cost
-from ragmend.actions.plans import PLAN_NAMES
 from ragmend.budgets import MB, Budgets
 from ragmend.diagnosis.question_form import QUESTION_KINDS
 from ragmend.diagnosis.types import (
@@ -42,6 +41,7 @@ from ragmend.engine import Engine
 from ragmend.engine import events as ev
 from ragmend.engine.events import emit_answer
 from ragmend.engine.outcome import Outcome
+from ragmend.engine.plans import PLAN_NAMES
 from ragmend.engine.repair import SKIP_CODES, Kept, RepairSkip, RepairTrace
 from ragmend.engine.router import Route, Router
 from ragmend.errors import METRIC_KINDS, GeneratorError, ModelUnavailable, NotReady, PayloadTooLarge

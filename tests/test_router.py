@@ -14,10 +14,10 @@ import pytest
 
 from ragmend.actions.catalogue import CostModel
 from ragmend.actions.meter import Cost
-from ragmend.actions.plans import BY_NAME, PLAN_KEYS, PLANS, feasible_plans, pinned
 from ragmend.diagnosis.question_form import question_form
 from ragmend.diagnosis.types import ABSTAINED, Diagnosis, NLISignal, Verdict
 from ragmend.engine import Engine
+from ragmend.engine.plans import PLAN_KEYS, PLANS, PLANS_BY_NAME, feasible_plans, pinned
 from ragmend.engine.router import Router, plan_reward, router_state_path
 from ragmend.errors import ConfigError
 from ragmend.models.registry import ModelRegistry
@@ -33,7 +33,7 @@ def test_every_plan_sets_every_plan_key_and_a_request_that_sets_one_pins_its_pas
     for plan in PLANS:
         assert set(plan.overrides) == set(PLAN_KEYS)
         assert (plan.requires == "escalation") == (plan.generator == "escalation")
-    assert BY_NAME["default_hybrid_rerank"].overrides["k"] == 20  # candidates, cut back to 5
+    assert PLANS_BY_NAME["default_hybrid_rerank"].overrides["k"] == 20  # candidates, cut back to 5
     assert pinned({"k": 10, "temperature": 0.2}) == ("k",)
     assert pinned({"temperature": 0.2, "prompt": "claim"}) == () and pinned(None) == ()
 
@@ -164,7 +164,7 @@ def test_a_request_is_answered_on_the_plan_the_router_chose_and_the_router_learn
         assert route is not None and route.chosen_by == "router"
         assert route.plan == eng.settings.router.plans[0]
         assert route.decision is not None and set(route.decision.scores) == set(eng.settings.router.plans)
-        plan = BY_NAME[route.plan]
+        plan = PLANS_BY_NAME[route.plan]
         # The first pass ran on that plan: its retrieval, and its generator's config.
         config = outcome.answer.config
         assert (config.mode, config.rerank, config.generator) == (plan.mode, plan.rerank, plan.generator)
@@ -292,6 +292,6 @@ def test_a_live_stream_runs_on_the_plan_the_router_chose(tmp_path: Path, engine:
     eng.close()
     route = ext["route"]
     assert route["chosen_by"] == "router" and route["plan"] in eng.settings.router.plans
-    plan = BY_NAME[route["plan"]]
+    plan = PLANS_BY_NAME[route["plan"]]
     assert (ext["config"]["mode"], ext["config"]["generator"]) == (plan.mode, plan.generator)
     assert "".join(text).strip()  # the answer arrived as tokens, before the extension

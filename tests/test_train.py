@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from ragmend import clock
 from ragmend.bench.harness.evaluate import RunPlan
-from ragmend.bench.harness.methods import BY_NAME
+from ragmend.bench.harness.methods import METHODS_BY_NAME
 from ragmend.bench.harness.workspace import Workspace
 from ragmend.bench.suites.paper import run_paper_suite
 from ragmend.cli.main import app
@@ -208,7 +208,7 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
         diagnosis={"entail_threshold": 0.999, "joint_entail_threshold": 0.999},
         policy={"latency_budget_s": 300, "request_latency_budget_s": 600},
     )
-    methods = [BY_NAME["naive"], BY_NAME["d2r_linucb"], BY_NAME["d2r_linucb_frozen"]]
+    methods = [METHODS_BY_NAME["naive"], METHODS_BY_NAME["d2r_linucb"], METHODS_BY_NAME["d2r_linucb_frozen"]]
     plan = RunPlan(epochs=1)
     reports = tmp_path / "reports"
 
@@ -268,9 +268,9 @@ def test_paper_suite_writes_the_report_and_resumes(tmp_path: Path, registry: Mod
     atomic_write_json(runs_path, other)
     records.write_text(lines[0] + "\n")
     with pytest.raises(InputError, match=r"made with NLI other weights.*--restart"):
-        suite([BY_NAME["naive"]])
+        suite([METHODS_BY_NAME["naive"]])
     # ... --restart sets them aside (nothing deleted) and runs the method afresh.
-    fresh = suite([BY_NAME["naive"]], restart=True)
+    fresh = suite([METHODS_BY_NAME["naive"]], restart=True)
     assert fresh["small"]["naive"]["n"] == 2
     (archived,) = (tmp_path / "eval" / "results" / "small" / "archive").glob("*/naive")
     assert (archived / "naive.test.jsonl").read_text() == lines[0] + "\n"

@@ -42,7 +42,7 @@ import numpy as np
 
 from ragmend import clock
 from ragmend.actions.meter import CostMeter
-from ragmend.bench.harness.methods import BY_NAME, Method
+from ragmend.bench.harness.methods import METHODS_BY_NAME, Method
 from ragmend.bench.harness.workspace import Workspace
 from ragmend.corpora.readers import Split
 from ragmend.corpora.tasks import EvalItem
@@ -213,7 +213,7 @@ class Evaluation:
     def _prepare_state(self, method: Method) -> None:
         """A fresh state: warm-started on dev, or imported from the method it reuses."""
         self._clear_state(method)
-        source = BY_NAME[method.warm_from] if method.warm_from else method
+        source = METHODS_BY_NAME[method.warm_from] if method.warm_from else method
         warm = self.warm_path(source)
         if not self._warm_start_fits(source):
             self._warm_start(source)

@@ -15,13 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ragmend.actions.plans import BY_NAME as PLAN_BY_NAME
-from ragmend.actions.plans import PLANS
+from ragmend.engine.plans import PLANS, PLANS_BY_NAME
 
 Table = Literal["main", "reward", "budget", "plans"]
 # The paper's first pass (Naive RAG): the default generator over the five closest passages by
 # dense retrieval. Every row of the paper's tables starts from it, whatever ragmend's defaults are.
-PAPER_PASS: Mapping[str, Any] = PLAN_BY_NAME["default_dense"].overrides
+PAPER_PASS: Mapping[str, Any] = PLANS_BY_NAME["default_dense"].overrides
 # The paper's LinUCB exploration weight, which its rows keep whatever ragmend's default is.
 PAPER_LINUCB: Mapping[str, Any] = {"kind": "linucb", "alpha": 2.0}
 
@@ -209,7 +208,7 @@ METHODS: tuple[Method, ...] = (
         title="Cascade (default first, escalate every flagged answer)",
         tables=("plans",),
         # The default first pass with the router off, and one arm: the stronger generator.
-        rag=PLAN_BY_NAME["default_hybrid"].overrides,
+        rag=PLANS_BY_NAME["default_hybrid"].overrides,
         policy={"kind": "linucb", "enabled_actions": ("escalate",)},
         gate=True,
     ),
@@ -245,4 +244,4 @@ METHODS: tuple[Method, ...] = (
     ),
 )
 
-BY_NAME: dict[str, Method] = {m.name: m for m in METHODS}
+METHODS_BY_NAME: dict[str, Method] = {m.name: m for m in METHODS}

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmend.bench.harness.methods import BY_NAME, Method
+from ragmend.bench.harness.methods import METHODS_BY_NAME, Method
 from ragmend.bench.markdown import markdown_table
 from ragmend.corpora.tasks import Task
 from ragmend.settings import PolicySettings
@@ -229,7 +229,7 @@ def plot_actions(results: Mapping[str, Mapping[str, Any]], task: Task, path: Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(m, results[m]) for m in results if BY_NAME[m].repairs and results[m].get("actions")]
+    panels = [(m, results[m]) for m in results if METHODS_BY_NAME[m].repairs and results[m].get("actions")]
     if not panels:
         return None
     actions = sorted({a for _, r in panels for mix in r["actions"].values() for a in mix})
@@ -241,7 +241,7 @@ def plot_actions(results: Mapping[str, Mapping[str, Any]], task: Task, path: Pat
             counts = np.array([res["actions"][f].get(a, 0) for f in failures], dtype=float)
             ax.bar(failures, counts, bottom=bottom, label=a)
             bottom += counts
-        ax.set_title(BY_NAME[name].title, fontsize=9)
+        ax.set_title(METHODS_BY_NAME[name].title, fontsize=9)
         ax.set_xlabel("failure type (first answer)")
         ax.set_ylabel("items")
     axes[0][-1].legend(fontsize=7, loc="upper right")
@@ -341,12 +341,12 @@ def plot_frontier(results: Mapping[str, Mapping[str, Any]], task: Task, path: Pa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [(m, r) for m, r in results.items() if r.get("n") and m in BY_NAME]
+    shown = [(m, r) for m, r in results.items() if r.get("n") and m in METHODS_BY_NAME]
     if len(shown) < 2:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for name, res in shown:
-        method = BY_NAME[name]
+        method = METHODS_BY_NAME[name]
         marker = "*" if method.router is not None else ("s" if name.startswith("plan_") else "o")
         ax.scatter(res["latency_s"], res[task.primary], marker=marker, s=70 if marker == "*" else 30)
         ax.annotate(
@@ -355,7 +355,7 @@ def plot_frontier(results: Mapping[str, Mapping[str, Any]], task: Task, path: Pa
     learned = sorted(
         (r["latency_s"], r[task.primary])
         for m, r in shown
-        if BY_NAME[m].router is not None and BY_NAME[m].name.startswith("ragmend")
+        if METHODS_BY_NAME[m].router is not None and METHODS_BY_NAME[m].name.startswith("ragmend")
     )
     if len(learned) > 1:
         ax.plot([x for x, _ in learned], [y for _, y in learned], "-", color="tab:purple", lw=1)

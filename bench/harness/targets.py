@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmend.bench.harness.methods import BY_NAME
+from ragmend.bench.harness.methods import METHODS_BY_NAME
 from ragmend.bench.harness.report import paired_lift
 from ragmend.bench.markdown import markdown_table
 from ragmend.corpora.tasks import Task
@@ -31,9 +31,11 @@ Records = Mapping[str, Sequence[Mapping[str, Any]]]
 
 def paper_lift(task: Task) -> float | None:
     """The paper's best D2R policy minus its Naive RAG on the headline metric (Table 1)."""
-    naive = BY_NAME["naive"].paper.get(task.name, {}).get(task.primary)
+    naive = METHODS_BY_NAME["naive"].paper.get(task.name, {}).get(task.primary)
     d2r = [
-        v for m in D2R_POLICIES if (v := BY_NAME[m].paper.get(task.name, {}).get(task.primary)) is not None
+        v
+        for m in D2R_POLICIES
+        if (v := METHODS_BY_NAME[m].paper.get(task.name, {}).get(task.primary)) is not None
     ]
     return round(max(d2r) - naive, 2) if naive is not None and d2r else None
 
@@ -100,13 +102,14 @@ def _baseline_lines(result: Mapping[str, Any]) -> list[str]:
         if not w["wins"]:
             continue
         held, known = w["wins_answer_in_evidence"]
+        title = METHODS_BY_NAME[base].title
         text = (
-            f"Where {BY_NAME[base].title} wins: it answered {w['wins']} items right that D2R got wrong "
+            f"Where {title} wins: it answered {w['wins']} items right that D2R got wrong "
             f"(and {w['losses']} the other way); D2R's diagnosis had flagged {w['wins_flagged']} of "
             f"those {w['wins']}, so {w['wins'] - w['wins_flagged']} were out of every repair's reach"
         )
         if known:
-            text += f"; {BY_NAME[base].title}'s passages held the gold answer in {held} of {known} checkable"
+            text += f"; {title}'s passages held the gold answer in {held} of {known} checkable"
         lines += ["", text + "."]
     return lines
 
@@ -142,12 +145,16 @@ def check_targets(
     for base in BASELINES:
         if base not in records:
             out["checks"].append(
-                {"target": f"beats {BY_NAME[base].title}", "met": None, "note": "not run yet"}
+                {"target": f"beats {METHODS_BY_NAME[base].title}", "met": None, "note": "not run yet"}
             )
             continue
         lift = lifts[base] = paired_lift(task, records[base], records[best], seed)
         out["checks"].append(
-            {"target": f"beats {BY_NAME[base].title}", "met": bool(lift and lift["lift"] > 0), **(lift or {})}
+            {
+                "target": f"beats {METHODS_BY_NAME[base].title}",
+                "met": bool(lift and lift["lift"] > 0),
+                **(lift or {}),
+            }
         )
     ratio = summary[best]["latency_s"] / summary["naive"]["latency_s"]
     out["checks"].append(
@@ -183,7 +190,7 @@ def check_targets(
 def targets_markdown(task: Task, result: Mapping[str, Any]) -> list[str]:
     if not result:
         return []
-    best = BY_NAME[result["best_d2r"]].title
+    best = METHODS_BY_NAME[result["best_d2r"]].title
     lines = [
         "### Targets",
         "",

@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from ragmend.actions.catalogue import BY_NAME
+from ragmend.actions.catalogue import ACTIONS_BY_NAME
 from ragmend.bench.harness.item_runs import item_arguments, open_item_run
 from ragmend.engine.services import EngineServices
 from ragmend.fileio import atomic_write_json
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "arms": {},
         }
         for name in arms:
-            patched = BY_NAME[name].apply(a.config, a.query, services)
+            patched = ACTIONS_BY_NAME[name].apply(a.config, a.query, services)
             b = engine.pipeline.answer(item.query, patched, purpose="repair")
             after = engine.diagnose(b)
             row["arms"][name] = {

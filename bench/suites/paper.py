@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmend.bench.harness.evaluate import Evaluation, RunPlan
-from ragmend.bench.harness.methods import BY_NAME, METHODS, Method
+from ragmend.bench.harness.methods import METHODS, METHODS_BY_NAME, Method
 from ragmend.bench.harness.report import (
     paired_lift,
     plan_mix,
@@ -155,7 +155,7 @@ def write_report(
             "warm_start": {m: w["epochs"] for m, w in warm.items()},
             "runs": evaluation.runs(),
             # Runs logged before they named their NLI weights: "not recorded".
-            "nli": {m: evaluation.records_nli(BY_NAME[m]) or "not recorded" for m in records},
+            "nli": {m: evaluation.records_nli(METHODS_BY_NAME[m]) or "not recorded" for m in records},
             "targets": check_targets(task, summary, records, plan.seed),
             "router_targets": router_targets(task, summary, records, plan.seed),
         }

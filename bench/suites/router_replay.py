@@ -27,10 +27,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from ragmend.actions.plans import BY_NAME
 from ragmend.budgets import Budgets
 from ragmend.corpora.tasks import Task
 from ragmend.diagnosis.question_form import question_form
+from ragmend.engine.plans import PLANS_BY_NAME
 from ragmend.engine.router import plan_budgets
 from ragmend.errors import InputError
 from ragmend.policy import MemoryStore, Policy
@@ -39,7 +39,7 @@ from ragmend.policy.reward import reward_from_signals
 from ragmend.settings import PolicySettings
 
 # The evaluation row that fixes each plan (bench/harness/methods.py).
-ROW = {name: "naive" if name == "default_dense" else f"plan_{name}" for name in BY_NAME}
+ROW = {name: "naive" if name == "default_dense" else f"plan_{name}" for name in PLANS_BY_NAME}
 
 
 @dataclass(frozen=True)

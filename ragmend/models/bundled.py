@@ -92,7 +92,9 @@ RAGMEND_NLI = BundledModel(
     license="Apache-2.0 (weights); data CC BY-SA 4.0 / MIT / CC BY 4.0, see the model card",
 )
 
-BY_NAME: dict[str, BundledModel] = {m.name: m for m in (EMBEDDINGS, RERANKER, SMOLLM2, SPACY_SM, RAGMEND_NLI)}
+BUNDLED_BY_NAME: dict[str, BundledModel] = {
+    m.name: m for m in (EMBEDDINGS, RERANKER, SMOLLM2, SPACY_SM, RAGMEND_NLI)
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,9 +199,9 @@ GENERATOR_PROFILES: dict[str, BundledModel | SplitGGUF] = {
 def resolve_bundled(spec: str, role: str) -> BundledModel:
     """'bundled:<name>' -> the catalogue entry, with a clear error for unknown names."""
     name = spec.removeprefix(BUNDLED_PREFIX)
-    model = BY_NAME.get(name)
+    model = BUNDLED_BY_NAME.get(name)
     if model is None or model.role != role:
-        known = sorted(m.name for m in BY_NAME.values() if m.role == role)
+        known = sorted(m.name for m in BUNDLED_BY_NAME.values() if m.role == role)
         raise ModelUnavailable(f"unknown bundled {role} model '{name}'; bundled {role} models: {known}")
     return model
 

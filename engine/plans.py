@@ -64,8 +64,8 @@ PLANS: tuple[Plan, ...] = (
     Plan(name="large_hybrid", generator="escalation", mode="hybrid", rerank=False, prior_extra_s=1.5),
     Plan(name="large_hybrid_rerank", generator="escalation", mode="hybrid", rerank=True, prior_extra_s=1.8),
 )
-BY_NAME: dict[str, Plan] = {p.name: p for p in PLANS}
-PLAN_NAMES: tuple[str, ...] = tuple(BY_NAME)
+PLANS_BY_NAME: dict[str, Plan] = {p.name: p for p in PLANS}
+PLAN_NAMES: tuple[str, ...] = tuple(PLANS_BY_NAME)
 
 
 def pinned(overrides: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -86,7 +86,7 @@ def feasible_plans(
     ok: list[Plan] = []
     masked: list[Masked] = []
     for name in enabled:
-        plan = BY_NAME[name]
+        plan = PLANS_BY_NAME[name]
         expected = expected_s(plan, costs, base_pass_s)
         if plan.requires is not None and plan.requires in missing:
             masked.append(Masked(name, f"needs models.{plan.requires}, which is not configured"))
