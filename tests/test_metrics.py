@@ -57,6 +57,7 @@ from ragmend.server import events as sv
 from ragmend.server.app import create_app
 from ragmend.server.events import ConfigChanged, ErrorAnswered
 from ragmend.server.metrics import Metrics
+from ragmend.server.metrics.declared import DECLARED
 from ragmend.settings import COLLECTION_NAME, PolicySettings, Settings, load_settings, settings_with
 from tests.conftest import PARTS, REPO, LiveServer, sample_questions
 
@@ -1039,3 +1040,14 @@ def test_helm_chart_renders(tmp_path: Path) -> None:
     assert env["RAGMEND_STORE__KIND"]["value"] == "postgres"
     assert env["RAGMEND_STORE__DSN"]["valueFrom"]["secretKeyRef"] == {"name": "ragmend-db", "key": "dsn"}
     assert pod["volumes"][1] == {"name": "data", "emptyDir": {}}
+
+
+def test_the_metrics_page_is_the_declarations() -> None:
+    """docs/metrics.md's table is written from server/metrics/declared.py: a new series, a changed
+    help text or label set shows there, or this fails."""
+    from ragmend.server.metrics.reference import markdown, with_table
+
+    page = REPO / "docs" / "metrics.md"
+    text = page.read_text(encoding="utf-8")
+    assert with_table(text) == text, "run python -m ragmend.server.metrics.reference docs/metrics.md"
+    assert markdown().count("\n| `ragmend_") == len(DECLARED)

@@ -192,7 +192,7 @@ DIAGNOSIS_CHECKS = Declared(
     name="ragmend_diagnosis_checks_total",
     kind="counter",
     doc="Answers each diagnosis check found against, per pass: what of the question the answer "
-    "does not address (subject, relation, kind, year, restated, support, choice), a "
+    "does not address (subject, relation, kind, year, restated, choice), a "
     "comparison in time or a choice of attribute the passages decide the other way "
     "(comparison, alternatives), a claim a passage refutes or an answer no passage "
     "supports, whatever its score (refuted, unbacked), a knowledge-graph conflict "
