@@ -36,6 +36,8 @@ log = logging.getLogger("ragmend.models")
 # Prompt tokens evaluated anew in every call, whatever the KV cache holds (LocalGGUF._generating).
 REEVALUATED = 64
 TEMPLATE_TOKENS = 5  # a chat template's markers around each message (ChatML: about 5)
+# How often, in generated tokens, a generation fits its decoding threads to the other requests again.
+THREADS_EVERY = 8
 
 
 class Activity:
@@ -101,9 +103,10 @@ class LocalGGUF:
         self.shared = shared = shared or InProcess()
         self._activity = shared.activity
         cores = os.cpu_count() or 2
-        # Decoding on every core while this model's request is the only one in progress, on all
-        # but one while others are (their retrieval and diagnosis need a core); the prompt's
-        # evaluation on every core (the n_threads and n_threads_batch notes in settings.py).
+        # Decoding on every core while no other request in progress needs one, on all but one
+        # while another is working (its retrieval and diagnosis need a core; one waiting for the
+        # model needs none); the prompt's evaluation on every core (the n_threads and
+        # n_threads_batch notes in settings.py).
         self._decode_threads = (params.n_threads,) if params.n_threads else (cores, max(1, cores - 1))
         self._batch_threads = params.n_threads_batch or cores
         self._threads = (self._decode_threads[0], self._batch_threads)
@@ -213,16 +216,13 @@ class LocalGGUF:
         # then gave another answer. So the cached prefix is cut back before every call: at least
         # the prompt's last REEVALUATED tokens are evaluated as one batch, as in a cold request.
         self._llm.n_tokens = max(0, self._llm.n_tokens - REEVALUATED)
-        alone = self._activity.count <= 1
-        threads = (self._decode_threads[0 if alone else -1], self._batch_threads)
-        if threads != self._threads:
-            self._llm._ctx.set_n_threads(*threads)
-            self._threads = threads
+        self._fit_threads()
         expired: list[bool] = []
         recorder = TokenLogprobs()
         guard = LoopGuard(self._llm.token_eos(), self._detokenize)
         processors: list[Any] = [recorder, guard]  # the recorder first: it reads the raw logits
         processors.append(self._stop_processor(deadline, request, expired))
+        processors.append(self._threads_processor())
         kwargs["logits_processor"] = LogitsProcessorList(processors)
         try:
             yield kwargs, recorder, guard
@@ -235,6 +235,31 @@ class LocalGGUF:
             self._activity.held(ended - locked)
         if expired:
             raise LocalTimeout(f"generation ran past {timeout_s:g} s")
+
+    def _fit_threads(self) -> None:
+        """Set the decoding threads for what the other requests in progress are doing now: every
+        core where none is working (all of them waiting for the model, or none at all), all but
+        one where another one is."""
+        others_working = self._activity.count - 1 - self._gate.waiting
+        threads = (self._decode_threads[0 if others_working <= 0 else -1], self._batch_threads)
+        if threads != self._threads:
+            self._llm._ctx.set_n_threads(*threads)
+            self._threads = threads
+
+    def _threads_processor(self) -> Any:
+        """A logits processor that fits the decoding threads again every THREADS_EVERY tokens:
+        a generation starts while the request before it is still diagnosing, and that request's
+        core is free a moment later."""
+        tokens = 0
+
+        def fit(input_ids: Any, scores: Any) -> Any:
+            nonlocal tokens
+            tokens += 1
+            if tokens % THREADS_EVERY == 0:
+                self._fit_threads()
+            return scores
+
+        return fit
 
     def _short_of_time(self, messages: list[dict[str, str]], request: cancel.Cancellation) -> str | None:
         """Why a generation should not start: its request's time left is below what one of its
