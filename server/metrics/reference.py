@@ -9,8 +9,8 @@ docs/configuration.md is checked).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from ragmend.generated_docs import with_block, write_or_check
 from ragmend.server.metrics.declared import DECLARED, Declared, Label
 
 BEGIN = "<!-- generated from server/metrics/declared.py by python -m ragmend.server.metrics.reference -->\n"
@@ -54,30 +54,8 @@ def markdown() -> str:
 
 def with_table(text: str) -> str:
     """`text` with the block between BEGIN and END replaced by the table as the code declares it."""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
-        raise ValueError("the document has no generated block (its BEGIN and END markers)")
-    return text[: start + len(BEGIN)] + markdown() + text[end:]
-
-
-def main(argv: list[str]) -> int:
-    if not argv or argv[0].startswith("-"):
-        print("usage: python -m ragmend.server.metrics.reference PATH [--check]", file=sys.stderr)
-        return 2
-    target = Path(argv[0])
-    text = target.read_text()
-    wanted = with_table(text)
-    if "--check" in argv[1:]:
-        if wanted != text:
-            print(
-                f"{target}: the metrics table differs from the declarations: run without --check",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    target.write_text(wanted)
-    return 0
+    return with_block(text, BEGIN, END, markdown())
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(write_or_check(sys.argv[1:], "ragmend.server.metrics.reference", with_table))
