@@ -7,6 +7,7 @@ the product's parts (the lab's, bench/, train/ and corpora/, are evaluation code
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from tests.conftest import REPO
 from tests.test_layout import CORE, _modules
@@ -16,6 +17,16 @@ MAX_POSITIONAL = 4
 # rich's Table(*columns) and add_row(*cells): a table's columns, one value per column by design.
 TABLE_CALLS = frozenset({"Table", "add_row"})
 MAX_PUBLIC_METHODS = 20
+
+
+def product_hits(check: Callable[[str, str], list[str]]) -> list[str]:
+    """What `check` finds in each module of the product's parts."""
+    return [
+        hit
+        for part in PRODUCT
+        for path in _modules(part)
+        for hit in check(path.read_text(), str(path.relative_to(REPO)))
+    ]
 
 
 def wide_positional_calls(source: str, name: str) -> list[str]:
@@ -38,12 +49,7 @@ def test_the_check_sees_a_wide_call() -> None:
 
 
 def test_no_product_call_passes_more_than_four_arguments_by_position() -> None:
-    wide = [
-        hit
-        for part in PRODUCT
-        for path in _modules(part)
-        for hit in wide_positional_calls(path.read_text(), str(path.relative_to(REPO)))
-    ]
+    wide = product_hits(wide_positional_calls)
     assert not wide, "name the fifth argument onwards:\n" + "\n".join(wide)
 
 
@@ -72,10 +78,5 @@ def test_the_check_sees_a_wide_class() -> None:
 
 
 def test_no_product_class_has_more_than_twenty_public_methods() -> None:
-    wide = [
-        hit
-        for part in PRODUCT
-        for path in _modules(part)
-        for hit in wide_classes(path.read_text(), str(path.relative_to(REPO)))
-    ]
+    wide = product_hits(wide_classes)
     assert not wide, "split the class by concern:\n" + "\n".join(wide)
