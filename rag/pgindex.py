@@ -83,6 +83,9 @@ class PgSnapshot:
     def vector_index(self, embed_model: Any) -> VectorStoreIndex:
         return VectorStoreIndex.from_vector_store(self.store, embed_model=embed_model)
 
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        return pg.sqlalchemy_unavailable(self._index.dsn)
+
     def stored_vectors(self, node_ids: list[str]) -> np.ndarray | None:
         """One query for just these nodes (the diagnosis' passages), not the generation's matrix."""
         found = self._index.vectors(self.generation, node_ids, only=True)

@@ -32,7 +32,8 @@ class SnapshotRetriever:
     def _dense(self, query: str, k: int) -> list[NodeWithScore]:
         # A shared index holds several generations: the filter keeps this snapshot's.
         retriever = self._vector_index.as_retriever(similarity_top_k=k, filters=self.snapshot.filters)
-        return retriever.retrieve(query)
+        with self.snapshot.reading():
+            return retriever.retrieve(query)
 
     def _bm25(self, query: str, k: int) -> list[NodeWithScore]:
         hits = self.snapshot.bm25_retriever(k).retrieve(query)

@@ -132,6 +132,11 @@ class Snapshot(Protocol):
 
     def vector_index(self, embed_model: Any) -> VectorStoreIndex: ...
 
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Around a dense query: the store's own errors while it cannot serve become
+        StoreUnavailable (a 503 to retry), not a bug."""
+        ...
+
     def bm25_retriever(self, k: int) -> Any: ...
 
     def stored_vectors(self, node_ids: list[str]) -> np.ndarray | None:
@@ -185,6 +190,9 @@ class IndexSnapshot:
 
     def vector_index(self, embed_model: Any) -> VectorStoreIndex:
         return VectorStoreIndex.from_vector_store(self.store, embed_model=embed_model)
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # an in-memory matrix has no outage
 
     @functools.cached_property
     def _rows(self) -> dict[str, int]:

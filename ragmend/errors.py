@@ -187,6 +187,7 @@ class StoreUnavailable(RagmendError):
     http_status = 503
     exit_code = 3
     metric_kind = "store"
+    retry_after_s = 2  # a restarting database or a failover: seconds, not minutes
 
 
 class PeerUnavailable(RagmendError):

@@ -279,6 +279,22 @@ def reconnecting(conn_box: list[psycopg.Connection | None], dsn: str, timeout_s:
         raise StoreUnavailable(f"PostgreSQL at {describe(dsn)}: {_first_line(e)}") from None
 
 
+@contextlib.contextmanager
+def sqlalchemy_unavailable(dsn: str) -> Iterator[None]:
+    """StoreUnavailable for what llama-index's PostgreSQL vector store raises (through SQLAlchemy)
+    while the database cannot serve: restarting, failing over, unreachable."""
+    from sqlalchemy import exc
+
+    try:
+        yield
+    except (exc.OperationalError, exc.InterfaceError) as e:
+        raise StoreUnavailable(f"PostgreSQL at {describe(dsn)}: {_first_line(e.orig or e)}") from None
+    except exc.DBAPIError as e:
+        if not e.connection_invalidated:
+            raise
+        raise StoreUnavailable(f"PostgreSQL at {describe(dsn)}: {_first_line(e.orig or e)}") from None
+
+
 class ProcessConnection:
     """The one connection a process keeps to the shared database for a store: used by one caller
     at a time (under its lock), reopened after it breaks (`reconnecting`), and checked against

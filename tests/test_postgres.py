@@ -239,6 +239,28 @@ def test_dense_retrieval_goes_on_after_the_database_cut_every_connection(pg_engi
     assert [p.id for p in pg_engine.corpus.index.retriever.retrieve(QUERIES[0], "dense", 5)] == before
 
 
+def test_dense_retrieval_while_the_database_refuses_connections_is_a_503_then_recovers(
+    pg_engine: Engine, dsn: str, pg_server: object
+) -> None:
+    # What a request meets in the seconds a PostgreSQL restart takes: no connection can be made.
+    retriever = pg_engine.corpus.index.retriever
+    before = [p.id for p in retriever.retrieve(QUERIES[0], "dense", 5)]
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = conninfo_to_dict(dsn)["dbname"]
+    admin = pg.connect(pg_server.get_uri())  # type: ignore[attr-defined]
+    try:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        with pytest.raises(StoreUnavailable) as e:
+            retriever.retrieve(QUERIES[0], "dense", 5)
+        assert e.value.http_status == 503 and e.value.retry_after_s
+    finally:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        admin.close()
+    assert [p.id for p in retriever.retrieve(QUERIES[0], "dense", 5)] == before
+
+
 def test_a_failed_ingest_leaves_readers_unchanged_and_readers_keep_their_generation(
     pg_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
