@@ -190,9 +190,11 @@ class Replica:
                 self.proc.wait()
 
     def process(self) -> dict[str, Any]:
-        """This replica's process now: pid, RSS in MiB, open file descriptors (None when down)."""
+        """This replica's process now: pid, RSS in MiB and the anonymous part of it (the heap, where
+        a leak grows; the rest is mapped files such as the models' weights, paged in as they are
+        read), open file descriptors (None when down)."""
         pid = self.pid
-        rss = proc_status(pid, "VmRSS")
+        rss, anon = proc_status(pid, "VmRSS"), proc_status(pid, "RssAnon")
         try:
             fds = len(os.listdir(f"/proc/{pid}/fd")) if pid is not None else None
         except OSError:
@@ -201,6 +203,7 @@ class Replica:
             "pid": pid,
             "start": self.starts,
             "rss_mb": round(rss / 2**20, 1) if rss is not None else None,
+            "anon_mb": round(anon / 2**20, 1) if anon is not None else None,
             "fds": fds,
         }
 

@@ -9,7 +9,9 @@ Definitions (docs/benchmarks.md, "Soak"):
                  the first and the last window
   rss window     the last min(40 minutes, two thirds of the run): RSS growth and descriptors are
                  compared from its start (rss_mb_20: at min(20 minutes, a third)) to the end, for
-                 each replica process alive over the whole window (a restarted one is a new process)
+                 each replica process alive over the whole window (a restarted one is a new process);
+                 rss_anon_growth: the same for the anonymous part alone (heap, where a leak shows;
+                 the rest is mapped model files, paged in as they are read)
   status_counts  HTTP statuses of every request the traffic sent (probes and faults' own excluded);
                  "transport": no response (a killed replica's requests in flight), "unavailable":
                  no replica was up to send it to, "cut": a stream that ended before [DONE]
@@ -105,6 +107,7 @@ def per_bucket(
                     if set(c) - {"200", "ok"}
                 },
                 "rss_mb": {n: p["rss_mb"] for n, p in sample.processes.items()} if sample else {},
+                "anon_mb": {n: p.get("anon_mb") for n, p in sample.processes.items()} if sample else {},
                 "fds": {n: p["fds"] for n, p in sample.processes.items()} if sample else {},
                 **(sample.state if sample else {}),
             }
@@ -207,6 +210,7 @@ def summarize(
         "rss_mb_start": _total(start_sample, "rss_mb"),
         "rss_mb_20": _total(window_sample, "rss_mb"),
         "rss_mb_end": _total(end_sample, "rss_mb"),
+        "rss_anon_growth": _window_growth(samples, s, "anon_mb"),
         "fds_start": _total(start_sample, "fds"),
         "fds_end": _total(end_sample, "fds"),
         "faults": [f.report() for f in faults],
