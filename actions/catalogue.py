@@ -45,6 +45,7 @@ Patch = Callable[[RAGConfig, str, RepairServices], RAGConfig]
 @dataclass(frozen=True, kw_only=True)
 class Action:
     name: str
+    does: str  # what it does, in a sentence or two (docs/repair.md's table is written from it)
     # Prior expected cost beyond the first pass (seconds, bytes), before any measurement.
     prior_latency_s: float
     prior_memory_bytes: int
@@ -117,11 +118,25 @@ ACTIONS: tuple[Action, ...] = (
     # rerank scores 20 pairs with a cross-encoder; depth lengthens the prompt; a refresh re-reads
     # sources).
     Action(
-        name="rewrite_paraphrase", prior_latency_s=1.5, prior_memory_bytes=0, patch=_rewrite("paraphrase")
+        name="rewrite_paraphrase",
+        does=(
+            "`query` = the generator's paraphrase (one short litellm call, prompt "
+            "`rewrite_paraphrase`), one more pass"
+        ),
+        prior_latency_s=1.5,
+        prior_memory_bytes=0,
+        patch=_rewrite("paraphrase"),
     ),
-    Action(name="rewrite_simplify", prior_latency_s=1.0, prior_memory_bytes=0, patch=_rewrite("simplify")),
+    Action(
+        name="rewrite_simplify",
+        does="`query` = the key terms (prompt `rewrite_simplify`), one more pass",
+        prior_latency_s=1.0,
+        prior_memory_bytes=0,
+        patch=_rewrite("simplify"),
+    ),
     Action(
         name="rerank",
+        does="`rerank` on over a deeper list: k = max(20, k), top-n = the old k",
         prior_latency_s=0.5,
         prior_memory_bytes=2 * MB,
         patch=_rerank,
@@ -129,17 +144,41 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(
         name="depth",
+        does="k 5 -> 10 -> 20",
         prior_latency_s=1.5,
         prior_memory_bytes=1 * MB,
         patch=_depth,
         applies=lambda c: _next_depth(c.k) is not None,
     ),
-    Action(name="mode_switch", prior_latency_s=0.0, prior_memory_bytes=0, patch=_mode_switch),
-    Action(name="index_refresh", prior_latency_s=5.0, prior_memory_bytes=8 * MB, patch=_refresh),
+    Action(
+        name="mode_switch",
+        does="dense (or hybrid) -> BM25, BM25 -> dense",
+        prior_latency_s=0.0,
+        prior_memory_bytes=0,
+        patch=_mode_switch,
+    ),
+    Action(
+        name="index_refresh",
+        does=(
+            "re-ingest the configured sources (incremental, built aside, swapped atomically; "
+            "requests in flight keep their snapshot), P unchanged"
+        ),
+        prior_latency_s=5.0,
+        prior_memory_bytes=8 * MB,
+        patch=_refresh,
+    ),
     # A cross-encoder over the passages' sentences and a prompt no longer than the
     # first; decompose adds a second retrieval from the bridge sentence.
     Action(
         name="focus",
+        does=(
+            "`evidence: focus`: the prompt holds the passages' sentences the cross-encoder (the "
+            "reranker model) ranks best against the question, best first, one numbered line each "
+            "(the passage's number, so citations still point at it), within `context_tokens`; a "
+            "line before the question says the answer is among the first ones and asks for it as "
+            "briefly as the format allows (yes or no to a yes/no question). Prompt `focus` in "
+            "rag/prompts.yaml"
+        ),
         prior_latency_s=0.3,
         prior_memory_bytes=1 * MB,
         patch=_focus,
@@ -147,6 +186,12 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action(
         name="decompose",
+        does=(
+            "`hops: 2, evidence: focus`: the first hop's best sentence (cross-encoder) is the "
+            "bridge; a second retrieval with the question and that sentence adds up to 2 "
+            "documents the first hop did not have, after the bridge sentence's passage (k in "
+            "all); then the focus prompt. One generator call"
+        ),
         prior_latency_s=0.6,
         prior_memory_bytes=1 * MB,
         patch=_decompose,
@@ -156,6 +201,15 @@ ACTIONS: tuple[Action, ...] = (
     # its measured latency once it has run (and its tokens in the request's usage).
     Action(
         name="escalate",
+        does=(
+            "`generator: escalation`: the same evidence to the stronger generator of "
+            "`models.escalation`: by default the bundled Qwen2.5-Coder-1.5B (profile `large`), "
+            "in-process beside the default generator; or a GGUF of your own, or any litellm model "
+            "(a larger model on vLLM, an API; `model`, `api_base`, `api_key`, `max_tokens`...). "
+            'Masked ("needs models.escalation, which is not configured") with `models.escalation: '
+            "null`, and where the first pass already ran on it (a large plan of the router). Its "
+            "calls are metered like every pass and their tokens are in the request's `usage`"
+        ),
         prior_latency_s=2.0,
         prior_memory_bytes=0,
         patch=_escalate,
@@ -164,9 +218,34 @@ ACTIONS: tuple[Action, ...] = (
     ),
     # No pass: what they cost is the decision itself. present_conflict is offered only where the
     # diagnosis found a conflict on the asked fact (engine/repair.py).
-    Action(name="present_conflict", prior_latency_s=0.0, prior_memory_bytes=0, effect="conflict"),
-    Action(name="abstain", prior_latency_s=0.0, prior_memory_bytes=0, effect="abstain"),
-    Action(name="no_repair", prior_latency_s=0.0, prior_memory_bytes=0, effect="keep"),
+    Action(
+        name="present_conflict",
+        does=(
+            "no pass: the answer reads as both sides of the conflict the diagnosis found on the "
+            'asked fact, each quoted from its own passages with their citations ("The sources '
+            'disagree: [1] says ...; [2] says ..."); offered only where the diagnosis found one'
+        ),
+        prior_latency_s=0.0,
+        prior_memory_bytes=0,
+        effect="conflict",
+    ),
+    Action(
+        name="abstain",
+        does=(
+            'no pass: the answer becomes "The sources do not answer this question. What was '
+            'found: [1] Title, ..." (claim mode: NOT ENOUGH INFO)'
+        ),
+        prior_latency_s=0.0,
+        prior_memory_bytes=0,
+        effect="abstain",
+    ),
+    Action(
+        name="no_repair",
+        does="no pass: the first answer stands",
+        prior_latency_s=0.0,
+        prior_memory_bytes=0,
+        effect="keep",
+    ),
 )
 ACTIONS_BY_NAME = {a.name: a for a in ACTIONS}
 ACTION_NAMES: tuple[str, ...] = tuple(ACTIONS_BY_NAME)  # the arms of every policy the engine builds

@@ -62,10 +62,11 @@ def test_an_action_is_a_pass_with_a_patch_or_a_decision_without_one() -> None:
     from ragmend.actions.catalogue import Action
 
     with pytest.raises(ValueError, match="needs a patch"):
-        Action(name="x", prior_latency_s=0.0, prior_memory_bytes=0)
+        Action(name="x", does="nothing", prior_latency_s=0.0, prior_memory_bytes=0)
     with pytest.raises(ValueError, match="needs a patch"):
         Action(
             name="y",
+            does="nothing",
             prior_latency_s=0.0,
             prior_memory_bytes=0,
             patch=ACTIONS_BY_NAME["focus"].patch,
@@ -213,3 +214,14 @@ def test_engine_services_rewrite_and_refresh(tmp_path: Path, registry: ModelRegi
     new_gen = services.refresh_index()
     assert new_gen != held.generation and eng.corpus.index.snapshot.generation == new_gen
     assert len(held.nodes) == 1 and len(eng.corpus.index.snapshot.nodes) == 2
+
+
+def test_the_repair_page_lists_every_action_of_the_catalogue() -> None:
+    """docs/repair.md's table of actions is written from actions/catalogue.py: a new action, or a
+    changed description or prior, shows there, or this fails."""
+    from ragmend.actions.reference import markdown, with_table
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "repair.md"
+    text = page.read_text(encoding="utf-8")
+    assert with_table(text) == text, "run python -m ragmend.actions.reference docs/repair.md"
+    assert all(f"| {a.name} | {a.does} |" in markdown() for a in ACTIONS_BY_NAME.values())
