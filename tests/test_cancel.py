@@ -202,3 +202,36 @@ def test_a_repair_the_deadline_leaves_no_room_for_is_skipped(tmp_path: Path, eng
     assert "deadline leaves" in skip.reason and final is answer
     assert all(arm.pulls == 0 for arm in eng.repairer.policy.stats().values())
     eng.close()
+
+
+def test_the_model_leaves_a_core_to_a_request_that_works_beside_it(engine: Engine) -> None:
+    """Decoding and the prompt's evaluation run on every core while the request is alone, on one
+    fewer while another request is working (llama.cpp's threads wait for each other at every
+    layer: one sharing a core slows them all)."""
+    import os
+
+    generator = engine.models.generator
+    local = _local_provider().models[generator.model.removeprefix(f"{PROVIDER}/")]
+    cores = os.cpu_count() or 2
+    hello = [{"role": "user", "content": "Say hello."}]
+    with generator.tally():
+        generator.chat(hello, max_tokens=4)
+    assert local._threads == (cores, cores)
+
+    started, release = threading.Event(), threading.Event()
+
+    def another_request() -> None:
+        with generator.tally():  # in progress, not waiting for the model: its diagnosis, say
+            started.set()
+            release.wait(30)
+
+    beside = threading.Thread(target=another_request)
+    beside.start()
+    try:
+        assert started.wait(10)
+        with generator.tally():
+            generator.chat(hello, max_tokens=4)
+        assert local._threads == (max(1, cores - 1), max(1, cores - 1))
+    finally:
+        release.set()
+        beside.join(10)
