@@ -79,7 +79,8 @@ def check_answer(engine: Engine, request: CheckRequest, events: Events = NO_EVEN
         found, _ = engine.pipeline.retrieve(request.question, engine.config())
         passages, retrieved = tuple(found), True
     token.check("diagnosis")
-    d = engine.diagnoser.diagnose(request.question, passages, request.answer, mode=request.mode)
+    with engine.models.turn_on_the_cores("diagnosis"):
+        d = engine.diagnoser.diagnose(request.question, passages, request.answer, mode=request.mode)
     collection = engine.namespace if retrieved else None
     checked = Checked(
         diagnosis=d,

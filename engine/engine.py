@@ -216,14 +216,15 @@ class Engine:
 
     def diagnose(self, answer: Answer) -> Diagnosis:
         mode: Mode = "claim" if answer.config.prompt == "claim" else "qa"
-        return self.diagnoser.diagnose(
-            answer.query,
-            answer.evidence,
-            answer.response,
-            mode=mode,
-            reranked=answer.config.rerank,
-            token_logprobs=answer.token_logprobs,
-        )
+        with self.models.turn_on_the_cores("diagnosis"):
+            return self.diagnoser.diagnose(
+                answer.query,
+                answer.evidence,
+                answer.response,
+                mode=mode,
+                reranked=answer.config.rerank,
+                token_logprobs=answer.token_logprobs,
+            )
 
     @property
     def policy(self) -> Policy:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -100,8 +101,16 @@ def test_the_model_serves_the_request_with_the_earliest_deadline_first() -> None
 
 
 def test_a_waiter_cancelled_or_out_of_time_leaves_the_line_and_the_next_goes() -> None:
-    gate = ModelGate()
-    gate.acquire(NEVER, math.inf)
+    gate, holding, release = ModelGate(), threading.Event(), threading.Event()
+
+    def hold() -> None:  # another request's generation (the holder itself may take it again)
+        with gate.held(NEVER):
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(10)
     leaving = Cancellation(time.monotonic() + 60, "test")
     threading.Timer(0.1, leaving.cancel, args=("disconnect",)).start()
     with pytest.raises(GateTimeout, match="cancelled"):
@@ -109,7 +118,8 @@ def test_a_waiter_cancelled_or_out_of_time_leaves_the_line_and_the_next_goes() -
     with pytest.raises(GateTimeout, match="deadline"):
         gate.acquire(NEVER, time.monotonic() + 0.1)
     assert gate.waiting == 0
-    gate.release()
+    release.set()
+    holder.join(10)
     with gate.held(NEVER):  # the model is free again: nothing was left holding it
         pass
 
@@ -235,3 +245,57 @@ def test_the_model_leaves_a_core_to_a_request_that_works_beside_it(engine: Engin
     finally:
         release.set()
         beside.join(10)
+
+
+def test_the_thread_holding_the_model_may_take_it_again() -> None:
+    gate, request = ModelGate(), Cancellation(time.monotonic() + 60, "test")
+    gate.acquire(request, math.inf)
+    gate.acquire(request, math.inf)  # a diagnosis holding the cores calls a generator
+    gate.release()
+    got: list[BaseException] = []
+    other = threading.Thread(
+        target=lambda: _record(got, lambda: gate.acquire(request, time.monotonic() + 0.2))
+    )
+    other.start()
+    other.join(10)
+    assert got and isinstance(got[0], GateTimeout)  # still held once: another thread waits
+    gate.release()
+    gate.acquire(request, time.monotonic() + 1)  # released as often as taken: free again
+    gate.release()
+
+
+def _record(errors: list[BaseException], call: Callable[[], None]) -> None:
+    try:
+        call()
+    except BaseException as e:
+        errors.append(e)
+
+
+def test_a_diagnosis_waits_for_the_cores_while_a_generation_holds_them(engine: Engine) -> None:
+    """Taking turns: the diagnosis of one request does not run beside another's generation."""
+    generator = engine.models.generator
+    gate = _local_provider().models[generator.model.removeprefix(f"{PROVIDER}/")]._gate
+    answer = engine.answer("Who founded Marvel Comics?")
+    holding, release = threading.Event(), threading.Event()
+
+    def a_generation() -> None:
+        with engine.models.turn_on_the_cores("generation"):
+            holding.set()
+            release.wait(30)
+
+    done: list[object] = []
+    held = threading.Thread(target=a_generation)
+    held.start()
+    assert holding.wait(10)
+    diagnosing = threading.Thread(target=lambda: done.append(engine.diagnose(answer)))
+    diagnosing.start()
+    try:
+        deadline = time.monotonic() + 10
+        while gate.waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gate.waiting == 1 and not done  # in line, not running
+    finally:
+        release.set()
+        held.join(10)
+    diagnosing.join(60)
+    assert done and gate.waiting == 0

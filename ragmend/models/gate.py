@@ -31,11 +31,14 @@ class GateTimeout(Exception):
 
 
 class ModelGate:
-    """An ordered lock (see the module's docstring). Thread-safe."""
+    """An ordered lock (see the module's docstring). Thread-safe; the thread that holds it may
+    acquire it again (a diagnosis holding the cores that calls a generator), releasing as often."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._held = False
+        self._owner: int | None = None
+        self._depth = 0
         self._line: list[tuple[float, int]] = []  # a heap: (the request's deadline, arrival)
         self._arrivals = itertools.count()
 
@@ -47,7 +50,11 @@ class ModelGate:
         """Wait for the model's turn; GateTimeout if `request` is cancelled or the monotonic
         `deadline` (the call's own) passes first. Pair with release()."""
         place = (request.request_deadline, next(self._arrivals))
+        me = threading.get_ident()
         with self._cond:
+            if self._held and self._owner == me:
+                self._depth += 1
+                return
             heapq.heappush(self._line, place)
             try:
                 while self._held or self._line[0] != place:
@@ -62,11 +69,14 @@ class ModelGate:
                 self._cond.notify_all()  # the next in line may be able to go now
                 raise
             heapq.heappop(self._line)
-            self._held = True
+            self._held, self._owner = True, me
 
     def release(self) -> None:
         with self._cond:
-            self._held = False
+            if self._depth:
+                self._depth -= 1
+                return
+            self._held, self._owner = False, None
             self._cond.notify_all()
 
     @contextmanager

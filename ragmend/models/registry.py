@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
+from ragmend import cancel
 from ragmend.errors import ModelUnavailable, RagmendError
 from ragmend.models.bundled import path_bytes
 from ragmend.models.embeddings import embeddings_runtime, embeddings_source, load_embeddings
+from ragmend.models.gate import GateTimeout
 from ragmend.models.generator import Generator, InProcess, generator_source, load_generator
 from ragmend.models.nli import NLIModel, load_nli, nli_source
 from ragmend.models.reranker import Reranker, load_reranker, reranker_source
@@ -80,6 +84,31 @@ class ModelRegistry:
                     new._loaded[role] = other._loaded[role]
                     new._load_seconds[role] = other._load_seconds.get(role, 0.0)
         return new
+
+    @contextmanager
+    def turn_on_the_cores(self, stage: str) -> Iterator[None]:
+        """The block runs while no in-process generation does, in the generators' order (the
+        earliest request deadline first): on a CPU, a diagnosis beside a generation slows both
+        (llama.cpp's threads wait for each other at every layer, and one that shares its core
+        holds them all up), and taking turns gets more answers out per second than sharing
+        (docs/limits.md). A no-op where no generator runs in this process, or with
+        models.diagnosis_takes_turns off. A request cancelled while it waits raises its
+        Cancelled error for `stage`."""
+        m = self.settings.models
+        local = not m.generator.model or (m.escalation is not None and not m.escalation.model)
+        if not (local and m.diagnosis_takes_turns):
+            yield
+            return
+        gate, request = self._in_process.gate, cancel.current()
+        try:
+            gate.acquire(request, math.inf)
+        except GateTimeout:
+            request.check(stage)  # raises: the wait ended only because the request was cancelled
+            raise
+        try:
+            yield
+        finally:
+            gate.release()
 
     def get(self, role: str) -> Any:
         if role in self._loaded:
