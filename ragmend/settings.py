@@ -134,10 +134,7 @@ class GeneratorSettings(_Section):
         "only one in progress, one fewer while others are (docs/benchmarks.md, busy cores).",
     )
     n_threads_batch: int = Field(
-        0,
-        ge=0,
-        description="Prompt-evaluation (prefill) threads of the in-process model; 0: every core while "
-        "its request is the only one in progress, one fewer while others are.",
+        0, ge=0, description="Prompt-evaluation (prefill) threads of the in-process model; 0: every core."
     )
     cpu_variant: CpuVariant = Field(
         "auto",

@@ -103,15 +103,13 @@ class LocalGGUF:
         self.shared = shared = shared or InProcess()
         self._activity = shared.activity
         cores = os.cpu_count() or 2
-        # Decoding and the prompt's evaluation on every core while no other request in progress
-        # needs one, on all but one while another is working (its retrieval and diagnosis need a
-        # core; one waiting for the model needs none): llama.cpp's workers wait for each other at
-        # every layer, so a thread that shares its core slows them all (the n_threads and
+        # Decoding on every core while no other request in progress needs one, on all but one
+        # while another is working (its retrieval and diagnosis need a core; one waiting for the
+        # model needs none); the prompt's evaluation on every core (the n_threads and
         # n_threads_batch notes in settings.py).
-        fitted = (cores, max(1, cores - 1))
-        self._decode_threads = (params.n_threads,) if params.n_threads else fitted
-        self._batch_threads = (params.n_threads_batch,) if params.n_threads_batch else fitted
-        self._threads = (self._decode_threads[0], self._batch_threads[0])
+        self._decode_threads = (params.n_threads,) if params.n_threads else (cores, max(1, cores - 1))
+        self._batch_threads = params.n_threads_batch or cores
+        self._threads = (self._decode_threads[0], self._batch_threads)
         try:
             self._llm = Llama(
                 model_path=str(path),
@@ -239,13 +237,11 @@ class LocalGGUF:
             raise LocalTimeout(f"generation ran past {timeout_s:g} s")
 
     def _fit_threads(self) -> None:
-        """Set the decoding and prompt threads for what the other requests in progress are doing
-        now: every core where none is working (all of them waiting for the model, or none at all),
-        all but one where another one is. (The prompt is evaluated before the first token, so its
-        threads are the ones fitted when the generation starts.)"""
+        """Set the decoding threads for what the other requests in progress are doing now: every
+        core where none is working (all of them waiting for the model, or none at all), all but
+        one where another one is."""
         others_working = self._activity.count - 1 - self._gate.waiting
-        pick = 0 if others_working <= 0 else -1
-        threads = (self._decode_threads[pick], self._batch_threads[pick])
+        threads = (self._decode_threads[0 if others_working <= 0 else -1], self._batch_threads)
         if threads != self._threads:
             self._llm._ctx.set_n_threads(*threads)
             self._threads = threads
