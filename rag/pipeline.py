@@ -174,8 +174,11 @@ class Pipeline:
         config = config or self.default_config()
         template = answer_prompt(config.prompt)
         retriever = self.index.retriever  # one snapshot for the whole request
-        passages, timings = self.retrieve(query, config, retriever)
-        context, used = self.context(query, passages, config)
+        # The retrieval's encoders (query embedding, reranker) take their turn on the cores with
+        # the generations, as the diagnosis does (ModelRegistry.turn_on_the_cores).
+        with self.models.turn_on_the_cores("retrieval"):
+            passages, timings = self.retrieve(query, config, retriever)
+            context, used = self.context(query, passages, config)
         generator = self.models.generator
         if config.generator == "escalation":
             escalation = self.models.escalation

@@ -201,11 +201,11 @@ class ModelsSettings(_Section):
     )
     spacy: SpacySettings = Field(SpacySettings(), description="The spaCy pipeline.")
     nli: NLISettings = Field(NLISettings(), description="The NLI cross-encoder.")
-    diagnosis_takes_turns: bool = Field(
+    take_turns: bool = Field(
         True,
-        description="A diagnosis waits for the cores while an in-process generator holds them, in the "
-        "generator's order (earliest request deadline first), instead of running beside the "
-        "generation; false lets them share the cores (docs/limits.md).",
+        description="A request's retrieval and diagnosis wait for the cores while an in-process "
+        "generator holds them, in the generator's order (earliest request deadline first), instead "
+        "of running beside the generation; false lets them share the cores (docs/limits.md).",
     )
 
 

@@ -92,11 +92,11 @@ class ModelRegistry:
         (llama.cpp's threads wait for each other at every layer, and one that shares its core
         holds them all up), and taking turns gets more answers out per second than sharing
         (docs/limits.md). A no-op where no generator runs in this process, or with
-        models.diagnosis_takes_turns off. A request cancelled while it waits raises its
+        models.take_turns off. A request cancelled while it waits raises its
         Cancelled error for `stage`."""
         m = self.settings.models
         local = not m.generator.model or (m.escalation is not None and not m.escalation.model)
-        if not (local and m.diagnosis_takes_turns):
+        if not (local and m.take_turns):
             yield
             return
         gate, request = self._in_process.gate, cancel.current()
