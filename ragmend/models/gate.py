@@ -22,11 +22,8 @@ from contextlib import contextmanager
 
 from ragmend.cancel import Cancellation
 
-# How often a waiter looks at its request's cancellation by anything but its deadline (a client
-# that left), which nothing else wakes it for; deadlines are waited for exactly. Seldom: under
-# load dozens wait, and each wake-up takes a core from the generation's threads, which wait for
-# each other at every layer.
-POLL_S = 1.0
+# How often a waiter looks at its request's cancellation.
+POLL_S = 0.05
 
 
 class GateTimeout(Exception):
@@ -63,10 +60,9 @@ class ModelGate:
                 while self._held or self._line[0] != place:
                     if request.cancelled:
                         raise GateTimeout("cancelled while waiting for the model")
-                    now = time.monotonic()
-                    if now >= deadline:
+                    if time.monotonic() >= deadline:
                         raise GateTimeout("waited past the call's deadline for the model")
-                    self._cond.wait(max(0.001, min(POLL_S, deadline - now, request.deadline - now)))
+                    self._cond.wait(POLL_S)
             except BaseException:
                 self._line.remove(place)
                 heapq.heapify(self._line)
