@@ -130,8 +130,9 @@ class GeneratorSettings(_Section):
     n_threads: int = Field(
         0,
         ge=0,
-        description="Decoding threads of the in-process model; 0: every core while its request is the "
-        "only one in progress, one fewer while others are (docs/benchmarks.md, busy cores).",
+        description="Decoding threads of the in-process model; 0: every core (with models.take_turns "
+        "off: every core while its request is the only one in progress, one fewer while others are; "
+        "docs/limits.md).",
     )
     n_threads_batch: int = Field(
         0, ge=0, description="Prompt-evaluation (prefill) threads of the in-process model; 0: every core."

@@ -215,9 +215,10 @@ def test_a_repair_the_deadline_leaves_no_room_for_is_skipped(tmp_path: Path, eng
 
 
 def test_the_model_leaves_a_core_to_a_request_that_works_beside_it(engine: Engine) -> None:
-    """Decoding runs on every core while the request is alone, on one fewer while another
-    request is working (llama.cpp's threads wait for each other at every layer: one sharing a
-    core slows them all); the prompt is evaluated on every core either way."""
+    """Decoding runs on every core while the request is alone; beside another request that is
+    working, on every core too where the others' model work takes turns with the generations
+    (models.take_turns, the default), else on one fewer (llama.cpp's threads wait for each other
+    at every layer: one sharing a core slows them all). The prompt is evaluated on every core."""
     import os
 
     generator = engine.models.generator
@@ -241,7 +242,8 @@ def test_the_model_leaves_a_core_to_a_request_that_works_beside_it(engine: Engin
         assert started.wait(10)
         with generator.tally():
             generator.chat(hello, max_tokens=4)
-        assert local._threads == (max(1, cores - 1), cores)
+        fitted = cores if engine.settings.models.take_turns else max(1, cores - 1)
+        assert local._threads == (fitted, cores)
     finally:
         release.set()
         beside.join(10)

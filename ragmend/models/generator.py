@@ -86,6 +86,10 @@ class InProcess:
 
     activity: Activity = field(default_factory=Activity)
     gate: ModelGate = field(default_factory=ModelGate)
+    # Decode on one core fewer while another request is working; off where the other requests'
+    # model work takes turns with the generations (models.take_turns): what is left beside a
+    # generation is their Python steps, and a decoder fitted to those lost more than it saved.
+    fit_threads: bool = True
 
 
 class LocalGGUF:
@@ -107,7 +111,8 @@ class LocalGGUF:
         # while another is working (its retrieval and diagnosis need a core; one waiting for the
         # model needs none); the prompt's evaluation on every core (the n_threads and
         # n_threads_batch notes in settings.py).
-        self._decode_threads = (params.n_threads,) if params.n_threads else (cores, max(1, cores - 1))
+        fitted = (cores, max(1, cores - 1)) if shared.fit_threads else (cores,)
+        self._decode_threads = (params.n_threads,) if params.n_threads else fitted
         self._batch_threads = params.n_threads_batch or cores
         self._threads = (self._decode_threads[0], self._batch_threads)
         try:

@@ -52,7 +52,7 @@ class ModelRegistry:
         self._load_seconds: dict[str, float] = {}
         self._locks = {role: threading.Lock() for role in ROLES}
         # The in-process generators take turns on this process's cores.
-        self._in_process = InProcess()
+        self._in_process = InProcess(fit_threads=not settings.models.take_turns)
         m = settings.models
         self._loaders: dict[str, Callable[[], Any]] = {
             "embeddings": lambda: load_embeddings(m, settings.cache_dir),
