@@ -287,10 +287,9 @@ def sqlalchemy_unavailable(dsn: str) -> Iterator[None]:
 
     try:
         yield
-    except (exc.OperationalError, exc.InterfaceError) as e:
-        raise StoreUnavailable(f"PostgreSQL at {describe(dsn)}: {_first_line(e.orig or e)}") from None
     except exc.DBAPIError as e:
-        if not e.connection_invalidated:
+        unavailable = isinstance(e, (exc.OperationalError, exc.InterfaceError)) or e.connection_invalidated
+        if not unavailable:
             raise
         raise StoreUnavailable(f"PostgreSQL at {describe(dsn)}: {_first_line(e.orig or e)}") from None
 

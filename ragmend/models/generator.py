@@ -107,10 +107,10 @@ class LocalGGUF:
         self.shared = shared = shared or InProcess()
         self._activity = shared.activity
         cores = os.cpu_count() or 2
-        # Decoding on every core while no other request in progress needs one, on all but one
-        # while another is working (its retrieval and diagnosis need a core; one waiting for the
-        # model needs none); the prompt's evaluation on every core (the n_threads and
-        # n_threads_batch notes in settings.py).
+        # Decoding on every core; with shared.fit_threads, on all but one while another request
+        # is working (its retrieval and diagnosis need a core; one waiting for the model needs
+        # none); the prompt's evaluation on every core (the n_threads and n_threads_batch notes
+        # in settings.py).
         fitted = (cores, max(1, cores - 1)) if shared.fit_threads else (cores,)
         self._decode_threads = (params.n_threads,) if params.n_threads else fitted
         self._batch_threads = params.n_threads_batch or cores
