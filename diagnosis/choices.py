@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragmend.diagnosis.hypotheses import is_abstention
-from ragmend.diagnosis.patterns import NUMBER, opening_word
+from ragmend.diagnosis.patterns import NUMBER, QUOTE_MARKS, opening_word
 from ragmend.diagnosis.spans import (
     COMMON_WORDS,
     found_in,
@@ -23,7 +23,6 @@ from ragmend.diagnosis.spans import (
 _CHOICE_OPENINGS = frozenset(("which", "who", "whom", "whose", "what"))
 _OR = re.compile(r"\s+or\s+", re.I)
 _MAX_ALTERNATIVE_WORDS = 12
-_QUOTES = "\"'\u201c\u201d\u2018\u2019"
 _CLAUSE_AFTER = re.compile(r",\s+(?=[a-z])")
 
 
@@ -49,7 +48,7 @@ def offered_choice(question: str) -> Choice | None:
     before, b = parts[0].rstrip(" ,"), parts[1]
     # "A or B, have a campus abroad?": the question goes on after B ("McFarland, USA" does not).
     b, *rest = _CLAUSE_AFTER.split(b, 1)
-    b = b.strip(" ,.:;" + _QUOTES)
+    b = b.strip(" ,.:;" + QUOTE_MARKS)
     if "," in before:
         ask, a = before.rsplit(",", 1)
         # "Minden, Nevada or Gardnerville, Nevada": B's place after its comma is A's too, so A
@@ -64,7 +63,7 @@ def offered_choice(question: str) -> Choice | None:
         if not names or not before.endswith(names[-1]):
             return None
         a, ask = names[-1], before[: -len(names[-1])]
-    a = a.strip(" " + _QUOTES)
+    a = a.strip(" " + QUOTE_MARKS)
     if not a or not b or max(len(a.split()), len(b.split())) > _MAX_ALTERNATIVE_WORDS:
         return None
     return Choice(" ".join([ask.strip(), *rest]).strip(), (a, b))

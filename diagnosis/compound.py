@@ -52,7 +52,8 @@ _JOINT = re.compile(
     r"\b(partner\w*|collaborat\w*|merg\w*|compet\w*|allies|allied|common|between|versus|against)\b",
     re.I,
 )
-_SINGULAR = {"are": "is", "were": "was", "have": "has", "had": "had", "do": "does", "did": "did"}
+# One subject's auxiliary for two subjects' ("A and B are ..." -> "A is ...").
+ONE_SUBJECT = {"are": "is", "were": "was", "have": "has", "had": "had", "do": "does", "did": "did"}
 _PARTICLE = re.compile(r"^(?:yes|no),\s+(?=\S+\s+\S+\s+\S+)", re.I)
 
 
@@ -77,7 +78,7 @@ def decompose(claim: str) -> list[str]:
             or _elliptical(m.group("a"), m.group("b"))
         ):
             continue
-        verb = _SINGULAR[m.group("verb").lower()]
+        verb = ONE_SUBJECT[m.group("verb").lower()]
         rest = m.group("rest").rstrip(". ")
         rest = re.sub(r"^(?:located\s+)?both\s+", "", rest)
         if verb in ("is", "was"):
@@ -85,6 +86,12 @@ def decompose(claim: str) -> list[str]:
         return [f"{_cap(m.group(s))} {verb} {rest}." for s in ("a", "b")]
     text = unprefixed(text)
     return split_conjunction(text) or [text]
+
+
+def relates_the_two(predicate: str) -> bool:
+    """The predicate says something of two subjects together ("... from the same city", "...
+    collaborated on X"), not of each: no claim about one of them alone."""
+    return bool(_BETWEEN_THEM.search(predicate) or _JOINT.search(predicate))
 
 
 def _elliptical(a: str, b: str) -> bool:

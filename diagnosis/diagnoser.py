@@ -65,6 +65,7 @@ from ragmend.diagnosis.kg_crosscheck import crosscheck
 from ragmend.diagnosis.language import LANGUAGE_NAMES, check_language
 from ragmend.diagnosis.off_question import asks_question, unaddressed
 from ragmend.diagnosis.options import DiagnosisOptions, shipped_options
+from ragmend.diagnosis.polar import denial, polar_reading
 from ragmend.diagnosis.premises import (
     JOINT,
     EvidencePassage,
@@ -116,6 +117,8 @@ AlignKG = Callable[[str], KGSignal]  # response text -> kappa with its matched t
 def response_claims(query: str, response: str, max_claims: int, bare: bool | None = None) -> list[str]:
     """The claims a response to a question is judged by: its sentences, none for an abstention.
     `bare`: whether it is a bare answer span (None: spans.is_bare)."""
+    if polar := polar_reading(query, response):
+        return list(polar.claims[:max_claims])  # what its "Yes" asserts; a "No" is judged by denial
     claims = [] if is_abstention(response) else split_claims(response, max_claims, keep=query)
     if bare is None:
         bare = is_bare(response)
@@ -154,6 +157,9 @@ class Hypotheses:
     reason: str  # claim mode: the response's reasons (what the graph reads)
     swap: Swap | None
     contrast: str | None
+    # A bare "No" to a yes/no question: `query` and `claims` are what its "Yes" would assert, and
+    # each is judged by its denial (polar.py).
+    denied: bool = False
 
     @property
     def all(self) -> list[str]:
@@ -240,6 +246,11 @@ class Diagnoser:
         timings["nli_s"] = time.perf_counter() - t0
         contrast_verdict = verdicts.pop() if hyp.contrast else None
         q_verdicts, claim_verdicts = verdicts[: len(hyp.query)], verdicts[len(hyp.query) :]
+        # The evidence conflicts on what a "No" denies as on what a "Yes" asserts.
+        stated_verdicts = claim_verdicts
+        if hyp.denied:
+            q_verdicts = [denial(q_verdicts, t)] if q_verdicts else []
+            claim_verdicts = [denial(claim_verdicts, t)]
 
         # -- e_q and e_r ----------------------------------------------------------------------
         e_q = (
@@ -322,7 +333,7 @@ class Diagnoser:
         # -- incompatible answers in the evidence ----------------------------------------------
         conflict = (
             conflict_on_claims(
-                claim_verdicts,
+                stated_verdicts,
                 [(p.id, p.text) for p in passages],
                 threshold=o.conflict_threshold,
                 nli=self._nli_scores,
@@ -419,11 +430,13 @@ class Diagnoser:
         said = without_echo(query, response)
         construction = o.query_hypothesis
         claims = response_claims(query, said, o.max_claims)
+        polar = polar_reading(query, said)
         nli_reads_query = construction != "rerank"
         if not nli_reads_query:
             query_hyps = []
         elif construction == "statement":
-            query_hyps = decompose(question_statement(query, said))
+            # A bare yes or no asserts the question's own statement, its claims.
+            query_hyps = list(claims) if polar else decompose(question_statement(query, said))
         else:
             query_hyps = [query]
         # A choice of attribute answered in one claim: the same claim naming the other
@@ -441,6 +454,7 @@ class Diagnoser:
             reason="",
             swap=swap,
             contrast=contrast,
+            denied=polar is not None and polar.denied,
         )
 
     def _nli_scores(self, pairs: list[tuple[str, str]]) -> list[list[float]]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from ragmend.diagnosis.patterns import ABBREVIATION_END, SENTENCE_END
+from ragmend.diagnosis.spans import COMMON_WORDS
 from ragmend.diagnosis.types import CLAIM_LABELS
 
 QUERY_CONSTRUCTIONS = ("statement", "question", "rerank")
@@ -123,4 +124,7 @@ def parse_claim_label(response: str) -> tuple[str | None, str]:
 
 
 def negate(claim: str) -> str:
-    return f"It is not true that {claim[:1].lower()}{claim[1:].rstrip('.')}."
+    """ "It is not true that ...": the claim's first word lower-cased unless it begins a name."""
+    first = claim.split(maxsplit=1)[0] if claim.strip() else ""
+    lead = claim[:1].lower() if first.lower() in COMMON_WORDS else claim[:1]
+    return f"It is not true that {lead}{claim[1:].rstrip('.')}."

@@ -55,6 +55,8 @@ NAME_LOOSE = (
 
 # A title in double quotes, straight or curly ("Baby Driver"), its text captured: a name of a work
 # whatever its case.
+# The quotation marks a title or a name may be set in, straight and curly.
+QUOTE_MARKS = "\"'\u201c\u201d\u2018\u2019"
 QUOTED = r"[\"\u201c]([^\"\u201d]{2,80})[\"\u201d]"
 
 # -- numbers --------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from typing import Literal
 
 from ragmend.diagnosis.compound import decompose, unprefixed
 from ragmend.diagnosis.hypotheses import CITATION_MARK, is_abstention, split_claims
+from ragmend.diagnosis.spans import is_bare
 from ragmend.diagnosis.types import ABSTAIN_LABEL, Diagnosis, EvidenceConflict, FailureType, HypothesisVerdict
 from ragmend.settings import UNANSWERED_BELOW, AnswerPolicy, ServerSettings
 
@@ -142,10 +143,11 @@ def cite(
     claims = {v.hypothesis: v for v in diagnosis.e_r.hypotheses}
     number = {pid: n for n, pid in enumerate(evidence_ids, start=1)}
     sentences = split_claims(response, MAX_SENTENCES, keep=query)
-    if len(sentences) == 1 and len(diagnosis.e_r.hypotheses) == 1:
-        # A bare answer is judged as the question's statement: that verdict is the sentence's.
-        only = diagnosis.e_r.hypotheses[0]
-        return (_cited(sentences[0], [only], number),)
+    hypotheses = diagnosis.e_r.hypotheses
+    if len(sentences) == 1 and hypotheses and (len(hypotheses) == 1 or is_bare(response)):
+        # A bare answer is judged as the question's statement (a yes or no, as the claims that
+        # statement joins): those verdicts are the sentence's.
+        return (_cited(sentences[0], hypotheses, number),)
     out = []
     for sentence in sentences:
         atoms = [claims.get(atom) for atom in decompose(sentence)]

@@ -97,6 +97,50 @@ def test_a_bridge_answer_two_passages_state_is_left_alone_and_a_wrong_one_caught
     assert w["supported"] is False and w["diagnosis"]["failure"] != "NoFailure"
 
 
+WELLS = {
+    "id": "wells",
+    "title": "H. G. Wells",
+    "text": "Herbert George Wells (21 September 1866 - 13 August 1946), known as H. G. Wells, was an "
+    "English writer. He wrote The Time Machine and The War of the Worlds.",
+}
+BENNETT = {
+    "id": "bennett",
+    "title": "Arnold Bennett",
+    "text": "Enoch Arnold Bennett (27 May 1867 - 27 March 1931) was an English author, best known as a "
+    "novelist. He wrote The Old Wives' Tale.",
+}
+DARIO = {
+    "id": "dario",
+    "title": "Rubén Darío",
+    "text": "Félix Rubén García Sarmiento (18 January 1867 - 6 February 1916), known as Rubén Darío, was a "
+    "Nicaraguan poet who initiated the Spanish-American literary movement known as modernismo.",
+}
+
+
+def test_a_bare_yes_or_no_is_judged_by_what_it_asserts(live_server: LiveServer) -> None:
+    """A bare "No" to "both A and B?" holds where a passage denies one of them, a bare "Yes" where
+    the passages state both; each wrong one is caught."""
+
+    def judged(question: str, answer: str, passages: list[dict[str, str]]) -> dict[str, object]:
+        reply = check(live_server, {"question": question, "answer": answer, "passages": passages})
+        assert reply.status_code == 200, reply.text
+        body: dict[str, object] = reply.json()
+        return body
+
+    one_english = "Were H. G. Wells and Rubén Darío both English?"
+    both_english = "Were H. G. Wells and Arnold Bennett both English?"
+    right_no = judged(one_english, "No", [WELLS, DARIO])
+    right_yes = judged(both_english, "Yes.", [WELLS, BENNETT])
+    assert right_no["supported"] is True and right_yes["supported"] is True, (right_no, right_yes)
+    assert judged(one_english, "Yes", [WELLS, DARIO])["supported"] is False
+    assert judged(both_english, "No", [WELLS, BENNETT])["supported"] is False
+    diagnosis = right_no["diagnosis"]
+    assert isinstance(diagnosis, dict)
+    (denied,) = diagnosis["e_r"]["hypotheses"]
+    assert denied["hypothesis"] == "It is not true that Rubén Darío was English."
+    assert denied["best_passage"] == "dario"
+
+
 def test_without_passages_the_corpus_retrieves_them(live_server: LiveServer) -> None:
     q = sample_questions()[3]
     r = check(live_server, {"question": q["question"], "answer": "I do not know."})

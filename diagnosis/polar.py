@@ -1,0 +1,182 @@
+"""A bare "Yes" or "No" to a question asked yes or no, read as what it asserts.
+
+"Are both A and B actors?" answered "Yes" claims that A is an actor and that B is one: each is
+judged against single passages like any claim (compound.py). Answered "No", it claims that one of
+them is not, which holds where the evidence contradicts either: the answer is judged by the claim
+the evidence contradicts most, its entailment and contradiction exchanged (`denial`). Why: read
+through the question-statement template ('The answer to the question "..." is No.') a bare yes or
+no is a sentence no passage entails, so every one was flagged, right or wrong.
+
+The question is read as "AUX SUBJECT PREDICATE?", the subject one name or two joined by "and"
+(names: capitalised or quoted words, a few connectors between them; "the documentaries" may lead).
+A question read otherwise ("Did the band that ... ?") gives None and keeps the template.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ragmend.diagnosis.aggregate import hypothesis_state
+from ragmend.diagnosis.compound import ONE_SUBJECT, relates_the_two, singular_predicate
+from ragmend.diagnosis.hypotheses import negate
+from ragmend.diagnosis.patterns import AUXILIARIES, NAME_LOOSE_CONNECTORS, QUOTE_MARKS
+from ragmend.diagnosis.premises import JOINT
+from ragmend.diagnosis.types import HypothesisVerdict, PassageScores, Thresholds
+
+_OPENING_QUOTES = '"\u201c\u2018'
+_TRIM = QUOTE_MARKS + "(),;:"
+
+
+@dataclass(frozen=True)
+class PolarReading:
+    """What a bare yes or no asserts: `claims`, the question's statement as atomic claims; `denied`:
+    the answer is "No", so it holds where the evidence contradicts one of them."""
+
+    claims: tuple[str, ...]
+    denied: bool
+
+
+def polar_reading(question: str, response: str) -> PolarReading | None:
+    """The claims of a bare "Yes"/"No" (a full stop or "!" aside) to a yes/no question; None for any
+    other response, and for a question whose subject cannot be read."""
+    said = response.strip().rstrip(".!").strip().lower()
+    if said not in ("yes", "no"):
+        return None
+    claims = statement_claims(question)
+    return PolarReading(claims, denied=said == "no") if claims else None
+
+
+def statement_claims(question: str) -> tuple[str, ...]:
+    """The yes/no question as the atomic claims its "Yes" asserts ("Were A and B both English?" ->
+    "A was English.", "B was English."); () where it cannot be read."""
+    words = question.strip().rstrip("?").strip().split()
+    if len(words) < 3 or words[0].lower() not in AUXILIARIES:
+        return ()
+    aux, rest = words[0].lower(), words[1:]
+    start = 1 if rest[0].lower() == "both" else 0
+    head = _common_head(rest, start)  # "the documentaries": kept in the joint statement only
+    a_end = _name_end(rest, head + 1 if _the_name(rest, head) else head)
+    if a_end <= head + int(_the_name(rest, head)):
+        return ()
+    if a_end < len(rest) and rest[a_end].lower() == "or":
+        return ()  # "Is A or B bigger?" offers a choice: neither yes nor no answers it
+    if a_end < len(rest) and rest[a_end].lower() == "and":
+        b_from = a_end + 1 + int(_the_name(rest, a_end + 1))
+        b_end = _name_end(rest, b_from)
+        predicate = _predicate(rest[b_end:])
+        if b_end == b_from or not predicate:
+            return ()
+        a, b = _words(rest[head:a_end]), _words(rest[a_end + 1 : b_end])
+        if relates_the_two(predicate):  # "... by the same director": said of the two together
+            return (_sentence(f"{_words(rest[start:b_end])} {aux} {predicate}"),)
+        one = ONE_SUBJECT.get(aux, aux)
+        return tuple(_sentence(f"{s} {one} {_for_one(predicate, one)}") for s in (a, b))
+    predicate_words = rest[a_end:]
+    if not _predicate(predicate_words):
+        return ()
+    return _gapped(_words(rest[start:a_end]), aux, predicate_words)
+
+
+def _gapped(subject: str, aux: str, predicate: list[str]) -> tuple[str, ...]:
+    """One subject's statement, or two where the predicate gaps a second clause ("Is A a mountain
+    and B a mountain peak?" -> "A is a mountain.", "B is a mountain peak.")."""
+    for k, word in enumerate(predicate):
+        if word.lower() != "and" or k == 0:
+            continue
+        end = _name_end(predicate, k + 1)
+        if k + 1 < end < len(predicate) and predicate[end][:1].islower():
+            first = f"{subject} {aux} {' '.join(predicate[:k])}"
+            second = f"{_words(predicate[k + 1 : end])} {aux} {' '.join(predicate[end:])}"
+            return (_sentence(first), _sentence(second))
+    return (_sentence(f"{subject} {aux} {' '.join(predicate)}"),)
+
+
+def _common_head(words: list[str], start: int) -> int:
+    """Past a leading "the" and up to two lower-case words before a name ("the documentaries Out of
+    Place ..."); `start` where there is none."""
+    if start < len(words) and words[start].lower() == "the":
+        for end in (start + 2, start + 3):
+            if end < len(words) and words[end - 1][:1].islower() and _is_name_word(words[end]):
+                return end
+    return start
+
+
+def _the_name(words: list[str], i: int) -> bool:
+    """A name led by "the" ("the Pacific Ocean"), which stays in the claim."""
+    return i + 1 < len(words) and words[i].lower() == "the" and _is_name_word(words[i + 1])
+
+
+def _name_end(words: list[str], i: int) -> int:
+    """The index after the name that starts at words[i] (i where none does): capitalised words,
+    digits, a quoted title, connectors between them."""
+    j = i
+    while j < len(words):
+        w = words[j]
+        if w[:1] in _OPENING_QUOTES:
+            close = next((k for k in range(j, len(words)) if _closes_quote(words[k], k == j)), None)
+            if close is None:
+                return i
+            j = close + 1
+        elif _is_name_word(w) or (
+            w.lower() in NAME_LOOSE_CONNECTORS
+            and j > i
+            and j + 1 < len(words)
+            and _is_name_word(words[j + 1])
+        ):
+            j += 1
+        else:
+            break
+    return j
+
+
+def _closes_quote(word: str, first: bool) -> bool:
+    body = word[1:] if first else word
+    return any(q in body for q in QUOTE_MARKS)
+
+
+def _is_name_word(word: str) -> bool:
+    core = word.strip(_TRIM)
+    return bool(core) and (core[:1].isupper() or core[:1].isdigit())
+
+
+def _predicate(words: list[str]) -> str:
+    """What is asked of the subject, less a leading "both"."""
+    while words and words[0].lower() in ("both", "each", "all"):  # said of each, not what is said
+        words = words[1:]
+    return " ".join(words)
+
+
+def _for_one(predicate: str, aux: str) -> str:
+    """The predicate said of one subject: "professional tennis players" -> "a professional tennis
+    player"; "been tennis players" -> "been a tennis player"."""
+    if aux not in ("is", "was", "has"):
+        return predicate
+    first, _, after = predicate.partition(" ")
+    if first.lower() == "been" and after:
+        return f"{first} {singular_predicate(after)}"
+    return singular_predicate(predicate)
+
+
+def _words(words: Sequence[str]) -> str:
+    return " ".join(words).strip(",")
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(text.split()).rstrip(" ,.")
+    return f"{text[:1].upper()}{text[1:]}."
+
+
+def denial(verdicts: Sequence[HypothesisVerdict], t: Thresholds) -> HypothesisVerdict:
+    """A "No" judged: of the claims its question's "Yes" would make, the one the evidence
+    contradicts most, negated, each passage's entailment and contradiction exchanged."""
+    most = max(verdicts, key=lambda v: max((s.contradict for s in v.scores), default=0.0))
+    return hypothesis_state(negate(most.hypothesis), [_flipped(s) for s in most.scores], t)
+
+
+def _flipped(s: PassageScores) -> PassageScores:
+    """A passage's scores of a claim as scores of its negation. Two passages read together that
+    entail the claim contradict its negation, but their contradiction of it denies nothing: two
+    unrelated passages side by side draw contradictions neither holds."""
+    entail = 0.0 if s.passage == JOINT else s.contradict
+    return replace(s, entail=entail, neutral=round(max(0.0, 1.0 - entail - s.entail), 4), contradict=s.entail)
