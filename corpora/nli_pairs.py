@@ -49,7 +49,8 @@ from ragmend.corpora.readers import (
     load_hotpotqa,
     load_sufficient_facts,
 )
-from ragmend.diagnosis.hypotheses import question_statement, split_sentences
+from ragmend.diagnosis.hypotheses import split_sentences
+from ragmend.diagnosis.statement import question_statement
 
 # Entity types whose swap changes what a sentence asserts.
 SWAP_LABELS = frozenset(

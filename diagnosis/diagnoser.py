@@ -58,7 +58,6 @@ from ragmend.diagnosis.hypotheses import (
     is_abstention,
     negate,
     parse_claim_label,
-    question_statement,
     split_claims,
 )
 from ragmend.diagnosis.kg_crosscheck import crosscheck
@@ -76,6 +75,7 @@ from ragmend.diagnosis.premises import (
 )
 from ragmend.diagnosis.spans import best_passage_coverage, is_bare
 from ragmend.diagnosis.stage import StageEvidence, attribute_stage
+from ragmend.diagnosis.statement import question_statement
 from ragmend.diagnosis.types import (
     ABSTAINED,
     DecisionSignals,

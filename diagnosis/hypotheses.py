@@ -30,8 +30,6 @@ _ABSTAIN = re.compile(
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*\u2022]|\d{1,2}[.)])[ \t]+")
 # A citation marker, "[1]" or "[1, 2]", with the space before it: a generator's or ragmend's own.
 CITATION_MARK = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
-_PARTICIPLES = frozenset({"born", "built", "made", "held", "written", "known", "found", "shot", "set", "run"})
-_AUX = r"(is|was|are|were|has|had|have|will|can|could|should|would)"
 
 
 def split_sentences(text: str, keep: str = "") -> list[str]:
@@ -69,45 +67,6 @@ def split_claims(text: str, max_claims: int = 8, keep: str = "") -> list[str]:
 
 def is_abstention(response: str) -> bool:
     return bool(_ABSTAIN.search(response))
-
-
-def _clean_answer(answer: str) -> str:
-    a = answer.strip().rstrip(".").strip()
-    return a[:1].upper() + a[1:] if a else a
-
-
-def question_statement(question: str, answer: str) -> str:
-    """The question with the answer in its slot; a template when no pattern fits.
-
-    When the response is already a full sentence that restates the question's terms, it is the
-    statement (the default prompt answers in one sentence).
-    """
-    q = question.strip().rstrip("?").strip()
-    a = _clean_answer(answer)
-    if not a:
-        return q
-    words = lambda s: {w.lower() for w in re.findall(r"\w+", s) if len(w) > 3}  # noqa: E731
-    if len(answer.split()) >= 5 and len(words(q) & words(answer)) >= max(1, len(words(q)) // 3):
-        return answer.strip()
-    low = q.lower()
-    # "When was X born" -> "X was born in A"; "Where is X located" -> "X is located in A".
-    if m := re.match(rf"^(when|where|in what year|in which year)\s+{_AUX}\s+(.+)$", low):
-        aux, rest = m.group(2), q[m.end(2) :].strip()
-        head, _, last = rest.rpartition(" ")
-        if head and (last.endswith("ed") or last in _PARTICIPLES):
-            rest = f"{head} {aux} {last}"  # "X born" -> "X was born"
-        else:
-            rest = f"{rest} {aux}"
-        return f"{rest[:1].upper()}{rest[1:]} in {a}."
-    # "Who/What is X" -> "X is A" (the answer names X); "Which N is X" likewise.
-    if m := re.match(rf"^(who|what|which(?:\s+\w+){{0,3}}?)\s+{_AUX}\s+(.+)$", low):
-        aux, rest = m.group(2), q[m.start(3) :]
-        return f"{rest[:1].upper()}{rest[1:]} {aux} {a}."
-    # "Who directed X" / "Which band released Y" -> the answer takes the subject's place.
-    if m := re.match(r"^(who|what|which(?:\s+\w+){0,3}?)\s+(\w+ed|\w+s)\b(.*)$", low):
-        return f"{a} {q[m.start(2) :]}."
-    # "How many X did Y" and the rest: a neutral template that keeps the whole question.
-    return f'The answer to the question "{q}?" is {a}.'
 
 
 def parse_claim_label(response: str) -> tuple[str | None, str]:

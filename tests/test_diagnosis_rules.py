@@ -12,9 +12,10 @@ import pytest
 from ragmend.diagnosis.aggregate import hypothesis_state, signal_state
 from ragmend.diagnosis.conflict import conflict_on_claims
 from ragmend.diagnosis.egc import egc_features
-from ragmend.diagnosis.hypotheses import parse_claim_label, question_statement, split_claims
+from ragmend.diagnosis.hypotheses import parse_claim_label, split_claims
 from ragmend.diagnosis.options import shipped_options
 from ragmend.diagnosis.stage import StageEvidence, attribute_stage
+from ragmend.diagnosis.statement import question_statement
 from ragmend.diagnosis.types import PassageScores
 
 # The rule's tests read at thresholds of their own, away from the shipped 0.4 / 0.35, so each
@@ -112,6 +113,53 @@ def test_question_statements() -> None:
     question = "Which magazine was started first, Arthur's Magazine or First for Women?"
     assert question_statement(question, sentence) == sentence
     assert question_statement("How many moons has Mars?", "2").startswith("The answer to the question")
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "statement"),
+    [
+        # The question phrase's noun runs to the auxiliary; "animated" takes no object.
+        (
+            "Which American Space Western animated series did Celebrity Home Entertainment release?",
+            "BraveStarr",
+            "Celebrity Home Entertainment did release BraveStarr.",
+        ),
+        ("What year did the Beatles break up?", "1970", "The Beatles did break up in 1970."),
+        (
+            'What type of film are both "500 Years Later" and "Manson"?',
+            "documentary",
+            'Both "500 Years Later" and "Manson" are Documentary.',
+        ),
+        # A predicate after the auxiliary: the answer is its subject.
+        (
+            'Which English musician is known for the song "See Yourself"?',
+            "George Harrison",
+            'George Harrison is known for the song "See Yourself".',
+        ),
+        ("What is Paris known for?", "its museums", "Paris is known for its museums."),
+        ("Which band released Help!?", "The Beatles", "The Beatles released Help!."),
+        # The question phrase inside the question: the answer takes its place.
+        (
+            'Michelle Lewis has written songs for which "Lizzie McGuire" actress?',
+            "Hilary Duff",
+            "Michelle Lewis has written songs for Hilary Duff.",
+        ),
+        (
+            "The driver lost to which driver in the 2009 NASCAR Nationwide Series?",
+            "Kyle Busch",
+            "The driver lost to Kyle Busch in the 2009 NASCAR Nationwide Series.",
+        ),
+        ("Where is the Eiffel Tower located?", "Paris", "The Eiffel Tower is located in Paris."),
+    ],
+)
+def test_a_bare_span_takes_the_question_phrases_place(question: str, answer: str, statement: str) -> None:
+    assert question_statement(question, answer) == statement
+
+
+def test_a_relative_which_is_no_question_phrase() -> None:
+    """ "..., which of three stories ..." after a comma is a relative clause: the template stays."""
+    question = "No Smoking is based on Quitters, Inc., which of three stories feature the same animal?"
+    assert question_statement(question, "cat").startswith("The answer to the question")
 
 
 def test_claims_and_labels() -> None:

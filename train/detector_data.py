@@ -47,7 +47,8 @@ from ragmend.corpora.readers import (
     one_in,
 )
 from ragmend.corpora.tasks import FEVER_FILE, HOTPOTQA_FILE, SUFFICIENT_FACTS_FILE
-from ragmend.diagnosis.hypotheses import question_statement, split_sentences
+from ragmend.diagnosis.hypotheses import split_sentences
+from ragmend.diagnosis.statement import question_statement
 from ragmend.fileio import atomic_write_text
 
 EDITS = ("swap_in_source", "swap_outside", "negation", "overgeneralise", "added")

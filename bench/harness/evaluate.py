@@ -448,15 +448,18 @@ def _plan_reward(outcome: Outcome) -> float | None:
 
 
 def _signals(prefix: str, d: Diagnosis | None) -> dict[str, Any]:
-    """What the diagnosis said of an answer: its P(unsupported), kappa and Eq. 2's quality part
-    (the reward's, before the cost factors)."""
+    """What the diagnosis said of an answer: its P(unsupported), kappa, Eq. 2's quality part (the
+    reward's, before the cost factors), the rule that decided and the failure's grade."""
     if d is None:
-        return {f"{prefix}p_unsupported": None, f"{prefix}kappa": None, f"{prefix}quality": None}
+        return {f"{prefix}{k}": None for k in ("p_unsupported", "kappa", "quality", "decided_by", "grade")}
     quality = eq2_quality(d.failure, d.kappa, d.e_r.state)
     return {
         f"{prefix}p_unsupported": round(d.verdict.p_unsupported, 4) if d.verdict is not None else None,
         f"{prefix}kappa": d.kappa,
         f"{prefix}quality": quality,
+        # Which rule of the decision table decided, and how sure: what `ragmend study rules` reads.
+        f"{prefix}decided_by": d.decided_by,
+        f"{prefix}grade": d.grade,
     }
 
 
