@@ -23,8 +23,6 @@ from __future__ import annotations
 from ragmend.diagnosis.patterns import AUXILIARIES
 from ragmend.diagnosis.wordforms import verb_form
 
-_ASKING = ("who", "whom", "what", "which")
-_DO = ("do", "does", "did")
 # Words that open a noun phrase: after an auxiliary, the subject follows ("What is the capital").
 _DETERMINERS = frozenset(("the", "a", "an", "his", "her", "their", "its", "both", "this", "these", "those"))
 _PREPOSITIONS = frozenset(("for", "in", "of", "by", "to", "from", "with", "on", "at", "about", "as", "after"))
@@ -70,7 +68,9 @@ def _when_where(words: list[str], a: str) -> str | None:
     low = [w.lower() for w in words]
     in_year = low[:3] in (["in", "what", "year"], ["in", "which", "year"])
     lead = 1 if low[0] in ("when", "where") else 3 if in_year else 0
-    if not lead or len(words) < lead + 2 or low[lead] not in AUXILIARIES or low[lead] in _DO:
+    if not lead or len(words) < lead + 2 or low[lead] not in AUXILIARIES:
+        return None
+    if low[lead] in ("do", "does", "did"):  # "When did X die": no participle to place
         return None
     aux, rest = low[lead], words[lead + 1 :]
     last = rest[-1]
@@ -84,7 +84,7 @@ def _when_where(words: list[str], a: str) -> str | None:
 def _asked_first(words: list[str], a: str) -> str | None:
     """The question phrase opens the question: "Who/What/Which N" then an auxiliary or a verb."""
     low = [w.lower() for w in words]
-    if low[0] not in _ASKING:
+    if low[0] not in ("who", "whom", "what", "which"):
         return None
     after = _phrase_end(words, 0)
     if after >= len(words):
@@ -94,7 +94,7 @@ def _asked_first(words: list[str], a: str) -> str | None:
         aux = low[after]
         if not rest:
             return None
-        if aux in _DO:  # "Which series did X release in Y" -> "X did release A in Y"
+        if aux in ("do", "does", "did"):  # "Which series did X release in Y" -> "X did release A in Y"
             end = _name_end(rest)
             if not 0 < end < len(rest):
                 return None

@@ -32,12 +32,17 @@ def _hotpot(i: int, em: float, failure: str, p: float, **extra: Any) -> dict[str
     }
 
 
+BY_VERDICT = {"first_decided_by": "unsupported", "first_unsupported_by": ["score", "unbacked"]}
+OFF = {"first_decided_by": "off_question", "first_unsupported_by": []}
+
+
 def test_trust_figures_from_records(tmp_path: Path) -> None:
     hotpot = [
         _hotpot(1, 1.0, "NoFailure", 0.1),
-        _hotpot(2, 1.0, "WR", 0.6, abstained_read=True),  # right, flagged, read as an abstention
+        # Right, flagged by the verdict's two rules, read as an abstention.
+        _hotpot(2, 1.0, "WR", 0.6, abstained_read=True, **BY_VERDICT),
         # Right as generated, replaced by a repair whose answer is wrong: read as a correction.
-        _hotpot(3, 0.0, "WR", 0.7, first_scores={"em": 1.0}, first_generated_scores={"em": 1.0}),
+        _hotpot(3, 0.0, "WR", 0.7, first_scores={"em": 1.0}, first_generated_scores={"em": 1.0}, **OFF),
         _hotpot(4, 0.0, "WR", 0.9),
         _hotpot(5, 0.0, "NoFailure", 0.2),
     ]
@@ -89,6 +94,7 @@ def test_trust_figures_from_records(tmp_path: Path) -> None:
     h = got["hotpotqa"]
     assert (h["n"], h["right"], h["right_flagged"], h["wrong_flagged"]) == (5, 3, pytest.approx(66.67), 50.0)
     assert h["right_read_as_abstention"] == pytest.approx(66.67)
+    assert h["right_flagged_by"] == {"off_question": 1, "unsupported:score+unbacked": 1}
     # Wrong answers' P(unsupported) 0.9, 0.2 against right ones' 0.1, 0.6, 0.7: 4 of 6 pairs above.
     assert h["auroc"] == 0.6667
     assert got["mixed"] == {"n": 6, "right": 1, "right_read_as_abstention": 100.0}

@@ -449,16 +449,19 @@ def _plan_reward(outcome: Outcome) -> float | None:
 
 def _signals(prefix: str, d: Diagnosis | None) -> dict[str, Any]:
     """What the diagnosis said of an answer: its P(unsupported), kappa, Eq. 2's quality part (the
-    reward's, before the cost factors), the rule that decided and the failure's grade."""
+    reward's, before the cost factors), the rule that decided (and the verdict's rules that found
+    it unsupported) and the failure's grade."""
     if d is None:
-        return {f"{prefix}{k}": None for k in ("p_unsupported", "kappa", "quality", "decided_by", "grade")}
+        keys = ("p_unsupported", "kappa", "quality", "decided_by", "unsupported_by", "grade")
+        return {f"{prefix}{k}": None for k in keys}
     quality = eq2_quality(d.failure, d.kappa, d.e_r.state)
     return {
         f"{prefix}p_unsupported": round(d.verdict.p_unsupported, 4) if d.verdict is not None else None,
         f"{prefix}kappa": d.kappa,
         f"{prefix}quality": quality,
-        # Which rule of the decision table decided, and how sure: what `ragmend study rules` reads.
+        # What decided, and how sure: what `ragmend study trust` counts the flags by.
         f"{prefix}decided_by": d.decided_by,
+        f"{prefix}unsupported_by": list(d.verdict.unsupported_by) if d.verdict is not None else None,
         f"{prefix}grade": d.grade,
     }
 

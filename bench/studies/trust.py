@@ -13,7 +13,8 @@ detect --split test --sets ragtruth` rows. Each part is optional; what is given 
 - hotpotqa: of the first answers (the router's pass, before any repair), the share of right ones
   (exact match) and of wrong ones the diagnosis flagged, the AUROC of its P(unsupported) for
   wrong against right, and the share of right first answers the user read as an abstention or a
-  correction (a repair replaced it).
+  correction (a repair replaced it), and the right answers flagged counted by the rule that
+  decided (`right_flagged_by`; records that name it).
 - mixed: the same share of right first answers, over the stream's answerable questions.
 - unanswerable (the mixed stream's questions whose sources lack the answer): the share the user
   read as "the sources do not answer" (an abstention, the answer policy's or the generator's
@@ -83,7 +84,22 @@ def hotpotqa(records: Sequence[Record]) -> dict[str, Any]:
         # Wrong answers are the positives: P(unsupported) should rank them above the right ones.
         "auroc": _auroc([r[p] for r in scored], [not first_right(r, "em") for r in scored]),
         "right_read_as_abstention": pct(sum(read_away(r) for r in right), len(right)),
+        "right_flagged_by": flagged_by([r for r in right if r in flagged]),
     }
+
+
+def flagged_by(records: Sequence[Record]) -> dict[str, int]:
+    """How many of the flagged answers each rule decided ("unsupported:unbacked": the verdict's
+    rules that found it so), where the records name it; most first."""
+    counts: dict[str, int] = {}
+    for r in records:
+        rule = r.get("first_decided_by")
+        if rule is None:
+            continue
+        why = r.get("first_unsupported_by") or []
+        key = f"{rule}:{'+'.join(why)}" if rule == "unsupported" and why else str(rule)
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def mixed(records: Sequence[Record], metric: str) -> dict[str, Any]:
