@@ -118,7 +118,7 @@ def response_claims(query: str, response: str, max_claims: int, bare: bool | Non
     """The claims a response to a question is judged by: its sentences, none for an abstention.
     `bare`: whether it is a bare answer span (None: spans.is_bare)."""
     if polar := polar_reading(query, response):
-        return list(polar.claims[:max_claims])  # what its "Yes" asserts; a "No" is judged by denial
+        return list(polar.judged[:max_claims])  # what its "Yes" asserts, or a "No"'s denial of it
     claims = [] if is_abstention(response) else split_claims(response, max_claims, keep=query)
     if bare is None:
         bare = is_bare(response)
@@ -429,8 +429,9 @@ class Diagnoser:
         # A choice answer's echo of the other alternative is no claim.
         said = without_echo(query, response)
         construction = o.query_hypothesis
-        claims = response_claims(query, said, o.max_claims)
         polar = polar_reading(query, said)
+        # A bare yes or no: NLI reads what its "Yes" asserts; a "No" is judged as their denial.
+        claims = list(polar.claims) if polar else response_claims(query, said, o.max_claims)
         nli_reads_query = construction != "rerank"
         if not nli_reads_query:
             query_hyps = []

@@ -2,10 +2,10 @@
 
 "Are both A and B actors?" answered "Yes" claims that A is an actor and that B is one: each is
 judged against single passages like any claim (compound.py). Answered "No", it claims that one of
-them is not, which holds where the evidence contradicts either: the answer is judged by the claim
-the evidence contradicts most, its entailment and contradiction exchanged (`denial`). Why: read
-through the question-statement template ('The answer to the question "..." is No.') a bare yes or
-no is a sentence no passage entails, so every one was flagged, right or wrong.
+them is not: it is judged as one denial of them all, supported by a passage that contradicts one
+of them and contradicted by one that states them all (`denial`). Why: read through the
+question-statement template ('The answer to the question "..." is No.') a bare yes or no is a
+sentence no passage entails, so every one was flagged, right or wrong.
 
 The question is read as "AUX SUBJECT PREDICATE?", the subject one name or two joined by "and"
 (names: capitalised or quoted words, a few connectors between them; "the documentaries" may lead).
@@ -15,7 +15,7 @@ A question read otherwise ("Did the band that ... ?") gives None and keeps the t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ragmend.diagnosis.aggregate import hypothesis_state
 from ragmend.diagnosis.compound import ONE_SUBJECT, relates_the_two, singular_predicate
@@ -35,6 +35,11 @@ class PolarReading:
 
     claims: tuple[str, ...]
     denied: bool
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        """The claims the answer is judged by: a "No", one denial of them all (`denial`)."""
+        return (denial_text(self.claims),) if self.denied else self.claims
 
 
 def polar_reading(question: str, response: str) -> PolarReading | None:
@@ -167,16 +172,30 @@ def _sentence(text: str) -> str:
     return f"{text[:1].upper()}{text[1:]}."
 
 
+def denial_text(claims: Sequence[str]) -> str:
+    """What a "No" claims, as one sentence: "It is not true that A was English and B was English."."""
+    return negate(" and ".join(c.rstrip(".") for c in claims))
+
+
 def denial(verdicts: Sequence[HypothesisVerdict], t: Thresholds) -> HypothesisVerdict:
-    """A "No" judged: of the claims its question's "Yes" would make, the one the evidence
-    contradicts most, negated, each passage's entailment and contradiction exchanged."""
-    most = max(verdicts, key=lambda v: max((s.contradict for s in v.scores), default=0.0))
-    return hypothesis_state(negate(most.hypothesis), [_flipped(s) for s in most.scores], t)
-
-
-def _flipped(s: PassageScores) -> PassageScores:
-    """A passage's scores of a claim as scores of its negation. Two passages read together that
-    entail the claim contradict its negation, but their contradiction of it denies nothing: two
-    unrelated passages side by side draw contradictions neither holds."""
-    entail = 0.0 if s.passage == JOINT else s.contradict
-    return replace(s, entail=entail, neutral=round(max(0.0, 1.0 - entail - s.entail), 4), contradict=s.entail)
+    """A "No" judged against each passage: it holds where the passage contradicts one of the
+    claims its question's "Yes" makes (P(entail) of the denial: the strongest such contradiction),
+    and is contradicted where the passage entails every one (the weakest such entailment). A joint
+    premise is left out: two passages side by side draw contradictions neither holds."""
+    by_passage: dict[str, list[PassageScores]] = {}
+    for v in verdicts:
+        for s in v.scores:
+            if s.passage != JOINT:
+                by_passage.setdefault(s.passage, []).append(s)
+    scores = []
+    for pid, seen in by_passage.items():
+        entail = max(s.contradict for s in seen)
+        contradict = min(s.entail for s in seen) if len(seen) == len(verdicts) else 0.0
+        neutral = round(max(0.0, 1.0 - entail - contradict), 4)
+        truncated = any(s.truncated for s in seen)
+        scores.append(
+            PassageScores(
+                passage=pid, entail=entail, neutral=neutral, contradict=contradict, truncated=truncated
+            )
+        )
+    return hypothesis_state(denial_text([v.hypothesis for v in verdicts]), scores, t)
