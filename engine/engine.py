@@ -170,7 +170,8 @@ class Engine:
                 # first request (ConfigError: exit 2, /readyz says why).
                 open_verdict(self.settings.diagnosis.verdict)
                 open_answerability(self.settings.diagnosis.answerability)
-            self.models.load(list(self.roles if roles is None else roles))
+            for role in self.roles if roles is None else roles:
+                self.models.get(role)
             self.corpus.open(build_index)
             self._ready.set()
         except Exception as e:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -120,22 +119,6 @@ class ModelRegistry:
                 self._loaded[role] = self._loaders[role]()
                 self._load_seconds[role] = time.perf_counter() - t0
         return self._loaded[role]
-
-    def load(self, roles: Sequence[str]) -> None:
-        """Load `roles` side by side: most of a load is a library's own work outside the GIL
-        (reading and mapping weights, building inference sessions), so a restarted server is
-        ready sooner than loading one after another. The llama.cpp roles load in turn: they
-        select and load one CPU library. The first failure is raised once every load has ended."""
-        llama = [r for r in roles if r in GENERATOR_ROLES]
-        groups = ([llama] if llama else []) + [[r] for r in roles if r not in GENERATOR_ROLES]
-        if len(groups) <= 1:
-            for role in roles:
-                self.get(role)
-            return
-        with ThreadPoolExecutor(len(groups), thread_name_prefix="ragmend-load") as pool:
-            futures = [pool.submit(lambda g: [self.get(r) for r in g], group) for group in groups]
-        for future in futures:
-            future.result()
 
     def is_loaded(self, role: str) -> bool:
         return role in self._loaded
