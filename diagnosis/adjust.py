@@ -8,9 +8,10 @@ be right, in this order:
                     (another year's awards, another season) says nothing of it: neutral.
   role_of_another   a window that credits a role the claim credits to someone else (a cast
                     list) contradicts the claim: its entailment becomes contradiction.
-  needs_name        a window that names none of the claim's names and numbers cannot
-                    contradict it: its contradiction becomes neutral (the model learned from
-                    image captions that another subject is a contradiction).
+  needs_name        a window that does not name the claim's subject (or, for a claim that
+                    opens with no name, any of its names and numbers) cannot contradict it: its
+                    contradiction becomes neutral (the model learned from image captions that
+                    another subject is a contradiction).
 
 Each is a setting (diagnosis.other_edition_is_neutral, role_of_another_refutes,
 contradiction_needs_name). The joint premise is never read for names: it is gated as a whole
@@ -78,10 +79,23 @@ class PremiseFacts:
 
 def claim_facts(hypothesis: str, checks: Checks) -> ClaimFacts:
     return ClaimFacts(
-        key_spans(hypothesis) if checks.contradiction_needs_name else [],
+        contradiction_names(hypothesis) if checks.contradiction_needs_name else [],
         editions(hypothesis) if checks.other_edition_is_neutral else {},
         claimed_roles(hypothesis) if checks.role_of_another_refutes else {},
     )
+
+
+def contradiction_names(hypothesis: str) -> list[str]:
+    """The names a window must hold one of for its contradiction of the claim to count: the
+    claim's subject, where the claim opens with a name ("H. G. Wells was English."), since a
+    passage about another subject shares the claim's nationality, place or date and the NLI model
+    reads it as a contradiction; else every name and number the claim holds."""
+    spans = key_spans(hypothesis)
+    opening = hypothesis.lstrip()
+    opening = opening[4:] if opening.startswith("The ") else opening
+    if spans and not spans[0][:1].isdigit() and opening.startswith(spans[0]):
+        return spans[:1]
+    return spans
 
 
 def adjusted(probs: Probs, claim: ClaimFacts, premise: int, facts: PremiseFacts) -> Probs:

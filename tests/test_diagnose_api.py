@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -109,36 +110,46 @@ BENNETT = {
     "text": "Enoch Arnold Bennett (27 May 1867 - 27 March 1931) was an English author, best known as a "
     "novelist. He wrote The Old Wives' Tale.",
 }
-DARIO = {
-    "id": "dario",
-    "title": "Rubén Darío",
-    "text": "Félix Rubén García Sarmiento (18 January 1867 - 6 February 1916), known as Rubén Darío, was a "
-    "Nicaraguan poet who initiated the Spanish-American literary movement known as modernismo.",
+ELKO = {
+    "id": "elko",
+    "title": "Elko Regional Airport",
+    "text": "Elko Regional Airport is a public airport a mile west of downtown Elko, in Elko County, "
+    "Nevada, United States.",
+}
+FORD = {
+    "id": "ford",
+    "title": "Gerald R. Ford International Airport",
+    "text": "Gerald R. Ford International Airport is a commercial airport in Cascade Township, near Grand "
+    "Rapids in Kent County, Michigan.",
 }
 
 
 def test_a_bare_yes_or_no_is_judged_by_what_it_asserts(live_server: LiveServer) -> None:
     """A bare "No" to "both A and B?" holds where a passage denies one of them, a bare "Yes" where
-    the passages state both; each wrong one is caught."""
+    the passages state both; each wrong one is caught. Each writer's page says "English" of its
+    own subject only: it neither supports nor contradicts the other writer."""
 
-    def judged(question: str, answer: str, passages: list[dict[str, str]]) -> dict[str, object]:
+    def judged(question: str, answer: str, passages: list[dict[str, str]]) -> dict[str, Any]:
         reply = check(live_server, {"question": question, "answer": answer, "passages": passages})
         assert reply.status_code == 200, reply.text
-        body: dict[str, object] = reply.json()
+        body: dict[str, Any] = reply.json()
         return body
 
-    one_english = "Were H. G. Wells and Rubén Darío both English?"
-    both_english = "Were H. G. Wells and Arnold Bennett both English?"
-    right_no = judged(one_english, "No", [WELLS, DARIO])
-    right_yes = judged(both_english, "Yes.", [WELLS, BENNETT])
+    airports = "Are both Elko Regional Airport and Gerald R. Ford International Airport located in Michigan?"
+    writers = "Were H. G. Wells and Arnold Bennett both English?"
+    right_no = judged(airports, "No", [ELKO, FORD])
+    right_yes = judged(writers, "Yes.", [WELLS, BENNETT])
     assert right_no["supported"] is True and right_yes["supported"] is True, (right_no, right_yes)
-    assert judged(one_english, "Yes", [WELLS, DARIO])["supported"] is False
-    assert judged(both_english, "No", [WELLS, BENNETT])["supported"] is False
-    diagnosis = right_no["diagnosis"]
-    assert isinstance(diagnosis, dict)
-    (denied,) = diagnosis["e_r"]["hypotheses"]
-    assert denied["hypothesis"] == "It is not true that H. G. Wells was English and Rubén Darío was English."
-    assert denied["best_passage"] == "dario"  # the passage that contradicts one of them
+    assert judged(airports, "Yes", [ELKO, FORD])["supported"] is False
+    assert judged(writers, "No", [WELLS, BENNETT])["supported"] is False
+    (denied,) = right_no["diagnosis"]["e_r"]["hypotheses"]
+    assert denied["hypothesis"] == (
+        "It is not true that Elko Regional Airport is located in Michigan and "
+        "Gerald R. Ford International Airport is located in Michigan."
+    )
+    assert denied["best_passage"] == "elko"  # the passage that contradicts one of them
+    for claim in right_yes["diagnosis"]["e_r"]["hypotheses"]:  # no writer's page denies the other
+        assert max(s["contradict"] for s in claim["scores"]) < 0.5, claim
 
 
 def test_without_passages_the_corpus_retrieves_them(live_server: LiveServer) -> None:
