@@ -8,10 +8,11 @@ be right, in this order:
                     (another year's awards, another season) says nothing of it: neutral.
   role_of_another   a window that credits a role the claim credits to someone else (a cast
                     list) contradicts the claim: its entailment becomes contradiction.
-  needs_name        a window that does not name the claim's subject (or, for a claim that
-                    opens with no name, any of its names and numbers) cannot contradict it: its
-                    contradiction becomes neutral (the model learned from image captions that
-                    another subject is a contradiction).
+  needs_name        a window that does not name what the claim is about cannot contradict
+                    it: its contradiction becomes neutral (the model learned from image captions
+                    that another subject is a contradiction). What it is about: the subject of a
+                    claim saying what its subject is ("A was English."), else any of its names
+                    and numbers.
 
 Each is a setting (diagnosis.other_edition_is_neutral, role_of_another_refutes,
 contradiction_needs_name). The joint premise is never read for names: it is gated as a whole
@@ -86,15 +87,18 @@ def claim_facts(hypothesis: str, checks: Checks) -> ClaimFacts:
 
 
 def contradiction_names(hypothesis: str) -> list[str]:
-    """The names a window must hold one of for its contradiction of the claim to count: the
-    claim's subject, where the claim opens with a name ("H. G. Wells was English."), since a
-    passage about another subject shares the claim's nationality, place or date and the NLI model
-    reads it as a contradiction; else every name and number the claim holds."""
+    """The names a window must hold one of for its contradiction of the claim to count: for a
+    claim that says what its subject is ("H. G. Wells was English.", "A is located in Michigan."),
+    the subject, since a passage about another subject shares the nationality or the place and the
+    NLI model reads it as a contradiction; for any other claim every name and number it holds
+    ("Morrow Holdings bought Quenton Ltd." is contradicted by a passage on Quenton Ltd's buyer)."""
     spans = key_spans(hypothesis)
     opening = hypothesis.lstrip()
     opening = opening[4:] if opening.startswith("The ") else opening
     if spans and not spans[0][:1].isdigit() and opening.startswith(spans[0]):
-        return spans[:1]
+        after = opening[len(spans[0]) :].split(maxsplit=1)
+        if after and after[0] in ("is", "was", "are", "were"):
+            return spans[:1]
     return spans
 
 

@@ -376,7 +376,8 @@ class DiagnosisSettings(_Section):
     contradiction_needs_name: bool = Field(
         True,
         description=(
-            "A window naming none of a claim's names and numbers cannot contradict it (it reads as neutral)."
+            "A window that does not name what a claim is about (the subject of a claim saying what its "
+            "subject is, else any of its names and numbers) cannot contradict it (it reads as neutral)."
         ),
     )
     other_edition_is_neutral: bool = Field(
