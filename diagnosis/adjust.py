@@ -93,7 +93,7 @@ def contradiction_names(hypothesis: str) -> list[str]:
     NLI model reads it as a contradiction; for any other claim every name and number it holds
     ("Morrow Holdings bought Quenton Ltd." is contradicted by a passage on Quenton Ltd's buyer)."""
     spans = key_spans(hypothesis)
-    opening = hypothesis.lstrip()
+    opening = hypothesis.lstrip().lstrip("\"\u201c'")
     opening = opening[4:] if opening.startswith("The ") else opening
     if spans and not spans[0][:1].isdigit() and opening.startswith(spans[0]):
         after = opening[len(spans[0]) :].split(maxsplit=1)

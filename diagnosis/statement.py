@@ -42,7 +42,7 @@ def question_statement(question: str, answer: str) -> str:
         return answer.strip()
     words = q.split()
     built = _when_where(words, a) or _asked_first(words, a) or _asked_inside(words, a)
-    return built or f'The answer to the question "{q}?" is {a}.'
+    return built or f'The answer to the question "{q}?" is {a[:1].upper()}{a[1:]}.'
 
 
 def _restates(q: str, answer: str) -> bool:
@@ -54,12 +54,9 @@ def _restates(q: str, answer: str) -> bool:
 
 
 def _clean_answer(answer: str) -> str:
-    """The answer less its full stop, capitalised as a name is ("paris" -> "Paris") unless it
-    opens with a determiner ("known for its museums")."""
-    a = answer.strip().rstrip(".").strip()
-    if not a or a.split()[0].lower() in _DETERMINERS:
-        return a
-    return a[:1].upper() + a[1:]
+    """The answer less its full stop, as it was given: a span put inside a sentence keeps its case
+    ("are documentary"; a capital there would read as a name that other passages also hold)."""
+    return answer.strip().rstrip(".").strip()
 
 
 def _when_where(words: list[str], a: str) -> str | None:

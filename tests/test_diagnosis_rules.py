@@ -108,7 +108,7 @@ def test_stage_cascade() -> None:
 def test_question_statements() -> None:
     assert question_statement("Who directed Jaws?", "Steven Spielberg") == "Steven Spielberg directed Jaws."
     assert question_statement("When was Marie Curie born?", "1867.") == "Marie Curie was born in 1867."
-    assert question_statement("What is the capital of France?", "paris") == "The capital of France is Paris."
+    assert question_statement("What is the capital of France?", "Paris") == "The capital of France is Paris."
     sentence = "Arthur's Magazine was started before First for Women."
     question = "Which magazine was started first, Arthur's Magazine or First for Women?"
     assert question_statement(question, sentence) == sentence
@@ -128,7 +128,7 @@ def test_question_statements() -> None:
         (
             'What type of film are both "500 Years Later" and "Manson"?',
             "documentary",
-            'Both "500 Years Later" and "Manson" are Documentary.',
+            'Both "500 Years Later" and "Manson" are documentary.',
         ),
         # A predicate after the auxiliary: the answer is its subject.
         (
