@@ -83,7 +83,8 @@ def parse_claim_label(response: str) -> tuple[str | None, str]:
 
 
 def negate(claim: str) -> str:
-    """ "It is not true that ...": the claim's first word lower-cased unless it begins a name."""
+    """The claim negated, "It is not true that ...", its first word lower-cased unless it begins a
+    name."""
     first = claim.split(maxsplit=1)[0] if claim.strip() else ""
     lead = claim[:1].lower() if first.lower() in COMMON_WORDS else claim[:1]
     return f"It is not true that {lead}{claim[1:].rstrip('.')}."

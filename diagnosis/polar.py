@@ -20,12 +20,10 @@ from dataclasses import dataclass
 from ragmend.diagnosis.aggregate import hypothesis_state
 from ragmend.diagnosis.compound import ONE_SUBJECT, relates_the_two, singular_predicate
 from ragmend.diagnosis.hypotheses import negate
-from ragmend.diagnosis.patterns import AUXILIARIES, NAME_LOOSE_CONNECTORS, QUOTE_MARKS
+from ragmend.diagnosis.patterns import AUXILIARIES
 from ragmend.diagnosis.premises import JOINT
+from ragmend.diagnosis.statement import as_sentence, is_name_word, name_end
 from ragmend.diagnosis.types import HypothesisVerdict, PassageScores, Thresholds
-
-_OPENING_QUOTES = '"\u201c\u2018'
-_TRIM = QUOTE_MARKS + "(),;:"
 
 
 @dataclass(frozen=True)
@@ -61,22 +59,22 @@ def statement_claims(question: str) -> tuple[str, ...]:
     aux, rest = words[0].lower(), words[1:]
     start = 1 if rest[0].lower() == "both" else 0
     head = _common_head(rest, start)  # "the documentaries": kept in the joint statement only
-    a_end = _name_end(rest, head + 1 if _the_name(rest, head) else head)
+    a_end = name_end(rest, head + 1 if _the_name(rest, head) else head)
     if a_end <= head + int(_the_name(rest, head)):
         return ()
     if a_end < len(rest) and rest[a_end].lower() == "or":
         return ()  # "Is A or B bigger?" offers a choice: neither yes nor no answers it
     if a_end < len(rest) and rest[a_end].lower() == "and":
         b_from = a_end + 1 + int(_the_name(rest, a_end + 1))
-        b_end = _name_end(rest, b_from)
+        b_end = name_end(rest, b_from)
         predicate = _predicate(rest[b_end:])
         if b_end == b_from or not predicate:
             return ()
         a, b = _words(rest[head:a_end]), _words(rest[a_end + 1 : b_end])
         if relates_the_two(predicate):  # "... by the same director": said of the two together
-            return (_sentence(f"{_words(rest[start:b_end])} {aux} {predicate}"),)
+            return (as_sentence(f"{_words(rest[start:b_end])} {aux} {predicate}"),)
         one = ONE_SUBJECT.get(aux, aux)
-        return tuple(_sentence(f"{s} {one} {_for_one(predicate, one)}") for s in (a, b))
+        return tuple(as_sentence(f"{s} {one} {_for_one(predicate, one)}") for s in (a, b))
     predicate_words = rest[a_end:]
     if not _predicate(predicate_words):
         return ()
@@ -89,12 +87,12 @@ def _gapped(subject: str, aux: str, predicate: list[str]) -> tuple[str, ...]:
     for k, word in enumerate(predicate):
         if word.lower() != "and" or k == 0:
             continue
-        end = _name_end(predicate, k + 1)
+        end = name_end(predicate, k + 1)
         if k + 1 < end < len(predicate) and predicate[end][:1].islower():
             first = f"{subject} {aux} {' '.join(predicate[:k])}"
             second = f"{_words(predicate[k + 1 : end])} {aux} {' '.join(predicate[end:])}"
-            return (_sentence(first), _sentence(second))
-    return (_sentence(f"{subject} {aux} {' '.join(predicate)}"),)
+            return (as_sentence(first), as_sentence(second))
+    return (as_sentence(f"{subject} {aux} {' '.join(predicate)}"),)
 
 
 def _common_head(words: list[str], start: int) -> int:
@@ -102,47 +100,14 @@ def _common_head(words: list[str], start: int) -> int:
     Place ..."); `start` where there is none."""
     if start < len(words) and words[start].lower() == "the":
         for end in (start + 2, start + 3):
-            if end < len(words) and words[end - 1][:1].islower() and _is_name_word(words[end]):
+            if end < len(words) and words[end - 1][:1].islower() and is_name_word(words[end]):
                 return end
     return start
 
 
 def _the_name(words: list[str], i: int) -> bool:
     """A name led by "the" ("the Pacific Ocean"), which stays in the claim."""
-    return i + 1 < len(words) and words[i].lower() == "the" and _is_name_word(words[i + 1])
-
-
-def _name_end(words: list[str], i: int) -> int:
-    """The index after the name that starts at words[i] (i where none does): capitalised words,
-    digits, a quoted title, connectors between them."""
-    j = i
-    while j < len(words):
-        w = words[j]
-        if w[:1] in _OPENING_QUOTES:
-            close = next((k for k in range(j, len(words)) if _closes_quote(words[k], k == j)), None)
-            if close is None:
-                return i
-            j = close + 1
-        elif _is_name_word(w) or (
-            w.lower() in NAME_LOOSE_CONNECTORS
-            and j > i
-            and j + 1 < len(words)
-            and _is_name_word(words[j + 1])
-        ):
-            j += 1
-        else:
-            break
-    return j
-
-
-def _closes_quote(word: str, first: bool) -> bool:
-    body = word[1:] if first else word
-    return any(q in body for q in QUOTE_MARKS)
-
-
-def _is_name_word(word: str) -> bool:
-    core = word.strip(_TRIM)
-    return bool(core) and (core[:1].isupper() or core[:1].isdigit())
+    return i + 1 < len(words) and words[i].lower() == "the" and is_name_word(words[i + 1])
 
 
 def _predicate(words: list[str]) -> str:
@@ -165,11 +130,6 @@ def _for_one(predicate: str, aux: str) -> str:
 
 def _words(words: Sequence[str]) -> str:
     return " ".join(words).strip(",")
-
-
-def _sentence(text: str) -> str:
-    text = " ".join(text.split()).rstrip(" ,.")
-    return f"{text[:1].upper()}{text[1:]}."
 
 
 def denial_text(claims: Sequence[str]) -> str:

@@ -20,13 +20,15 @@ What fits none of these keeps the template.
 
 from __future__ import annotations
 
-from ragmend.diagnosis.patterns import AUXILIARIES
+from ragmend.diagnosis.patterns import AUXILIARIES, NAME_LOOSE_CONNECTORS, QUOTE_MARKS
 from ragmend.diagnosis.wordforms import verb_form
 
 # Words that open a noun phrase: after an auxiliary, the subject follows ("What is the capital").
 _DETERMINERS = frozenset(("the", "a", "an", "his", "her", "their", "its", "both", "this", "these", "those"))
 _PREPOSITIONS = frozenset(("for", "in", "of", "by", "to", "from", "with", "on", "at", "about", "as", "after"))
 _PARTICIPLES = frozenset(("born", "built", "made", "held", "written", "known", "found", "shot", "set", "run"))
+_OPENING_QUOTES = '"\u201c\u2018'
+_TRIM = QUOTE_MARKS + "(),;:"
 MAX_PHRASE_WORDS = 6  # a question phrase's noun: "which American Space Western animated series"
 
 
@@ -75,7 +77,7 @@ def _when_where(words: list[str], a: str) -> str | None:
         rest = [*rest[:-1], aux, last]  # "X born" -> "X was born"
     else:
         rest = [*rest, aux]
-    return _sentence([*rest, "in", a])
+    return as_sentence(*[*rest, "in", a])
 
 
 def _asked_first(words: list[str], a: str) -> str | None:
@@ -92,20 +94,20 @@ def _asked_first(words: list[str], a: str) -> str | None:
         if not rest:
             return None
         if aux in ("do", "does", "did"):  # "Which series did X release in Y" -> "X did release A in Y"
-            end = _name_end(rest)
+            end = _subject_end(rest)
             if not 0 < end < len(rest):
                 return None
             if "year" in low[1:after]:  # "What year did X break up" -> "X did break up in A"
-                return _sentence([*rest[:end], aux, *rest[end:], "in", a])
-            return _sentence([*rest[:end], aux, rest[end], a, *rest[end + 1 :]])
+                return as_sentence(*[*rest[:end], aux, *rest[end:], "in", a])
+            return as_sentence(*[*rest[:end], aux, rest[end], a, *rest[end + 1 :]])
         if _is_predicate(rest[0]):  # "Which musician is known for X" -> "A is known for X"
-            return _sentence([a, aux, *rest])
-        end = _name_end(rest)
+            return as_sentence(*[a, aux, *rest])
+        end = _subject_end(rest)
         if rest[-1] in _PREPOSITIONS and 0 < end < len(rest):  # "What is X known for"
-            return _sentence([*rest[:end], aux, *rest[end:], a])
-        return _sentence([*rest, aux, a])  # "What is the capital of France" -> "... is A"
+            return as_sentence(*[*rest[:end], aux, *rest[end:], a])
+        return as_sentence(*[*rest, aux, a])  # "What is the capital of France" -> "... is A"
     if _takes_object(words, after) or verb_form(low[after]) == "past":  # "Which band released Y"
-        return _sentence([a, *words[after:]])
+        return as_sentence(*[a, *words[after:]])
     return None
 
 
@@ -115,7 +117,7 @@ def _asked_inside(words: list[str], a: str) -> str | None:
     low = [w.lower() for w in words]
     for i in range(1, len(words)):
         if low[i] in ("which", "what", "whom") and not words[i - 1].endswith(","):
-            return _sentence([*words[:i], a, *words[_phrase_end(words, i) :]])
+            return as_sentence(*[*words[:i], a, *words[_phrase_end(words, i) :]])
     return None
 
 
@@ -145,23 +147,47 @@ def _takes_object(words: list[str], k: int) -> bool:
     return after[:1].isupper() or after.lower() in _DETERMINERS or after.lower() in _PREPOSITIONS
 
 
-def _name_end(words: list[str]) -> int:
-    """The index after the subject that opens `words`: a leading "the", then capitalised words,
-    numbers and quoted words (0 where none opens it)."""
-    i = 1 if words and words[0].lower() == "the" else 0
-    start = i
-    while i < len(words) and (_in_name(words[i]) or (i > start and _joins(words, i))):
-        i += 1
-    return i if i > start else 0
+def _subject_end(words: list[str]) -> int:
+    """The index after the subject that opens `words`: a leading "the", then one name or two
+    joined by "and" (0 where no name opens it)."""
+    start = 1 if words and words[0].lower() == "the" else 0
+    end = name_end(words, start)
+    while start < end and end + 1 < len(words) and words[end] == "and" and is_name_word(words[end + 1]):
+        end = name_end(words, end + 1)
+    return end if end > start else 0
 
 
-def _in_name(word: str) -> bool:
-    return word[:1].isupper() or word[:1].isdigit() or word[:1] in "\"'\u201c"
+def name_end(words: list[str], i: int) -> int:
+    """The index after the name that starts at words[i] (i where none does): capitalised words,
+    digits, a quoted title, connectors between them ("Out of Place", "Gustave de Molinari")."""
+    j = i
+    while j < len(words):
+        w = words[j]
+        if w[:1] in _OPENING_QUOTES:
+            close = next((k for k in range(j, len(words)) if _closes_quote(words[k], k == j)), None)
+            if close is None:
+                return i
+            j = close + 1
+        elif is_name_word(w) or (j > i and _connects(words, j)):
+            j += 1
+        else:
+            break
+    return j
 
 
-def _joins(words: list[str], i: int) -> bool:
-    """words[i] joins two names of the subject ("A and B") or two words of one ("Bank of X")."""
-    return words[i] in ("and", "of", "&") and i + 1 < len(words) and _in_name(words[i + 1])
+def _connects(words: list[str], j: int) -> bool:
+    return words[j].lower() in NAME_LOOSE_CONNECTORS and j + 1 < len(words) and is_name_word(words[j + 1])
+
+
+def _closes_quote(word: str, first: bool) -> bool:
+    body = word[1:] if first else word
+    return any(q in body for q in QUOTE_MARKS)
+
+
+def is_name_word(word: str) -> bool:
+    """A word of a name: capitalised or a number, quotes and brackets aside."""
+    core = word.strip(_TRIM)
+    return bool(core) and (core[:1].isupper() or core[:1].isdigit())
 
 
 def _is_predicate(word: str) -> bool:
@@ -170,6 +196,7 @@ def _is_predicate(word: str) -> bool:
     return word[:1].islower() and word.lower() not in _DETERMINERS
 
 
-def _sentence(words: list[str]) -> str:
+def as_sentence(*words: str) -> str:
+    """Words (or phrases) as one sentence: single spaces, a capital first, one full stop."""
     text = " ".join(" ".join(words).split()).rstrip(" ,.")
     return f"{text[:1].upper()}{text[1:]}."
