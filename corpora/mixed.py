@@ -20,12 +20,13 @@ the fixed pseudo-random order of `tasks.split_sample` (the unanswerable one take
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ragmend.corpora.readers import Split
-from ragmend.corpora.tasks import TASKS, Corpus, EvalItem, Task, fever_with, split_sample
+from ragmend.corpora.tasks import TASKS, Corpus, EvalItem, Task, answer_in_passages, fever_with, split_sample
 from ragmend.corpora.unanswerable import build_unanswerable, correct_answer
 from ragmend.diagnosis.hypotheses import is_abstention
 
@@ -97,6 +98,37 @@ def _score(item: EvalItem, read: str, final_label: str | None) -> dict[str, floa
     return {"correct": float(right)}
 
 
+def _answer_in(item: EvalItem, passages: list[str]) -> bool | None:
+    """Whether the passages hold the gold answer: decidable on the answerable HotpotQA stream."""
+    return answer_in_passages(item, passages) if stream_of(item) == "hotpotqa" else None
+
+
+def read_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the user reads, in percent: right overall and per stream (the unanswerable stream's
+    "right" is reading that the sources do not answer), and `idk_on_answerable`, the answerable
+    HotpotQA questions whose passages hold the gold answer that the user reads as an abstention
+    (the generator's "I don't know." or ragmend's statement), with its n."""
+
+    def pct(values: Sequence[bool]) -> float | None:
+        return round(100 * sum(values) / len(values), 2) if values else None
+
+    def reads_abstention(r: Mapping[str, Any]) -> bool:
+        return bool(r.get("abstained_read")) or is_abstention(str(r.get("response") or ""))
+
+    def right(stream: str) -> list[bool]:
+        return [r["scores"]["correct"] >= 1 for r in records if stream_of_id(r["id"]) == stream]
+
+    held = [r for r in records if stream_of_id(r["id"]) == "hotpotqa" and r.get("answer_in_evidence")]
+    return {
+        "correct_read": pct([r["scores"]["correct"] >= 1 for r in records]),
+        "hotpotqa_correct_read": pct(right("hotpotqa")),
+        "fever_correct_read": pct(right("fever")),
+        "unanswerable_abstained_read": pct(right("unanswerable")),
+        "idk_on_answerable": pct([reads_abstention(r) for r in held]),
+        "idk_on_answerable_n": len(held),
+    }
+
+
 MIXED = Task(
     name="mixed",
     title="Mixed stream: HotpotQA, FEVER and unanswerable questions",
@@ -106,6 +138,8 @@ MIXED = Task(
     columns=(("correct", "correct %"),),
     build=build_mixed,
     score=_score,
+    answer_in=_answer_in,
+    read_summary=read_summary,
     reads=True,
     group=stream_of_id,
     overrides=_overrides,

@@ -20,7 +20,7 @@ Corpora (also written into every report):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,8 @@ class Task:
     sample: Callable[[list[EvalItem], Split], list[EvalItem]] = lambda items, split: split_sample(
         items, split
     )
+    # Figures of what the user reads, beside the primary metric, from the method's records.
+    read_summary: Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]] | None = None
 
     def load(self, data_root: Path) -> tuple[list[EvalItem], Corpus]:
         try:
@@ -154,7 +156,7 @@ def _score_hotpotqa(item: EvalItem, response: str, final_label: str | None) -> d
     }
 
 
-def _answer_in_passages(item: EvalItem, passages: list[str]) -> bool | None:
+def answer_in_passages(item: EvalItem, passages: list[str]) -> bool | None:
     """The normalised gold answer occurs in the passages; yes / no answers never occur as such."""
     if normalize_answer(item.gold) in ("yes", "no", ""):
         return None
@@ -253,7 +255,7 @@ TASKS: dict[str, Task] = {
             columns=(("em", "EM %"), ("f1", "F1 %"), ("contains", "answer in response %")),
             build=_hotpotqa,
             score=_score_hotpotqa,
-            answer_in=_answer_in_passages,
+            answer_in=answer_in_passages,
         ),
         Task(
             name="fever",

@@ -65,3 +65,36 @@ def test_claims_are_asked_with_the_claim_prompt_and_scored_on_what_is_read() -> 
     assert MIXED.score(held_out, "", None)["correct"] == 1.0
     assert MIXED.score(held_out, "I don't know.", None)["correct"] == 1.0
     assert MIXED.score(held_out, "Y founded it.", None)["correct"] == 0.0
+
+
+def test_the_read_figures_count_an_abstention_on_answerable_passages_whoever_said_it() -> None:
+    from ragmend.corpora.tasks import EvalItem
+
+    held = EvalItem(id="hotpotqa:1", query="Where is Paris?", gold="France", split="test", kind="answerable")
+    claim = EvalItem(id="fever:1", query="Paris is in France.", gold="SUPPORTS", split="test", kind="claim")
+    assert MIXED.answer_in(held, ["Paris is the capital of France."]) is True
+    assert MIXED.answer_in(held, ["Paris is a city."]) is False and MIXED.answer_in(claim, ["x"]) is None
+
+    def row(item_id: str, correct: float, response: str, read: bool, held: bool | None) -> dict:
+        return {
+            "id": item_id,
+            "scores": {"correct": correct},
+            "response": response,
+            "abstained_read": read,
+            "answer_in_evidence": held,
+        }
+
+    records = [
+        row("hotpotqa:1", 1.0, "Paris is in France.", False, True),
+        row("hotpotqa:2", 0.0, "I don't know.", False, True),  # the generator's abstention
+        row("hotpotqa:3", 0.0, "Lyon.", True, True),  # the answer policy's
+        row("hotpotqa:4", 0.0, "I don't know.", False, False),  # nothing to answer from
+        row("fever:1", 1.0, "SUPPORTS", False, None),
+        row("unanswerable:1", 1.0, "I don't know.", False, None),
+        row("unanswerable:2", 0.0, "Berlin.", False, None),
+    ]
+    assert MIXED.read_summary is not None
+    got = MIXED.read_summary(records)
+    assert got["hotpotqa_correct_read"] == 25.0 and got["fever_correct_read"] == 100.0
+    assert got["unanswerable_abstained_read"] == 50.0 and got["correct_read"] == round(300 / 7, 2)
+    assert got["idk_on_answerable"] == round(200 / 3, 2) and got["idk_on_answerable_n"] == 3

@@ -82,6 +82,8 @@ def summarize(task: Task, records: Sequence[Mapping[str, Any]]) -> dict[str, Any
         for r in records:
             groups[task.group(r["id"])].append(float(r["scores"][task.primary]))
         out[f"{task.primary}_by_group"] = {g: round(100 * float(np.mean(v)), 2) for g, v in groups.items()}
+    if task.read_summary is not None:
+        out |= task.read_summary(records)
     plans: dict[str, Counter[str]] = defaultdict(Counter)
     for r in records:
         if r.get("question_kind"):
