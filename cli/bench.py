@@ -785,8 +785,9 @@ def bench_stream(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
-    """Streaming: time to first token, the whole request and each stage, live then verify_first,
-    one request at a time over real HTTP, each on questions no earlier request asked (cold prompts).
+    """Streaming: time to first text, to the answer, the whole request and each stage, per stream
+    mode (draft, live, verify_first), one request at a time over real HTTP, each on questions no
+    earlier request asked (cold prompts).
 
     Example: ragmend bench stream --requests 10 --json
     """

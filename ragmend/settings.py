@@ -53,6 +53,8 @@ UNANSWERED_BELOW = 0.76
 REPLACE_THRESHOLD = 0.55
 # server.answer_policy (engine/presentation.py)
 AnswerPolicy = Literal["annotate", "abstain", "abstain_unanswered", "off"]
+# How a streamed chat completion carries the first answer before it is checked.
+StreamMode = Literal["draft", "live", "verify_first"]
 
 
 class _Section(BaseModel):
@@ -883,11 +885,13 @@ class ServerSettings(_Section):
     citations: Annotated[bool, LIVE] = Field(
         True, description="End each supported sentence with [n], the passage that supports it."
     )
-    stream_verify_first: Annotated[bool, LIVE] = Field(
-        False,
-        description="Streamed chat completions: false streams the first answer as it is generated (a "
-        "marked correction follows a repair); true holds the stream until the diagnosis and any "
-        "repair are done. Per request: stream_options.verify_first.",
+    stream_mode: Annotated[StreamMode, LIVE] = Field(
+        "draft",
+        description="Streamed chat completions: draft streams the first answer as it is generated as "
+        "reasoning_content (an unchecked draft, shown apart by clients that render reasoning), then "
+        "the checked answer as content; live streams the first answer as content (a marked "
+        "correction follows a repair); verify_first sends nothing until the diagnosis and any repair "
+        "are done. Per request: stream_options.mode.",
     )
     conflict_majority: Annotated[bool, LIVE] = Field(
         False,
@@ -941,6 +945,18 @@ class ServerSettings(_Section):
     @classmethod
     def _usable_keys(cls, v: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
         return _check_keys(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stream_verify_first(cls, data: Any) -> Any:
+        # The boolean stream_mode replaced keeps its meaning: true holds the stream, false is live.
+        if isinstance(data, dict) and "stream_verify_first" in data:
+            data = dict(data)
+            held = data.pop("stream_verify_first")
+            if not isinstance(held, bool) and str(held).lower() not in ("true", "false", "1", "0"):
+                raise ValueError("server.stream_verify_first must be true or false (use stream_mode)")
+            data.setdefault("stream_mode", "verify_first" if str(held).lower() in ("true", "1") else "live")
+        return data
 
     @model_validator(mode="after")
     def _keys_fit(self) -> ServerSettings:

@@ -7,10 +7,11 @@ messages shape the answer's style and language. The reply is the answer the engi
 its diagnosis and, for a failed answer, its repair. The diagnosis and the repair trace travel in
 an extension field `ragmend` that clients ignore.
 
-Streaming (server/streaming.py): the first answer's text is sent as the generator makes it, and
-the diagnosis follows in the last chunk, after a marked correction when a repair replaced the
-answer; verify_first holds the stream until the answer is verified. An error before the first
-token is an ordinary JSON error with its status; after it, an error event.
+Streaming (server/streaming.py): the first answer's text is sent as the generator makes it, as
+a draft (reasoning_content) followed by the checked answer, or live as content with a marked
+correction when a repair replaced it; verify_first holds the stream until the answer is checked.
+The diagnosis is in the last chunk. An error before the first token is an ordinary JSON error with
+its status; after it, an error event.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ from ragmend.server.serving import AnswerServing, Asked, ReplyIds, serving_of
 from ragmend.server.streaming import TextPipe, tail
 
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
+# Leads a draft stream's reasoning_content: what follows is the answer before its check.
+DRAFT_HEADING = "Draft, being checked against the sources:\n\n"
 # Word-sized pieces, whitespace kept: the deltas concatenate back to the exact answer.
 PIECE = re.compile(r"\S+\s*|\s+")
 
@@ -158,8 +161,13 @@ def chunk(
 
 def chunks(full: ChatCompletion, include_usage: bool) -> list[ChatCompletionChunk]:
     """The chunks of a finished completion: role, content pieces, finish reason, [usage]."""
+    return [chunk(full, Delta(role="assistant", content="")), *answer_chunks(full, include_usage)]
+
+
+def answer_chunks(full: ChatCompletion, include_usage: bool) -> list[ChatCompletionChunk]:
+    """A finished completion's content in pieces, then its closing chunks."""
     pieces = [chunk(full, Delta(content=piece)) for piece in PIECE.findall(full.choices[0].message.content)]
-    return [chunk(full, Delta(role="assistant", content="")), *pieces, *closing(full, include_usage)]
+    return [*pieces, *closing(full, include_usage)]
 
 
 def closing(full: ChatCompletion, include_usage: bool, tail: str = "") -> list[ChatCompletionChunk]:
@@ -272,11 +280,11 @@ async def chat_completions(
     asked = (query, sampling(body, instructions), history)
     s = engine.settings.server
     options = body.stream_options
-    verify_first = (
-        s.stream_verify_first if options is None or options.verify_first is None else options.verify_first
-    )
-    if body.stream and not verify_first:
-        return await live(serving, token, request=request, engine=engine, asked=asked, body=body)
+    mode = s.stream_mode if options is None else options.chosen(s.stream_mode)
+    if body.stream and mode != "verify_first":
+        return await live(
+            serving, token, request=request, engine=engine, asked=asked, body=body, draft=mode == "draft"
+        )
     response_id = completion_id()
     reply = serving.reply_ids(request, engine, response_id)
     outcome = await serving.answer(request, token, engine=engine, asked=asked, reply=reply)
@@ -293,8 +301,10 @@ async def live(
     engine: Engine,
     asked: Asked,
     body: ChatCompletionRequest,
+    draft: bool,
 ) -> StreamingResponse:
-    """The first answer streamed as it is generated (server/streaming.py). An error before its
+    """The first answer streamed as it is generated (server/streaming.py): as content, or with
+    `draft` as reasoning_content followed by the checked answer as content. An error before its
     first piece is an ordinary JSON error with its status; one after it, an error event. A client
     that disconnects, before or during the stream, stops the request's work."""
     pipe = TextPipe()
@@ -312,12 +322,17 @@ async def live(
     opening = Head(response_id, int(time.time()), body.model or serving.models.served)
 
     async def events() -> AsyncIterator[str]:
+        def text(piece: str) -> Delta:
+            return Delta(reasoning_content=piece) if draft else Delta(content=piece)
+
         try:
             yield sse(chunk(opening, Delta(role="assistant", content="")), include_usage)
+            if draft:
+                yield sse(chunk(opening, text(DRAFT_HEADING)), include_usage)
             if first:
-                yield sse(chunk(opening, Delta(content=first)), include_usage)
+                yield sse(chunk(opening, text(first)), include_usage)
             async for piece in pipe.rest(task):
-                yield sse(chunk(opening, Delta(content=piece)), include_usage)
+                yield sse(chunk(opening, text(piece)), include_usage)
         finally:
             # The response is cancelled when the client disconnects: stop its work too.
             if not task.done():
@@ -329,8 +344,12 @@ async def live(
             return
         done = completion(outcome, opening.model, serving.reading(engine), reply)
         done = done.model_copy(update={"created": opening.created})
-        said = CitedSources.of(done.ragmend).renumber(tail(outcome, done.ragmend))
-        for c in closing(done, include_usage, said):
+        if draft:  # the checked answer, as the unstreamed reply's content
+            finished = answer_chunks(done, include_usage)
+        else:
+            said = CitedSources.of(done.ragmend).renumber(tail(outcome, done.ragmend))
+            finished = closing(done, include_usage, said)
+        for c in finished:
             yield sse(c, include_usage)
         yield "data: [DONE]\n\n"
 

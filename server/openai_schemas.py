@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragmend.server.schemas import MAX_MESSAGE_CHARS, MAX_MESSAGES, AnswerResponse
+from ragmend.settings import StreamMode
 
 # The same bounds as RAGConfig.max_tokens / temperature, so a bad value is refused naming the
 # request field rather than a config field the client never sent.
@@ -61,12 +62,26 @@ class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     include_usage: bool = Field(False, description="Send a last chunk with the usage.")
+    mode: StreamMode | None = Field(
+        None,
+        description="ragmend: draft streams the first answer as reasoning_content while it is "
+        "checked, then the answer the user reads as content; live streams the first answer as "
+        "content (a correction follows if a repair replaces it); verify_first sends the answer the "
+        "user reads once it is checked. Default: server.stream_mode.",
+    )
     verify_first: bool | None = Field(
         None,
-        description="ragmend: hold the stream until the diagnosis (and any repair) is done, then send "
-        "the answer the user reads; false: stream the first answer live (a correction follows if a "
-        "repair replaces it). Default: server.stream_verify_first.",
+        description="ragmend, older form of mode: true is mode verify_first, false is mode live; "
+        "mode wins where both are given.",
     )
+
+    def chosen(self, default: StreamMode) -> StreamMode:
+        """The stream mode this request asks for, else `default`."""
+        if self.mode is not None:
+            return self.mode
+        if self.verify_first is not None:
+            return "verify_first" if self.verify_first else "live"
+        return default
 
 
 class ResponseFormat(BaseModel):
@@ -251,6 +266,9 @@ class ChatCompletion(BaseModel):
 class Delta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    # The draft of a `draft` stream: the first answer before it is checked, where clients that
+    # render a model's reasoning (Open WebUI, LibreChat, the DeepSeek convention) show it apart.
+    reasoning_content: str | None = None
 
 
 class ChunkChoice(BaseModel):

@@ -3,21 +3,25 @@ generator makes it; the diagnosis (and a repair) follow when it is complete.
 
 The engine runs in a worker thread (admission control); the generator hands each piece of text to
 `TextPipe.put`, which passes it to the event loop, where the response's event generator reads it.
-What a repair does to a stream (docs/api.md, "Streaming"):
+How the first answer travels before it is checked (server.stream_mode, or stream_options.mode per
+request; docs/api.md, "Streaming"):
 
-- `live` (the default): the first answer is streamed as it is generated. When the diagnosis
-  finds it unsupported and a repair replaces it, a clearly marked correction follows in the same
-  stream ("[Correction] ..."); when the final answer is still unsupported, the answer policy's
-  note follows (or, as a correction, its abstention or both sides of a conflict in the
-  evidence); an uncertain failure's answer stays, followed by the note saying how sure the check
-  is; an answer the diagnosis could not judge is followed by the note saying so, or, where the
-  answer policy withholds it, by the correction that withholds it. A streamed answer that
-  already abstains ("I don't know.") is not followed by the abstention too: it is said once.
-  Citations are in the `ragmend` extension of the last chunk (the markers cannot be put into
-  text already sent).
-- `verify_first` (server.stream_verify_first, or stream_options.verify_first per request): the
-  stream is held until the diagnosis and any repair are done, then the answer the user reads is
-  sent, exactly as the unstreamed reply's content.
+- `draft` (the default): the first answer is streamed as it is generated in the deltas'
+  `reasoning_content`, under a line saying it is a draft being checked; clients that render a
+  model's reasoning (Open WebUI among them) show it apart from the answer, the others ignore it.
+  When the check is done, the answer the user reads follows as `content`, exactly the unstreamed
+  reply's: nothing sent as the answer is ever contradicted or said twice.
+- `live`: the first answer is streamed as content. When the diagnosis finds it unsupported and a
+  repair replaces it, a clearly marked correction follows in the same stream ("[Correction] ...");
+  when the final answer is still unsupported, the answer policy's note follows (or, as a
+  correction, its abstention or both sides of a conflict in the evidence); an uncertain failure's
+  answer stays, followed by the note saying how sure the check is; an answer the diagnosis could
+  not judge is followed by the note saying so, or, where the answer policy withholds it, by the
+  correction that withholds it. A streamed answer that already abstains ("I don't know.") is not
+  followed by the abstention too: it is said once. Citations are in the `ragmend` extension of
+  the last chunk (the markers cannot be put into text already sent).
+- `verify_first`: the stream is held until the diagnosis and any repair are done, then the answer
+  the user reads is sent, exactly as the unstreamed reply's content.
 """
 
 from __future__ import annotations

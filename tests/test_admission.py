@@ -507,8 +507,8 @@ def test_a_disconnected_streaming_client_stops_the_generator(
     with httpx.stream("POST", live.url + "/v1/chat/completions", json=body, timeout=60) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
-            if '"content":"' in line and '"content":""' not in line:
-                break  # the first piece of the answer: the client leaves mid-answer
+            if '"reasoning_content":"' in line or ('"content":"' in line and '"content":""' not in line):
+                break  # the first piece of the answer (the draft's): the client leaves mid-answer
     wait_for(live.url, "ragmend_requests_cancelled_total", 1, timeout_s=60)
     text = httpx.get(live.url + "/metrics").text
     # It stopped inside the generator (at its next token), not after the answer was complete.

@@ -37,8 +37,9 @@ def test_a_repaired_reply_does_not_pass_the_second_pass_off_as_the_first() -> No
 
 
 def test_rates_and_the_hardware_limit() -> None:
-    request = {"status": 200, "ttft_s": 4.5, "total_s": 7.0} | _stages(_report(None))
+    request = {"status": 200, "ttft_s": 4.5, "first_answer_s": 6.5, "total_s": 7.0} | _stages(_report(None))
     out = summarize([request], prefill_rate=75.0)
+    assert out["ttft_p50_s"] == 4.5 and out["first_answer_p50_s"] == 6.5
     assert out["prefill_tokens_per_s_p50"] == pytest.approx(300 / 4.0, abs=1e-3)
     assert out["decode_tokens_per_s_p50"] == pytest.approx(20 / 2.0, abs=1e-3)
     # ttft against prompt tokens / rate + retrieval: 4.5 / (4.0 + 0.05)

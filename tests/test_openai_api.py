@@ -17,6 +17,7 @@ from ragmend.engine import Engine
 from ragmend.engine.presentation import ABSTENTION_TEXT, NOT_SUPPORTED
 from ragmend.server.app import create_app
 from ragmend.server.chat_sources import CitedSources
+from ragmend.server.openai_api import DRAFT_HEADING
 from ragmend.server.schemas import AnswerResponse
 from ragmend.server.streaming import CORRECTION
 from ragmend.settings import settings_with
@@ -113,11 +114,12 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
     assert answers_counted(live_server) == before + 1  # observed like /v1/answer
 
 
-@pytest.mark.parametrize("verify_first", [False, True], ids=["live", "verify_first"])
-def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer, verify_first: bool) -> None:
-    """Live: the generated text as it comes, then the answer policy's note if the answer is
-    unsupported, or its abstention as a marked correction (citations ride in the extension).
-    verify_first: the unstreamed content exactly."""
+@pytest.mark.parametrize("mode", ["draft", "live", "verify_first"])
+def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer, mode: str) -> None:
+    """Draft: the generated text as it comes in reasoning_content, under the draft's heading, then
+    the unstreamed content exactly. Live: the generated text as content, then the answer policy's
+    note if the answer is unsupported, or its abstention as a marked correction (citations ride in
+    the extension). verify_first: the unstreamed content exactly, and no draft."""
     client = client_for(no_repair_server)
     q = sample_questions()[0]["question"]
     whole = client.chat.completions.create(
@@ -130,16 +132,25 @@ def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer,
         temperature=0,
         max_tokens=32,
         stream=True,
-        stream_options=cast(Any, {"include_usage": True, "verify_first": verify_first}),
+        stream_options=cast(Any, {"include_usage": True, "mode": mode}),
     )
     chunks = list(stream)
     assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    drafts = [(c.choices[0].delta.model_extra or {}).get("reasoning_content") for c in chunks if c.choices]
+    draft = "".join(d or "" for d in drafts)
     assert whole.model_extra is not None
     unstreamed = whole.model_extra["ragmend"]
-    if verify_first:
+    if mode == "draft":
+        assert draft == DRAFT_HEADING + unstreamed["generated"]
         assert content == whole.choices[0].message.content
+        assert len([d for d in drafts if d]) > 2  # really in pieces
+        # The draft comes first: no content before the last piece of the draft.
+        last_draft = max(i for i, d in enumerate(drafts) if d)
+        assert not "".join(c.choices[0].delta.content or "" for c in chunks[:last_draft] if c.choices)
+    elif mode == "verify_first":
+        assert content == whole.choices[0].message.content and not draft
     elif unstreamed["abstained_by"] and is_abstention(unstreamed["generated"]):
         assert content == unstreamed["generated"]  # an abstention is said once
     elif unstreamed["answer_policy"] == "abstain":
@@ -147,7 +158,9 @@ def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer,
     else:
         note = f" {unstreamed['answer_note']}" if unstreamed["answer_note"] else ""
         assert content == unstreamed["generated"] + note
-    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 1  # really in pieces
+    if mode == "live":
+        assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 1  # really in pieces
+        assert not draft
 
     finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     assert len(finish) == 1 and finish[0].choices[0].finish_reason == whole.choices[0].finish_reason

@@ -109,7 +109,7 @@ def test_live_settings_are_declared_on_the_fields() -> None:
         "answer_policy",
         "unanswered_below",
         "citations",
-        "stream_verify_first",
+        "stream_mode",
         "message_id_header",
         "conflict_majority",
         "show_policy_internals",
@@ -248,3 +248,15 @@ def test_the_json_schema_carries_the_descriptions() -> None:
         alpha["description"] == "LinUCB's exploration weight (the paper trains with 2)."
         and alpha["minimum"] == 0
     )
+
+
+def test_the_older_stream_verify_first_keeps_its_meaning() -> None:
+    from ragmend.settings import ServerSettings
+
+    assert ServerSettings().stream_mode == "draft"
+    assert ServerSettings.model_validate({"stream_verify_first": True}).stream_mode == "verify_first"
+    assert ServerSettings.model_validate({"stream_verify_first": "false"}).stream_mode == "live"
+    both = {"stream_verify_first": True, "stream_mode": "draft"}
+    assert ServerSettings.model_validate(both).stream_mode == "draft"  # the new key wins
+    with pytest.raises(ValueError, match="stream_verify_first"):
+        ServerSettings.model_validate({"stream_verify_first": "sometimes"})

@@ -8,10 +8,13 @@ Cold prompts: every measured request asks a question no earlier request of the r
 generator can reuse of the previous prompt only what every prompt shares (the fixed instructions
 before the evidence), as for a user. The warm-up (model loading) asks a question kept apart from
 the measured ones. The modes run one after the other on different questions of the bundled
-sample (the first half live, the second verify_first), never the same question twice.
+sample (a third each: draft, live, verify_first), never the same question twice.
 
 Figures per mode (docs/benchmarks.md, "Streaming"), and per first-pass plan its count and ttft:
-  ttft_p50_s              seconds from sending the request to the first piece of answer text
+  ttft_p50_s              seconds from sending the request to the first piece of text (a draft's
+                          reasoning_content included: what the user first sees move)
+  first_answer_p50_s      seconds to the first piece of content (the answer itself; in a draft
+                          stream, the checked answer)
   total_p50_s             seconds to the end of the stream ([DONE]: diagnosis and repair included)
   total_unrepaired_p50_s  the same over the requests that ran no repair
   prompt_tokens_p50       the first pass's prompt, as the generator counted it
@@ -36,22 +39,22 @@ import numpy as np
 from ragmend.bench.speed.load import load_questions, served
 from ragmend.errors import InputError
 
-MODES = ("live", "verify_first")
+MODES = ("draft", "live", "verify_first")
 
 
-def timed_stream(
-    base: str, question: str, verify_first: bool, max_tokens: int, timeout_s: float
-) -> dict[str, Any]:
-    """One streamed request: its time to first text, its total time, and the server's account of
-    it (the `ragmend` extension of the last chunk: usage and seconds per stage)."""
+def timed_stream(base: str, question: str, mode: str, max_tokens: int, timeout_s: float) -> dict[str, Any]:
+    """One streamed request: its time to first text and to the answer's first content, its total
+    time, and the server's account of it (the `ragmend` extension of the last chunk: usage and
+    seconds per stage)."""
     body = {
         "messages": [{"role": "user", "content": question}],
         "stream": True,
         "max_tokens": max_tokens,
-        "stream_options": {"verify_first": verify_first},
+        "stream_options": {"mode": mode},
     }
     t0 = time.perf_counter()
     first: float | None = None
+    answer: float | None = None
     report: dict[str, Any] = {}
     with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=timeout_s) as r:
         if r.status_code != 200:
@@ -60,10 +63,15 @@ def timed_stream(
             if not line.startswith("data: {"):
                 continue
             event = json.loads(line[6:])
-            if first is None and any(c["delta"].get("content") for c in event.get("choices", ())):
-                first = time.perf_counter() - t0
+            deltas = [c["delta"] for c in event.get("choices", ())]
+            now = time.perf_counter() - t0
+            if first is None and any(d.get("content") or d.get("reasoning_content") for d in deltas):
+                first = now
+            if answer is None and any(d.get("content") for d in deltas):
+                answer = now
             report = event.get("ragmend") or report
-    return {"status": 200, "ttft_s": first, "total_s": time.perf_counter() - t0} | _stages(report)
+    total = time.perf_counter() - t0
+    return {"status": 200, "ttft_s": first, "first_answer_s": answer, "total_s": total} | _stages(report)
 
 
 def _stages(report: dict[str, Any]) -> dict[str, Any]:
@@ -113,10 +121,10 @@ def run_stream_bench(
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     asked = {mode: measured[m * requests : (m + 1) * requests] for m, mode in enumerate(MODES)}
     with served(config, overrides, url, log) as (base, proc):
-        timed_stream(base, warmup, False, max_tokens, timeout_s)  # model loading; not counted
+        timed_stream(base, warmup, "live", max_tokens, timeout_s)  # model loading; not counted
         for mode in MODES:
             for n, q in enumerate(asked[mode]):
-                results[mode].append(timed_stream(base, q, mode == "verify_first", max_tokens, timeout_s))
+                results[mode].append(timed_stream(base, q, mode, max_tokens, timeout_s))
                 log(f"{mode} {n + 1}/{requests}")
     out: dict[str, Any] = {m: summarize(rs, prefill_rate) for m, rs in results.items()}
     out.update(
@@ -164,6 +172,7 @@ def summarize(rs: list[dict[str, Any]], prefill_rate: float | None = None) -> di
         "errors": len(rs) - len(ok),
         "repaired": sum(bool(r.get("repaired")) for r in ok),
         "ttft_p50_s": _p50([r["ttft_s"] for r in ok]),
+        "first_answer_p50_s": _p50([r.get("first_answer_s") for r in ok]),
         "total_p50_s": _p50([r["total_s"] for r in ok]),
         "total_unrepaired_p50_s": _p50(list(unrepaired)),
         "ttft_share_p50": _p50([r["ttft_s"] / r["total_s"] for r in ok]),
