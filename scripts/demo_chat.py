@@ -1,8 +1,10 @@
 """Drive Open WebUI, a chat UI people already use, against a running ragmend in a real browser
 (Debian's chromium, headless, through selenium): a three-turn conversation; the first answer's
-sources opened in Open WebUI's panel; the third, flagged, rated thumbs down; then `ragmend
-feedback sync` posts that rating to ragmend, and the policy's update counts before and after it
-are read from ragmend's metrics. Screenshots in docs/img/.
+draft caught on the screen while the check runs (Open WebUI shows a draft stream's
+reasoning_content apart from the answer); the sources opened in Open WebUI's panel; the third,
+flagged, rated thumbs down; then `ragmend feedback sync` posts that rating to ragmend, and the
+policy's update counts before and after it are read from ragmend's metrics. Screenshots in
+docs/img/.
 
 Run by scripts/demo_chat.sh (`make demo-chat`), which installs Open WebUI in its own venv and
 starts both servers. Not part of the test suite: it needs the UI's venv and the browser, and one
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from selenium import webdriver
@@ -32,6 +35,9 @@ TURNS = (
     "When did it launch?",
     "Who won the 2026 Tour de France?",  # outside the corpus: the diagnosis flags it
 )
+# The line leading a draft stream's reasoning (server/openai_api.py DRAFT_HEADING; this script runs
+# in Open WebUI's venv, without ragmend): never part of an answer the page shows.
+DRAFT_HEADING = "Draft, being checked against the sources:"
 # What the browser is started with: this machine has no network, so Chromium's background
 # connections (updates, sync, safe browsing) are switched off instead of failing at every start.
 CHROME_FLAGS = [
@@ -55,18 +61,41 @@ def in_flight(ragmend: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def wait_for_answer(ragmend: str, timeout: float) -> None:
-    """Until ragmend took the request and finished it (the UI streams, then renders the end)."""
+def wait_for_answer(ragmend: str, timeout: float, while_checking: Callable[[], bool] | None = None) -> None:
+    """Until ragmend took the request and finished it (the UI streams, then renders the end);
+    `while_checking` is polled while the request runs, until it returns True."""
     deadline = time.monotonic() + timeout
     started = False
     while time.monotonic() < deadline:
         busy = in_flight(ragmend) > 0
         started = started or busy
+        if busy and while_checking is not None and while_checking():
+            while_checking = None
         if started and not busy:
             time.sleep(3)  # the last chunk (the diagnosis) and the UI's re-render
             return
         time.sleep(0.5)
     raise TimeoutError(f"no answer from ragmend within {timeout:.0f} s")
+
+
+def draft_shown(driver: WebDriver, path: Path) -> Callable[[], bool]:
+    """A poll that takes the screenshot once the reply being checked shows its draft."""
+
+    def poll() -> bool:
+        replies = driver.find_elements(By.CSS_SELECTOR, "#response-content-container")
+        if not replies or not replies[-1].text.strip():
+            return False
+        # Open WebUI folds a reasoning block under "Thinking…": unfold it to show the draft.
+        folds = driver.find_elements(By.XPATH, '//*[starts-with(normalize-space(text()), "Thinking")]')
+        for fold in folds[-1:]:
+            fold.click()
+            time.sleep(1)
+        screenshot(driver, path)
+        for fold in folds[-1:]:  # folded again, as the user left it
+            fold.click()
+        return True
+
+    return poll
 
 
 def browser() -> WebDriver:
@@ -77,7 +106,9 @@ def browser() -> WebDriver:
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
 
-def converse(driver: WebDriver, ui: str, ragmend: str, turns: tuple[str, ...], timeout: float) -> list[str]:
+def converse(
+    driver: WebDriver, ui: str, ragmend: str, turns: tuple[str, ...], timeout: float, img: Path
+) -> list[str]:
     driver.get(f"{ui}/")
     time.sleep(8)
     for button in driver.find_elements(By.XPATH, '//button[contains(., "Okay, Let\'s Go!")]'):
@@ -89,7 +120,9 @@ def converse(driver: WebDriver, ui: str, ragmend: str, turns: tuple[str, ...], t
         box.send_keys(turn)
         box.send_keys(Keys.ENTER)
         print(f"user: {turn}", flush=True)
-        wait_for_answer(ragmend, timeout)
+        # The first turn is caught while its draft streams and the check runs.
+        draft = draft_shown(driver, img / "demo-chat-draft.png") if turn == turns[0] else None
+        wait_for_answer(ragmend, timeout, draft)
         replies = driver.find_elements(By.CSS_SELECTOR, "#response-content-container")
         print(f"ragmend: {replies[-1].text if replies else '(no reply rendered)'}", flush=True)
     return [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#response-content-container")]
@@ -199,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     driver = browser()
     try:
-        replies = converse(driver, args.ui, args.ragmend, TURNS, args.timeout)
+        replies = converse(driver, args.ui, args.ragmend, TURNS, args.timeout, args.img)
         driver.execute_script("window.scrollTo(0, 0);")
         screenshot(driver, args.img / "demo-chat.png")
         panel = open_sources(driver, 0)
@@ -213,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         driver.quit()
     if len(replies) != len(TURNS) or not all(replies):
         print(f"expected {len(TURNS)} replies, the page shows {len(replies)}", file=sys.stderr)
+        return 1
+    if any(DRAFT_HEADING.strip() in r for r in replies):
+        print("a draft is shown as the answer: it belongs in the reasoning block", file=sys.stderr)
         return 1
     args.state.unlink(missing_ok=True)
     key = admin_key(args.ui)
