@@ -197,8 +197,10 @@ RULES: tuple[FailureRule, ...] = (
         "unanswered",
         lambda s: _verdict(s) and not s.answerable and (bool(s.unsupported) or not s.grounded),
         "the evidence does not answer the question and the answer is unsupported or ungrounded",
-        "nothing read supports it; a supported answer is better evidence than answerability",
+        "nothing read supports it; a supported answer is better evidence than answerability. Sure: "
+        "the finding is the evidence's, which doubt about the answer's support does not weaken",
         decides="IE",
+        sure=True,
     ),
     FailureRule(
         "insufficient_evidence",

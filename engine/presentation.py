@@ -54,7 +54,6 @@ NOT_SUPPORTED = "Note: the sources found do not support this answer."
 NOT_ANSWERED = "Note: the sources found do not answer this question."
 NOT_VERIFIED = "the sources found do not verify this claim."
 UNSURE = "Note: the check is not sure the sources found support this answer"
-UNSURE_ANSWERED = "Note: the check is not sure the sources found answer this question"
 NOT_CHECKED = "Note: this answer was not checked against the sources: the checks read English only."
 WITHHELD = (
     "This answer is not shown: it could not be checked against the sources (the checks read English only)."
@@ -255,11 +254,11 @@ def present(
 
 
 def unsure(diagnosis: Diagnosis) -> str:
-    """The note under an answer an uncertain failure leaves in place: what the check doubts
-    (support, or for IE whether the sources answer the question at all) and how sure it is."""
+    """The note under an answer an uncertain failure leaves in place: that the check doubts its
+    support, and how sure it is."""
     p = diagnosis.verdict.p_unsupported if diagnosis.verdict is not None else None
     how = f" (it puts the chance that it is unsupported at {round(100 * p)}%)" if p is not None else ""
-    return f"{UNSURE_ANSWERED if diagnosis.failure == 'IE' else UNSURE}{how}."
+    return f"{UNSURE}{how}."
 
 
 def _conflict(

@@ -15,7 +15,7 @@ from ragmend.engine.outcome import Outcome
 from ragmend.engine.repair import RepairSkip, RepairTrace, offered_actions, support_rank
 from ragmend.models.registry import ModelRegistry
 from ragmend.settings import Settings, settings_with
-from tests.conftest import LiveServer, tiny_settings
+from tests.conftest import LiveServer, sample_questions, tiny_settings
 
 # Nothing in the test corpus answers this: the evidence is insufficient (IE) in any diagnosis.
 UNANSWERABLE = "What is the name of the dragon that lives under the royal castle of Wawel?"
@@ -154,20 +154,28 @@ def test_http_answer_carries_the_repair_trace(repair_engine: Engine) -> None:
 def test_an_uncertain_failure_keeps_the_answer_marked_and_runs_no_repair(
     tmp_path: Path, engine: Engine
 ) -> None:
-    """Over HTTP: with the replace point above any score the verdict gives, the failed answer is
-    uncertain; it is what the user reads, each unsupported sentence marked, with how sure the
-    check is. The abstain action, which would replace it, is not offered."""
-    from ragmend.engine.presentation import UNSUPPORTED_MARK, UNSURE, UNSURE_ANSWERED
+    """Over HTTP: with the replace point above any score the verdict gives, a failed answer to a
+    question the sources answer is uncertain; it is what the user reads, each unsupported
+    sentence marked, with how sure the check is. The abstain action, which would replace it, is
+    not offered. Sources that do not answer the question are a finding about the evidence, not
+    the answer: that failure is confident whatever the verdict, and the user reads that they do
+    not answer."""
+    from ragmend.engine.presentation import UNSUPPORTED_MARK, UNSURE
     from ragmend.server.app import create_app
 
+    answerable = sample_questions()[0]["question"]
     eng = make_engine(tmp_path, engine, replace_threshold=1.0, enabled_actions=("abstain", "no_repair"))
     with LiveServer(create_app(eng.settings, engine=eng)) as server:
-        r = httpx.post(server.url + "/v1/answer", json={"query": UNANSWERABLE}, timeout=600)
+        r = httpx.post(server.url + "/v1/answer", json={"query": answerable}, timeout=600)
+        unanswered = httpx.post(server.url + "/v1/answer", json={"query": UNANSWERABLE}, timeout=600)
     eng.close()
-    assert r.status_code == 200, r.text
+    assert r.status_code == 200 and unanswered.status_code == 200, (r.text, unanswered.text)
+    other = unanswered.json()
+    assert other["diagnosis"]["failure"] == "IE" and other["diagnosis"]["grade"] == "confident"
+    assert other["abstained_by"] is not None
     body = r.json()
     d = body["diagnosis"]
-    assert d["failure"] != "NoFailure" and d["grade"] == "uncertain", (d["decided_by"], body["generated"])
+    assert d["failure"] == "WR" and d["grade"] == "uncertain", (d["decided_by"], body["generated"])
     rep = body["repair"]
     assert rep["kept"] == "original" and rep["action"] != "abstain"
     assert {
@@ -176,8 +184,7 @@ def test_an_uncertain_failure_keeps_the_answer_marked_and_runs_no_repair(
     } in rep["masked"]
     assert body["answer_policy"] == "marked" and body["abstained_by"] is None
     p = round(100 * d["verdict"]["p_unsupported"])
-    doubt = UNSURE_ANSWERED if d["failure"] == "IE" else UNSURE
-    assert body["answer_note"] == f"{doubt} (it puts the chance that it is unsupported at {p}%)."
+    assert body["answer_note"] == f"{UNSURE} (it puts the chance that it is unsupported at {p}%)."
     assert body["answer"].startswith(body["generated"].split(".")[0]) and body["answer"].endswith(
         body["answer_note"]
     )
