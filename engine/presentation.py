@@ -62,6 +62,15 @@ ABSTENTION_TEXT = "The sources do not answer this question."
 DISAGREE = "The sources disagree:"
 ORDINALS = ("first", "second", "third", "fourth")
 CORRECTION = "[Correction] "  # leads what a live stream sends after an answer a repair replaced
+WITHDRAWN = "The answer above is withdrawn. "  # the statement in its place says why
+REPLACED = "The answer above is replaced, as "
+# Why a repair's answer replaced the one streamed above it: the first answer's failure type.
+REPLACED_BECAUSE: dict[FailureType, str] = {
+    "WR": "the sources found do not support it",
+    "IE": "the sources found do not answer the question",
+    "WP": "the corpus states otherwise",
+    "LEM": "the sources decide the claim the other way",
+}
 MAX_SENTENCES = 32  # a long response is cited sentence by sentence up to here, then left as it is
 # What a repair action decided the user reads, in place of an answer: its abstention, or both sides
 # of the evidence's conflict.
@@ -309,6 +318,16 @@ def _majority(conflict: EvidenceConflict) -> str:
     return f" More of them ({sizes[most]} of {sum(sizes)}) take the {ORDINALS[most]} side."
 
 
+def correction(answer: str, replaced_because: FailureType | None = None) -> str:
+    """A live stream's correction of the answer streamed above it, led by one line saying what
+    changed and why: a repair's answer (`replaced_because`: the first answer's failure) names the
+    failure; a statement in the answer's place (the abstention, both sides of a conflict, the
+    withheld answer's) says why itself."""
+    if replaced_because in REPLACED_BECAUSE:
+        return f"{CORRECTION}{REPLACED}{REPLACED_BECAUSE[replaced_because]}: {answer}"
+    return f"{CORRECTION}{WITHDRAWN}{answer}"
+
+
 def plain_text(text: str) -> str:
     """An answer as ragmend presented it, back to what was said: its citation markers, unsupported
     marks and notes removed. Chat clients send ragmend's replies back as the conversation's
@@ -317,7 +336,9 @@ def plain_text(text: str) -> str:
     reply's correction replaces what came before it, and an abstention's list of what was found
     names passages, not an answer."""
     if CORRECTION in text:
-        text = text.rsplit(CORRECTION, 1)[1]
+        text = text.rsplit(CORRECTION, 1)[1].removeprefix(WITHDRAWN)
+        if text.startswith(REPLACED):
+            text = text.partition(": ")[2]
     for statement in (ABSTENTION_TEXT, WITHHELD):
         if text.lstrip().startswith(statement):
             return statement

@@ -12,7 +12,8 @@ request; docs/api.md, "Streaming"):
   When the check is done, the answer the user reads follows as `content`, exactly the unstreamed
   reply's: nothing sent as the answer is ever contradicted or said twice.
 - `live`: the first answer is streamed as content. When the diagnosis finds it unsupported and a
-  repair replaces it, a clearly marked correction follows in the same stream ("[Correction] ...");
+  repair replaces it, a clearly marked correction follows in the same stream, led by one line
+  saying what changed and why ("[Correction] The answer above is replaced, as ...: ...");
   when the final answer is still unsupported, the answer policy's note follows (or, as a
   correction, its abstention or both sides of a conflict in the evidence); an uncertain failure's
   answer stays, followed by the note saying how sure the check is; an answer the diagnosis could
@@ -32,7 +33,7 @@ from typing import Any
 
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.engine.outcome import Outcome
-from ragmend.engine.presentation import CORRECTION
+from ragmend.engine.presentation import correction
 from ragmend.server.schemas import AnswerResponse
 
 
@@ -83,7 +84,9 @@ def tail(outcome: Outcome, reply: AnswerResponse) -> str:
     streamed = outcome.first or outcome.answer
     if reply.abstained_by is not None and is_abstention(streamed.response):
         return ""
-    replaced = outcome.first is not None and outcome.answer is not outcome.first
-    if replaced or reply.answer_policy in ("abstain", "gated", "conflict", "withheld"):
-        return f"\n\n{CORRECTION}{reply.answer}"
+    if reply.answer_policy in ("abstain", "gated", "conflict", "withheld"):
+        return f"\n\n{correction(reply.answer)}"
+    if outcome.first is not None and outcome.answer is not outcome.first:
+        first = outcome.first_diagnosis
+        return f"\n\n{correction(reply.answer, first.failure if first else None)}"
     return f" {reply.answer_note}" if reply.answer_note else ""

@@ -130,7 +130,30 @@ def test_a_live_stream_ends_with_both_sides_as_a_correction() -> None:
         AnswerResponse,
         SimpleNamespace(answer=said, answer_policy="conflict", answer_note=None, abstained_by=None),
     )
-    assert tail(outcome, reply) == f"\n\n[Correction] {said}"
+    assert tail(outcome, reply) == f"\n\n[Correction] The answer above is withdrawn. {said}"
+
+
+def test_a_live_stream_says_in_one_line_why_a_repair_replaced_its_answer() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from ragmend.engine.outcome import Outcome
+    from ragmend.engine.presentation import REPLACED_BECAUSE
+    from ragmend.server.schemas import AnswerResponse
+
+    first = SimpleNamespace(response="The band formed in 1994.")
+    repaired = SimpleNamespace(response="The band formed in 1996.")
+    said = "The band formed in 1996.[2]"
+    reply = cast(
+        AnswerResponse,
+        SimpleNamespace(answer=said, answer_policy=None, answer_note=None, abstained_by=None),
+    )
+    for failure, why in REPLACED_BECAUSE.items():
+        outcome = cast(
+            Outcome,
+            SimpleNamespace(first=first, answer=repaired, first_diagnosis=SimpleNamespace(failure=failure)),
+        )
+        assert tail(outcome, reply) == f"\n\n[Correction] The answer above is replaced, as {why}: {said}"
 
 
 def test_the_repair_may_choose_to_present_the_conflict_over_http(

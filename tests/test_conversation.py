@@ -172,10 +172,10 @@ def test_an_answer_as_ragmend_showed_it_is_read_as_said(registry: ModelRegistry)
     from ragmend.engine.coreference import resolve_pronouns
     from ragmend.engine.presentation import (
         ABSTENTION_TEXT,
-        CORRECTION,
         NOT_ANSWERED,
         NOT_SUPPORTED,
         UNSUPPORTED_MARK,
+        correction,
         plain_text,
     )
     from ragmend.engine.services import refers_back
@@ -188,9 +188,14 @@ def test_an_answer_as_ragmend_showed_it_is_read_as_said(registry: ModelRegistry)
     assert plain_text(f"Canberra. {UNSUPPORTED_MARK} {NOT_ANSWERED}") == "Canberra."
     assert plain_text("A list [a] stays.") == "A list [a] stays."
     # A live stream's correction replaces the first answer; an abstention names no answer.
-    assert plain_text(f"Paris is in Italy.\n\n{CORRECTION}Paris is in France.[1]") == "Paris is in France."
+    # The line saying what changed and why is not part of what was said.
     assert (
-        plain_text(f"Paris.\n\n{CORRECTION}{ABSTENTION_TEXT} What was found: [1] Louvre.") == ABSTENTION_TEXT
+        plain_text(f"Paris is in Italy.\n\n{correction('Paris is in France.[1]', 'WR')}")
+        == "Paris is in France."
+    )
+    assert (
+        plain_text(f"Paris.\n\n{correction(ABSTENTION_TEXT + ' What was found: [1] Louvre.')}")
+        == ABSTENTION_TEXT
     )
     question = Turn(
         role="user", content="Andrew Jaspan was the co-founder of what not-for-profit media outlet?"

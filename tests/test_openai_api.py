@@ -14,12 +14,11 @@ from openai import OpenAI
 
 from ragmend.diagnosis.hypotheses import is_abstention
 from ragmend.engine import Engine
-from ragmend.engine.presentation import ABSTENTION_TEXT, NOT_SUPPORTED
+from ragmend.engine.presentation import ABSTENTION_TEXT, CORRECTION, NOT_SUPPORTED, correction
 from ragmend.server.app import create_app
 from ragmend.server.chat_sources import CitedSources
 from ragmend.server.openai_api import DRAFT_HEADING
 from ragmend.server.schemas import AnswerResponse
-from ragmend.server.streaming import CORRECTION
 from ragmend.settings import settings_with
 from tests.conftest import LiveServer, sample_questions
 
@@ -154,7 +153,7 @@ def test_streamed_answer_equals_the_unstreamed_one(no_repair_server: LiveServer,
     elif unstreamed["abstained_by"] and is_abstention(unstreamed["generated"]):
         assert content == unstreamed["generated"]  # an abstention is said once
     elif unstreamed["answer_policy"] == "abstain":
-        assert content == unstreamed["generated"] + f"\n\n{CORRECTION}{unstreamed['answer']}"
+        assert content == unstreamed["generated"] + f"\n\n{correction(unstreamed['answer'])}"
     else:
         note = f" {unstreamed['answer_note']}" if unstreamed["answer_note"] else ""
         assert content == unstreamed["generated"] + note
@@ -443,7 +442,9 @@ def test_a_live_stream_starts_before_the_request_ends(live_server: LiveServer, v
         "answer_policy"
     ] in ("abstain", "conflict"):
         # A repaired answer, an abstention or both sides of a conflict (the action's or the answer
-        # policy's) follow as a marked correction.
-        assert content.endswith(f"\n\n{CORRECTION}{ext['answer']}")
+        # policy's) follow as a marked correction, led by one line saying what changed and why.
+        lead = content.rsplit(f"\n\n{CORRECTION}", 1)[1].removesuffix(ext["answer"])
+        assert lead.startswith(("The answer above is withdrawn.", "The answer above is replaced, as "))
+        assert "\n" not in lead and content.endswith(ext["answer"])
     else:
         assert content == ext["generated"] + (f" {ext['answer_note']}" if ext["answer_note"] else "")
