@@ -138,6 +138,9 @@ class FailureRule(Rule[DecisionSignals, RuleName]):
     """A rule of the failure table, with the failure type it decides when it is the first."""
 
     decides: FailureType = field(kw_only=True)
+    # A miss rather than a wrong claim: uncertain whatever the verdict, so the answer stays unless
+    # a repair finds one the check supports (no abstention replaces it).
+    keeps: bool = field(default=False, kw_only=True)
 
 
 def _verdict(s: DecisionSignals) -> bool:
@@ -186,9 +189,18 @@ RULES: tuple[FailureRule, ...] = (
         decides="NoFailure",
     ),
     FailureRule(
+        "missed_answer",
+        lambda s: _verdict(s) and s.abstained and s.answerable,
+        "the answer abstains while the evidence answers the question",
+        "the passages hold what the generator did not give: a miss a repair may mend, which the "
+        "user must not read as sources that do not answer",
+        decides="WR",
+        keeps=True,
+    ),
+    FailureRule(
         "abstained",
         lambda s: _verdict(s) and s.abstained,
-        "the answer abstains (no claim)",
+        "the answer abstains (no claim), and the evidence does not answer the question",
         "an abstention asserts nothing; the evidence was not enough for the generator",
         decides="IE",
         sure=True,
@@ -284,10 +296,13 @@ def decide(s: DecisionSignals, rules: tuple[FailureRule, ...] = RULES) -> Decisi
 
 
 def _grade(rule: FailureRule, s: DecisionSignals) -> Grade | None:
-    """Confident where the deciding rule is sure, where the verdict is (`DecisionSignals.sure`),
-    or without a verdict (Algorithm 1 decides on discrete states); else uncertain."""
+    """Uncertain where the deciding rule keeps the answer; else confident where that rule is sure,
+    where the verdict is (`DecisionSignals.sure`), or without a verdict (Algorithm 1 decides on
+    discrete states); else uncertain."""
     if rule.decides == "NoFailure":
         return None
+    if rule.keeps:
+        return "uncertain"
     return "confident" if rule.sure or s.unsupported is None or s.sure else "uncertain"
 
 
@@ -334,16 +349,22 @@ def markdown() -> str:
         "| # | rule | applies when | decides | sure | why |",
         "|---|---|---|---|---|---|",
         *(
-            f"| {n} | `{r.name}` | {r.when} | {r.decides} | {_yes(r.sure)} | {r.why} |"
+            f"| {n} | `{r.name}` | {r.when} | {r.decides} | {_sureness(r)} | {r.why} |"
             for n, r in enumerate(RULES, start=1)
         ),
         "",
         "A failure a **sure** rule decides is confident: it replaces the answer. Any other is",
         "confident where the verdict is sure (P(unsupported) at `diagnosis.replace_threshold`, or a",
         "sure verdict rule applied) or without a verdict, and else uncertain: the answer stays, its",
-        "unsupported sentences marked (`diagnosis.grade`).",
+        "unsupported sentences marked (`diagnosis.grade`). A failure a rule that keeps the answer",
+        "decides is uncertain whatever the verdict: a repair may replace the answer only with one the",
+        "check supports.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _sureness(rule: FailureRule) -> str:
+    return "never: kept" if rule.keeps else _yes(rule.sure)
 
 
 def _yes(sure: bool) -> str:

@@ -168,6 +168,7 @@ RuleName = Literal[
     "comparison_disagrees",
     "alternatives_disagree",
     "comparison_agrees",
+    "missed_answer",
     "abstained",
     "unanswered",
     "insufficient_evidence",

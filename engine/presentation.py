@@ -54,6 +54,7 @@ NOT_SUPPORTED = "Note: the sources found do not support this answer."
 NOT_ANSWERED = "Note: the sources found do not answer this question."
 NOT_VERIFIED = "the sources found do not verify this claim."
 UNSURE = "Note: the check is not sure the sources found support this answer"
+MISSED = "Note: the sources found may answer this question."  # under a generator's missed answer
 NOT_CHECKED = "Note: this answer was not checked against the sources: the checks read English only."
 WITHHELD = (
     "This answer is not shown: it could not be checked against the sources (the checks read English only)."
@@ -234,6 +235,11 @@ def present(
         return _conflict(
             response, diagnosis, evidence=evidence, reading=reading, query=query, by="answer_policy"
         )
+    if diagnosis.decided_by == "missed_answer" and reading.policy != "off":
+        # The generator's "I don't know." stays, and the passages that may answer are named: the
+        # user is not told that the sources do not answer.
+        note = MISSED + _found(evidence)
+        return Presented(text=f"{response} {note}", sentences=(), policy_applied="marked", note=note)
     sentences = cite(response, diagnosis, [pid for pid, _ in evidence], query=query)
     # An uncertain failure keeps its answer, marked, whatever the policy but off.
     uncertain = diagnosis.grade == "uncertain" and reading.policy != "off"
@@ -339,6 +345,7 @@ def plain_text(text: str) -> str:
         text = text.rsplit(CORRECTION, 1)[1].removeprefix(WITHDRAWN)
         if text.startswith(REPLACED):
             text = text.partition(": ")[2]
+    text = text.split(MISSED, 1)[0]
     for statement in (ABSTENTION_TEXT, WITHHELD):
         if text.lstrip().startswith(statement):
             return statement

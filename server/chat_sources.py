@@ -81,7 +81,8 @@ def status(reply: AnswerResponse) -> ChatStatus | None:
 
 def status_line(reply: AnswerResponse) -> str | None:
     """One line on how the reply was judged: consistent with the retrieved sources, repaired (by
-    what), still unsupported, answered with an abstention, or not checked; None without a
+    what), still unsupported, answered with an abstention, an "I don't know." the sources may
+    answer, or not checked; None without a
     diagnosis. A passing answer is said to be consistent with the retrieved sources and no more:
     the check reads the sources as given, and a planted or wrong document passes it."""
     final = reply.diagnosis
@@ -101,6 +102,8 @@ def status_line(reply: AnswerResponse) -> str | None:
         return f"Checked: the retrieved sources do not answer this question{how}"
     if reply.conflict_by is not None:
         return "Checked: the retrieved sources disagree on this; both sides are shown"
+    if final.decided_by == "missed_answer":
+        return "Checked: the retrieved sources may answer this question; the answer did not use them"
     if final.grade == "uncertain":
         p = final.verdict.p_unsupported if final.verdict is not None else None
         sure = f" ({round(100 * p)}% likely unsupported)" if p is not None else ""

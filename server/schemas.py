@@ -594,7 +594,8 @@ class AnswerResponse(BaseModel):
     answer_policy: str | None = Field(
         None,
         description="marked when an uncertain failure left the answer in place, its unsupported "
-        "sentences marked; annotate or abstain when the final answer failed and the policy changed what "
+        "sentences marked (a generator's abstention the sources may answer: followed by the note naming "
+        "them); annotate or abstain when the final answer failed and the policy changed what "
         "is read; conflict when its evidence holds incompatible answers and it reads as both sides; "
         "gated in claim mode when the label was gated; not_judged when the diagnosis could not judge "
         "the answer (not English) and it is kept with the note saying so; withheld when such an answer "
@@ -603,7 +604,8 @@ class AnswerResponse(BaseModel):
     answer_note: str | None = Field(
         None,
         description="annotate: the sentence added saying the sources do not support the answer; "
-        "marked: the one saying how sure the check is; not_judged: the one saying it was not checked.",
+        "marked: the one saying how sure the check is, or that the sources found may answer the question "
+        "and what was found; not_judged: the one saying it was not checked.",
     )
     status: str | None = Field(
         None,

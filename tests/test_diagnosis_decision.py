@@ -80,9 +80,15 @@ def test_the_failure_type_with_a_verdict(
     assert decide(signals(rule, kappa, unsupported=unsupported, answerable=answerable)).failure == expected
 
 
-def test_an_abstention_is_ie_and_an_answer_off_the_question_wr() -> None:
-    assert decide(signals(unsupported=False, abstained=True)).failure == "IE"
-    assert decide(signals(unsupported=False, abstained=True, answerable=False)).failure == "IE"
+def test_an_abstention_is_ie_or_a_miss_and_an_answer_off_the_question_wr() -> None:
+    honest = decide(signals(unsupported=True, abstained=True, answerable=False, sure=True))
+    assert (honest.failure, honest.decided_by, honest.grade) == ("IE", "abstained", "confident")
+    # Evidence that answers the question: a miss the repair may mend, kept whatever the verdict.
+    for sure in (True, False):
+        missed = decide(signals(unsupported=True, abstained=True, answerable=True, sure=sure))
+        assert (missed.failure, missed.decided_by, missed.grade) == ("WR", "missed_answer", "uncertain")
+    # Algorithm 1 alone (no verdict) reads no abstention.
+    assert decide(signals(abstained=True)).decided_by == "no_failure"
     off = decide(signals("WR", unsupported=False, off_question="subject"))
     assert off.failure == "WR" and off.decided_by == "off_question"
     assert decide(signals("WR", unsupported=True, answerable=False, off_question="subject")).failure == "IE"

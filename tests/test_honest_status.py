@@ -134,5 +134,5 @@ def test_the_abstain_policy_withholds_an_unjudged_answer_over_http(
     assert body["abstained_by"] is None  # nothing says the sources do not answer
     assert body["status"] == "Not checked against the retrieved sources: the answer is withheld"
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in live if c["choices"])
-    assert text.endswith(f"[Correction] {WITHHELD}")
+    assert text.endswith(f"[Correction] The answer above is withdrawn. {WITHHELD}")
     assert live[-1]["ragmend"]["answer_policy"] == "withheld"

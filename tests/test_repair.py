@@ -192,6 +192,60 @@ def test_an_uncertain_failure_keeps_the_answer_marked_and_runs_no_repair(
     assert unsupported and all(f"{c['text']} {UNSUPPORTED_MARK}" in body["answer"] for c in unsupported)
 
 
+def test_an_i_dont_know_the_sources_answer_is_a_miss_and_not_read_as_sources_that_do_not(
+    engine: Engine,
+) -> None:
+    """With the real models: "I don't know." to a question its passages answer is a miss (WR,
+    uncertain), so no abstention is offered in its place, and the user reads the generator's words
+    and the passages that may answer, not that the sources do not answer. To passages that do not
+    answer, it is the honest abstention it says it is."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from ragmend.engine.presentation import ABSTENTION_TEXT, MISSED, Reading, present
+    from ragmend.rag.types import Passage, RAGConfig
+    from ragmend.server.chat_sources import status_line
+    from ragmend.server.schemas import AnswerResponse
+
+    question = "Andrew Jaspan was the co-founder of what not-for-profit media outlet?"
+    answering = (
+        "Andrew Jaspan is a British-Australian journalist and editor, the co-founder of The Conversation.",
+        "The Conversation is a not-for-profit media outlet that publishes articles by academics.",
+    )
+    unrelated = (
+        "Wawel Castle stands on a limestone hill in Krakow.",
+        "The Vistula is Poland's longest river.",
+    )
+
+    def passages(texts: tuple[str, ...]) -> tuple[Passage, ...]:
+        return tuple(
+            Passage(id=f"p{i}", doc_id=f"p{i}", title=f"T{i}", text=t, score=0.0, retriever="given")
+            for i, t in enumerate(texts, start=1)
+        )
+
+    said = "I don't know."
+    given = passages(answering)
+    missed = engine.diagnoser.diagnose(question, given, said)
+    assert (missed.failure, missed.decided_by, missed.grade) == ("WR", "missed_answer", "uncertain")
+    offered, masked = offered_actions(engine.settings.policy, RAGConfig(), missed)
+    assert "abstain" not in offered and any(m.name == "abstain" for m in masked)
+    shown = present(said, missed, [(p.id, p.title) for p in given], Reading(), query=question)
+    assert shown.text == f"{said} {MISSED} What was found: [1] T1, [2] T2." and shown.abstained_by is None
+    assert ABSTENTION_TEXT not in shown.text
+    # Open WebUI's status line says the same.
+    public = SimpleNamespace(not_judged=None, decided_by=missed.decided_by, grade=missed.grade, failure="WR")
+    reply = SimpleNamespace(
+        diagnosis=public, repair=None, second_repair=None, abstained_by=None, conflict_by=None
+    )
+    line = status_line(cast(AnswerResponse, reply))
+    assert line is not None and line.startswith("Checked: the retrieved sources may answer this question")
+    other = passages(unrelated)
+    honest = engine.diagnoser.diagnose(question, other, said)
+    assert (honest.failure, honest.decided_by, honest.grade) == ("IE", "abstained", "confident")
+    read = present(said, honest, [(p.id, p.title) for p in other], Reading(), query=question)
+    assert read.text.startswith(ABSTENTION_TEXT) and read.abstained_by == "answer_policy"
+
+
 def test_unknown_action_in_config_is_a_clear_error(tmp_path: Path) -> None:
     from ragmend.errors import ConfigError
 
