@@ -82,8 +82,9 @@ def status(reply: AnswerResponse) -> ChatStatus | None:
 def status_line(reply: AnswerResponse) -> str | None:
     """One line on how the reply was judged: consistent with the retrieved sources, repaired (by
     what), still unsupported, answered with an abstention, an "I don't know." the sources may
-    answer, or not checked; None without a diagnosis. A passing answer is said to be consistent with the retrieved sources and no more:
-    the check reads the sources as given, and a planted or wrong document passes it."""
+    answer, or not checked; None without a diagnosis. A passing answer is said to be consistent
+    with the retrieved sources and no more: the check reads the sources as given, and a planted or
+    wrong document passes it."""
     final = reply.diagnosis
     if final is None:
         return None

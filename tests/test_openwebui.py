@@ -298,11 +298,17 @@ def test_the_sync_command_says_what_is_wrong(tmp_path: Path) -> None:
 
 
 def judged(
-    failure: str = "NoFailure", not_judged: str | None = None, grade: str | None = None, **reply: Any
+    failure: str = "NoFailure",
+    not_judged: str | None = None,
+    grade: str | None = None,
+    decided_by: str | None = None,
+    **reply: Any,
 ) -> AnswerResponse:
     """A reply with only what the status line reads."""
     verdict = SimpleNamespace(p_unsupported=0.42)
-    diagnosis = SimpleNamespace(failure=failure, not_judged=not_judged, grade=grade, verdict=verdict)
+    diagnosis = SimpleNamespace(
+        failure=failure, not_judged=not_judged, grade=grade, verdict=verdict, decided_by=decided_by
+    )
     fields = {
         "diagnosis": diagnosis,
         "repair": None,
@@ -337,6 +343,10 @@ def test_the_status_line_says_how_the_answer_was_judged() -> None:
     assert (
         line(judged("WR", repair=repaired))
         == "Checked: not supported by the retrieved sources after a repair (rerank)"
+    )
+    # An "I don't know." whose sources may answer is not said to be sources that do not answer.
+    assert line(judged("WR", grade="uncertain", decided_by="missed_answer", repair=kept)) == (
+        "Checked: the retrieved sources may answer this question; the answer did not use them"
     )
     # A reply that hides the policy's internals from its key does not name the action either.
     hidden = construct(action=None, kept="repaired")

@@ -199,13 +199,8 @@ def test_an_i_dont_know_the_sources_answer_is_a_miss_and_not_read_as_sources_tha
     uncertain), so no abstention is offered in its place, and the user reads the generator's words
     and the passages that may answer, not that the sources do not answer. To passages that do not
     answer, it is the honest abstention it says it is."""
-    from types import SimpleNamespace
-    from typing import cast
-
     from ragmend.engine.presentation import ABSTENTION_TEXT, MISSED, Reading, present
     from ragmend.rag.types import Passage, RAGConfig
-    from ragmend.server.chat_sources import status_line
-    from ragmend.server.schemas import AnswerResponse
 
     question = "Andrew Jaspan was the co-founder of what not-for-profit media outlet?"
     answering = (
@@ -232,13 +227,6 @@ def test_an_i_dont_know_the_sources_answer_is_a_miss_and_not_read_as_sources_tha
     shown = present(said, missed, [(p.id, p.title) for p in given], Reading(), query=question)
     assert shown.text == f"{said} {MISSED} What was found: [1] T1, [2] T2." and shown.abstained_by is None
     assert ABSTENTION_TEXT not in shown.text
-    # Open WebUI's status line says the same.
-    public = SimpleNamespace(not_judged=None, decided_by=missed.decided_by, grade=missed.grade, failure="WR")
-    reply = SimpleNamespace(
-        diagnosis=public, repair=None, second_repair=None, abstained_by=None, conflict_by=None
-    )
-    line = status_line(cast(AnswerResponse, reply))
-    assert line is not None and line.startswith("Checked: the retrieved sources may answer this question")
     other = passages(unrelated)
     honest = engine.diagnoser.diagnose(question, other, said)
     assert (honest.failure, honest.decided_by, honest.grade) == ("IE", "abstained", "confident")
