@@ -19,7 +19,7 @@ from ragmend.server.app import create_app
 from ragmend.server.chat_sources import CitedSources
 from ragmend.server.openai_api import DRAFT_HEADING
 from ragmend.server.schemas import AnswerResponse
-from ragmend.settings import settings_with
+from ragmend.settings import UNANSWERED_BELOW, settings_with
 from tests.conftest import LiveServer, sample_questions
 
 CHAT = "/v1/chat/completions"
@@ -97,8 +97,15 @@ def test_chat_completion_with_the_openai_client(live_server: LiveServer) -> None
         assert ext["answer_policy"] == "abstain" and ext["abstained_by"] == "answer_policy"
         assert ext["answer"].startswith(ABSTENTION_TEXT) and ext["answer_note"] is None
     elif ext["diagnosis"]["failure"] != "NoFailure":
-        assert ext["answer_policy"] == "annotate"
-        assert ext["answer"].endswith(NOT_SUPPORTED)
+        d = ext["diagnosis"]
+        if d["grade"] == "uncertain":  # kept, marked, with how sure the check is
+            assert ext["answer_policy"] == "marked" and ext["answer"].endswith(ext["answer_note"])
+        elif (d["e_q"]["support"] or 0.0) < UNANSWERED_BELOW:  # still unsupported, and unanswered
+            assert ext["answer_policy"] == "abstain" and ext["abstained_by"] == "answer_policy"
+            assert ext["answer"].startswith(ABSTENTION_TEXT)
+        else:
+            assert ext["answer_policy"] == "annotate"
+            assert ext["answer"].endswith(NOT_SUPPORTED)
     # usage is every generator call of the request, split by purpose in the extension.
     by = ext["usage"]["by_purpose"]
     assert by["answer"]["calls"] == 1
