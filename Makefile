@@ -41,8 +41,11 @@ serve: install
 demo-chat: install
 	bash scripts/demo_chat.sh
 
+# Two workers, one test file each at a time: a file's engine and server fixtures load once, and
+# one worker's model loading or waiting on a server overlaps the other's computing.
+TEST_WORKERS ?= 2
 test: install
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Tests marked `generator` (tests/conftest.py marks every test that uses the engine or a server,
 # and refuses to load the generator in this tier) or `slow` are left out; everything else runs,

@@ -209,10 +209,10 @@ RULES: tuple[FailureRule, ...] = (
         "unanswered",
         lambda s: _verdict(s) and not s.answerable and (bool(s.unsupported) or not s.grounded),
         "the evidence does not answer the question and the answer is unsupported or ungrounded",
-        "nothing read supports it; a supported answer is better evidence than answerability. Sure: "
-        "the finding is the evidence's, which doubt about the answer's support does not weaken",
+        "nothing read supports it; a supported answer is better evidence than answerability. Not "
+        "sure of itself: answerability misreads questions unlike its DEV fit (MS MARCO's), so the "
+        "verdict's sureness decides whether the abstention replaces the answer",
         decides="IE",
-        sure=True,
     ),
     FailureRule(
         "insufficient_evidence",

@@ -62,7 +62,7 @@ from ragmend.diagnosis.hypotheses import (
 )
 from ragmend.diagnosis.kg_crosscheck import crosscheck
 from ragmend.diagnosis.language import LANGUAGE_NAMES, check_language
-from ragmend.diagnosis.off_question import asks_question, unaddressed
+from ragmend.diagnosis.off_question import asks_question, is_instruction, unaddressed
 from ragmend.diagnosis.options import DiagnosisOptions, shipped_options
 from ragmend.diagnosis.polar import denial, polar_reading
 from ragmend.diagnosis.premises import (
@@ -628,13 +628,18 @@ class Diagnoser:
         cross-encoder relevance reaches thresholds.relevance ("rerank"); without a reranker, when
         one passage names answerable_coverage of the question's names and numbers ("coverage"; a
         question naming nothing counts as covered). Else neutral: the evidence is insufficient
-        (IE)."""
+        (IE). A task over text the request gives ("Summarize the following news.") asks no
+        question of the evidence: the text it gives is what it works on, so it is answered by
+        construction ("given_text", P(answerable) 1), and what is judged is the answer's support."""
         if not passages:
             return NLISignal(
                 "neutral",
                 (HypothesisVerdict(hypothesis=query, state="neutral", best_passage=None, scores=()),),
                 "rerank",
             )
+        if is_instruction(query):
+            given = HypothesisVerdict(hypothesis=query, state="entail", best_passage=None, scores=())
+            return NLISignal("entail", (given,), "given_text", 1.0)
         model, p_answerable = self.options.answerability, None
         if relevance is not None and model is not None:
             features = answerability_features(

@@ -56,13 +56,26 @@ def _held_together(before: str, after: str, kept: str) -> bool:
 
 def split_claims(text: str, max_claims: int = 8, keep: str = "") -> list[str]:
     """Sentences of a response, without citations like [1], list markers and empty fragments.
-    A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing.
+    A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing, nor
+    does a lead-in before a colon ("The answer is: ...").
     `keep`: the question, whose spans are not split (split_sentences)."""
     text = _LIST_MARKER.sub("", CITATION_MARK.sub("", text)).strip()
-    claims = [p for p in split_sentences(text, keep) if not p.endswith(":")]
+    claims = [_without_lead_in(p) for p in split_sentences(text, keep) if not p.endswith(":")]
     return [p for p in claims if len(p.split()) >= 2 or any(c.isdigit() for c in p)][:max_claims] or (
         [text] if text else []
     )
+
+
+def _without_lead_in(sentence: str) -> str:
+    """A sentence without a lead-in of a few plain words before a colon ("The answer is: X",
+    "In short: X"): what follows is the claim. A head holding a name after its first word or a
+    number ("Paris, France: X", "Phase 2: X") is kept: it may be part of what is claimed."""
+    head, sep, tail = sentence.partition(": ")
+    words = head.split()
+    plain = all(w.islower() for w in words[1:]) and not any(c.isdigit() for c in head)
+    if sep and len(tail.split()) >= 2 and 0 < len(words) <= 4 and plain:
+        return tail.strip()
+    return sentence
 
 
 def is_abstention(response: str) -> bool:

@@ -239,18 +239,9 @@ class PgIndexStore:
         number = int(row[0]) + 1 if row else 1
         self._drop_rows(f"(metadata_->>'generation')::int >= {number}")  # a dead writer's rows
         vectors = np.asarray(matrix, dtype=np.float32)
-        for start in range(0, len(nodes), BATCH):
-            batch = []
-            for node, vec in zip(nodes[start : start + BATCH], vectors[start : start + BATCH], strict=True):
-                # A copy tagged with its generation: the caller's nodes (the snapshot's) stay as they are.
-                meta = node.metadata
-                copy = make_node(
-                    node.node_id, meta["doc_id"], title=meta["title"], text=node.text, trust=meta.get("trust")
-                )
-                copy.metadata["generation"] = number
-                copy.embedding = vec.tolist()
-                batch.append(copy)
-            store.add(batch)
+        # The database restarting mid-write is a 503 to retry; the next write drops these rows.
+        with pg.sqlalchemy_unavailable(self.dsn):
+            self._add_rows(store, number, nodes, vectors)
         body = json.dumps(manifest.to_json())
         with self._connection() as conn, conn.transaction():
             conn.execute(
@@ -264,6 +255,22 @@ class PgIndexStore:
             )
         self._collect_garbage(number)
         return _generation_name(number)
+
+    @staticmethod
+    def _add_rows(store: Any, number: int, nodes: list[TextNode], vectors: np.ndarray) -> None:
+        """The generation's rows, in batches, each node a copy tagged with its generation (the
+        caller's nodes, the snapshot's, stay as they are)."""
+        for start in range(0, len(nodes), BATCH):
+            batch = []
+            for node, vec in zip(nodes[start : start + BATCH], vectors[start : start + BATCH], strict=True):
+                meta = node.metadata
+                copy = make_node(
+                    node.node_id, meta["doc_id"], title=meta["title"], text=node.text, trust=meta.get("trust")
+                )
+                copy.metadata["generation"] = number
+                copy.embedding = vec.tolist()
+                batch.append(copy)
+            store.add(batch)
 
     def _collect_garbage(self, current: int) -> None:
         keep_from = current - KEEP_GENERATIONS + 1

@@ -357,6 +357,21 @@ def test_a_faithful_summary_of_given_text_passes(bundled_engine: Engine) -> None
         assert d.e_r.state == "entail", d.e_r
 
 
+def test_a_summary_of_given_text_is_never_read_as_sources_that_do_not_answer(bundled_engine: Engine) -> None:
+    """A task over text the request gives asks nothing of that text but to work on it: answered by
+    construction, so a summary the text does not support is flagged and marked, never replaced by
+    "the sources do not answer this question" (the answerability model, fitted on questions,
+    scores such instructions as unanswerable)."""
+    passages, _ = bundled_engine.pipeline.retrieve("Elko Regional Airport", bundled_engine.config())
+    summary = "Elko Regional Airport is the busiest airport in Utah."
+    d = bundled_engine.diagnoser.diagnose("Summarize the following text.", passages[:1], summary)
+    assert (d.e_q.construction, d.e_q.state, d.e_q.support) == ("given_text", "entail", 1.0)
+    assert d.failure == "WR" and d.decided_by != "unanswered"
+    read = present(summary, d, [(p.id, p.title) for p in passages[:1]])
+    assert read.abstained_by is None and read.policy_applied in ("annotate", "marked"), read
+    assert summary.rstrip(".") in read.text
+
+
 def test_e_q_is_answerability_whatever_the_answer_says(bundled_engine: Engine) -> None:
     """With the verdict on, e_q asks whether the evidence answers the question: two answers to
     one question, one right and one about someone else, get the same e_q; a question the corpus

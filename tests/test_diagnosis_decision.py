@@ -180,10 +180,12 @@ def test_a_failure_is_confident_where_a_sure_rule_or_a_sure_verdict_decides_it()
     # A sure rule's finding replaces the answer whatever the verdict's score.
     picked = signals("WR", unsupported=False, sure=False, comparison="disagrees")
     assert decide(picked).decided_by == "comparison_disagrees" and decide(picked).grade == "confident"
-    # Sources that do not answer the question: the evidence's finding, confident however unsure
-    # the verdict is of the answer.
+    # Sources that do not answer the question: as sure as the verdict is of the answer, since the
+    # answerability model can be wrong too.
     unanswered = signals("WR", unsupported=True, sure=False, answerable=False)
-    assert decide(unanswered).decided_by == "unanswered" and decide(unanswered).grade == "confident"
+    assert decide(unanswered).decided_by == "unanswered" and decide(unanswered).grade == "uncertain"
+    sure = signals("WR", unsupported=True, sure=True, answerable=False)
+    assert decide(sure).decided_by == "unanswered" and decide(sure).grade == "confident"
     # Without a verdict Algorithm 1 decides on discrete states: confident; no failure: no grade.
     assert decide(signals("WR")).grade == "confident"
     assert decide(signals(unsupported=False, sure=False)).grade is None

@@ -172,6 +172,14 @@ def test_claims_and_labels() -> None:
         "It was founded by J. D. Fetzer in 1965.",
         "Dr. No is a film.",
     ]
+    # A generator's lead-in asserts nothing; a head with a name or a number may be part of the claim.
+    assert split_claims("The answer is: Quenton Ltd was acquired by Halvard Group in 2015.") == [
+        "Quenton Ltd was acquired by Halvard Group in 2015."
+    ]
+    assert split_claims("Phase 2: the trial ended in 2019. It opened at 10:30 am.") == [
+        "Phase 2: the trial ended in 2019.",
+        "It opened at 10:30 am.",
+    ]
     # A volume, a rank, a month: "Vol. 2" was split, and the citation went between them.
     assert split_claims('Gunn directed "Guardians of the Galaxy Vol. 2". Gen. Lee left on Apr. 9, 1865.') == [
         'Gunn directed "Guardians of the Galaxy Vol. 2".',

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -298,6 +299,47 @@ def test_a_failed_ingest_leaves_readers_unchanged_and_readers_keep_their_generat
     with pg.connect(store.dsn) as conn:  # the failed writer's rows went with the next write
         rows = conn.execute(f"SELECT count(*) FROM data_{store.table} WHERE metadata_->>'generation' = '2'")
         assert rows.fetchone() == (1,)
+
+
+def test_an_ingest_the_database_cuts_off_mid_write_is_a_503_and_the_next_one_writes(
+    pg_engine: Engine, dsn: str, pg_server: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL restart while an ingest adds its rows: the writer gets StoreUnavailable (a
+    503 with Retry-After, what an index refresh answers), not an unhandled error; nothing becomes
+    current, and the next ingest writes."""
+    from llama_index.vector_stores.postgres import PGVectorStore
+    from psycopg.conninfo import conninfo_to_dict
+
+    store = pg_engine.corpus.store
+    assert isinstance(store, PgIndexStore)
+    before = pg_engine.corpus.index.snapshot
+    nodes, matrix = list(before.nodes), before.matrix
+    name = conninfo_to_dict(dsn)["dbname"]
+    admin = pg.connect(pg_server.get_uri())  # type: ignore[attr-defined]
+    real_add = PGVectorStore.add
+
+    def add_while_restarting(self: PGVectorStore, batch: list[Any], **kw: Any) -> list[str]:
+        # The database as a restart leaves it for some seconds: every connection cut, none accepted.
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        return real_add(self, batch, **kw)
+
+    monkeypatch.setattr(PGVectorStore, "add", add_while_restarting)
+    try:
+        with pytest.raises(StoreUnavailable) as e:
+            store.write(before.manifest, nodes, matrix)
+        assert e.value.http_status == 503 and e.value.retry_after_s
+    finally:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        admin.close()
+    monkeypatch.undo()
+    # The store's own connection was cut with the rest: one call answers the 503 a request would
+    # get, and the next reconnects.
+    with pytest.raises(StoreUnavailable):
+        store.current_generation()
+    assert store.current_generation() == "gen-000001"
+    with store.writer_lock():
+        assert store.write(before.manifest, nodes, matrix) == "gen-000002"
 
 
 def test_the_knowledge_graph_in_postgres_aligns_as_the_sqlite_one(pg_engine: Engine, engine: Engine) -> None:

@@ -59,6 +59,24 @@ def test_each_rule_is_counted_where_it_decides_and_where_it_alone_flags(tmp_path
     assert "| `off_question:subject` | WR | 0 / 1 | 0 / 1 |" in table
 
 
+def test_a_sure_rule_is_counted_where_it_alone_turns_an_answer_into_an_abstention(tmp_path: Path) -> None:
+    """An answer the verdict doubts (not sure) keeps its text, marked; the sure `comparison_disagrees`
+    rule makes it read as the abstention instead where its evidence hardly answers the question."""
+    doubted = {"sure": False, "comparison": "disagrees"}
+    rows = [
+        {**_row("1", True, "WR", ["score"], **doubted), "features": {"p_answerable": 0.2}},
+        {**_row("2", False, "WR", ["score"], **doubted), "features": {"p_answerable": 0.1}},
+        {**_row("3", False, "WR", ["score"], comparison="disagrees"), "features": {"p_answerable": 0.1}},
+    ]
+    answers = rule_ledger.read_answers([_write(tmp_path / "r.jsonl", rows)])
+    rules = rule_ledger.as_json(rule_ledger.study(answers))
+    dates = rules["rules"]["comparison_disagrees"]["all"]
+    # Answer 3's verdict is sure: it would read as an abstention without the rule too.
+    assert (dates["right_abstained_alone"], dates["wrong_abstained_alone"]) == (1, 1)
+    # Without it the verdict's score still flags all three: the rule alone flags none.
+    assert (dates["right_alone"], dates["wrong_alone"]) == (0, 0)
+
+
 def test_rows_another_decision_recorded_are_refused(tmp_path: Path) -> None:
     wrong = _write(tmp_path / "r.jsonl", [_row("1", True, "WR", [])])  # the tables pass it
     with pytest.raises(SystemExit, match="the tables decide NoFailure"):

@@ -16,6 +16,12 @@ rule restricted to the answers that check found off the question). For a rule th
 answers (`supported`, `comparison_agrees`): the answers that would be flagged without it. A
 verdict rule (score, refuted, unbacked) is left out of the answer's `unsupported_by`. A rule
 earns its place where it alone catches more wrong answers than it alone flags right ones.
+
+What the user reads is measured the same way: `right_abstained_alone` / `wrong_abstained_alone`,
+the answers read as "the sources do not answer" in place of the generated one (a confident failure
+the shipped answer policy abstains on: engine/presentation.py `Reading.abstains`, the row's
+P(answerable)) that would be read as generated, or marked, without the rule. A sure rule that turns
+more right answers into abstentions than wrong ones is a rule a user stops trusting.
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ from typing import Any
 
 from ragmend.diagnosis.decision import RULES, VERDICT_RULES, FailureRule, decide
 from ragmend.diagnosis.types import OFF_QUESTION, DecisionSignals
+from ragmend.engine.presentation import Reading
 from ragmend.fileio import atomic_write_json
+
+READING = Reading()  # the shipped answer policy and its P(answerable) operating point
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +51,7 @@ class Answer:
     signals: DecisionSignals
     unsupported_by: tuple[str, ...]
     score: float | None = None  # the verdict's P(unsupported); None: no verdict
+    p_answerable: float | None = None  # the answerability model's; None: not recorded
 
 
 @dataclass
@@ -52,6 +62,8 @@ class Ledger:
     wrong_decided: int = 0
     right_alone: int = 0
     wrong_alone: int = 0
+    right_abstained_alone: int = 0
+    wrong_abstained_alone: int = 0
 
     def as_json(self) -> dict[str, int]:
         return dict(vars(self))
@@ -89,6 +101,7 @@ def read_answers(paths: Iterable[Path]) -> list[Answer]:
                 signals=signals,
                 unsupported_by=tuple(row.get("unsupported_by", ())),
                 score=score,
+                p_answerable=row.get("features", {}).get("p_answerable"),
             )
             if (remade := decide(signals).failure) != row["failure"]:
                 raise SystemExit(f"{path}:{n}: the tables decide {remade}, the row recorded {row['failure']}")
@@ -100,14 +113,21 @@ def _flagged(signals: DecisionSignals, rules: tuple[FailureRule, ...] = RULES) -
     return decide(signals, rules).failure != "NoFailure"
 
 
+def _abstains(a: Answer, signals: DecisionSignals, rules: tuple[FailureRule, ...] = RULES) -> bool:
+    """Whether the user reads the abstention in place of the answer (the shipped answer policy)."""
+    decision = decide(signals, rules)
+    return decision.grade == "confident" and READING.abstains(decision.failure, a.p_answerable)
+
+
 def _without_verdict_rule(a: Answer, name: str) -> DecisionSignals:
     if a.signals.unsupported is None:
         return a.signals
     return replace(a.signals, unsupported=any(r != name for r in a.unsupported_by))
 
 
-def _tally(ledgers: dict[str, Ledger], a: Answer, decided: bool, alone: bool) -> None:
-    """Count one answer: whether the rule decided it, and whether its flag hangs on the rule alone."""
+def _tally(ledgers: dict[str, Ledger], a: Answer, decided: bool, alone: bool, abstained_alone: bool) -> None:
+    """Count one answer: whether the rule decided it, and whether its flag, and its reading as an
+    abstention, hang on the rule alone."""
     led = ledgers.setdefault(a.set, Ledger())
     if decided:
         led.right_decided += a.right
@@ -115,6 +135,9 @@ def _tally(ledgers: dict[str, Ledger], a: Answer, decided: bool, alone: bool) ->
     if alone:
         led.right_alone += a.right
         led.wrong_alone += not a.right
+    if abstained_alone:
+        led.right_abstained_alone += a.right
+        led.wrong_abstained_alone += not a.right
 
 
 def study(answers: Sequence[Answer]) -> Study:
@@ -127,7 +150,8 @@ def study(answers: Sequence[Answer]) -> Study:
         ledgers: dict[str, Ledger] = {}
         for a in answers:
             alone = _flagged(a.signals) != _flagged(a.signals, rest)
-            _tally(ledgers, a, decide(a.signals).decided_by == rule.name, alone)
+            abstained = _abstains(a, a.signals) != _abstains(a, a.signals, rest)
+            _tally(ledgers, a, decide(a.signals).decided_by == rule.name, alone, abstained)
         out.rules[rule.name] = ledgers
     # The off-question rule reads seven checks; each is measured as the rule restricted to it.
     for kind in OFF_QUESTION:
@@ -135,15 +159,19 @@ def study(answers: Sequence[Answer]) -> Study:
         for a in answers:
             found = a.signals.off_question == kind
             decided = found and decide(a.signals).decided_by == "off_question"
-            alone = found and _flagged(a.signals) != _flagged(replace(a.signals, off_question=None))
-            _tally(ledgers, a, decided, alone)
+            without = replace(a.signals, off_question=None)
+            alone = found and _flagged(a.signals) != _flagged(without)
+            abstained = found and _abstains(a, a.signals) != _abstains(a, without)
+            _tally(ledgers, a, decided, alone, abstained)
         out.rules[f"off_question:{kind}"] = ledgers
     for verdict_rule in VERDICT_RULES:
         ledgers = {}
         for a in answers:
             decided = a.unsupported_by[:1] == (verdict_rule.name,)
-            alone = _flagged(a.signals) != _flagged(_without_verdict_rule(a, verdict_rule.name))
-            _tally(ledgers, a, decided, alone)
+            without = _without_verdict_rule(a, verdict_rule.name)
+            alone = _flagged(a.signals) != _flagged(without)
+            abstained = _abstains(a, a.signals) != _abstains(a, without)
+            _tally(ledgers, a, decided, alone, abstained)
         out.rules[f"verdict:{verdict_rule.name}"] = ledgers
     return out
 
@@ -168,8 +196,9 @@ def as_json(s: Study) -> dict[str, Any]:
 
 
 def markdown(s: Study) -> str:
-    """One row per rule: what it decides, and per set `right alone / wrong alone` (for a rule that
-    passes answers: the right and the wrong answers that would be flagged without it)."""
+    """One row per rule: what it decides, per set `right alone / wrong alone` (for a rule that
+    passes answers: the right and the wrong answers that would be flagged without it), and over
+    all sets the right and the wrong answers read as an abstention because of it alone."""
     sets = sorted(s.n)
     decides = (
         {r.name: r.decides for r in RULES}
@@ -177,14 +206,18 @@ def markdown(s: Study) -> str:
         | {f"verdict:{r.name}": "unsupported" for r in VERDICT_RULES}
     )
     head = " | ".join(f"{x} (n {s.n[x]}, right {s.right[x]})" for x in sets)
-    lines = [f"| rule | decides | {head} | all: right alone / wrong alone |", "|---" * (len(sets) + 3) + "|"]
+    lines = [
+        f"| rule | decides | {head} | all: right alone / wrong alone | all: abstention read, right / wrong |",
+        "|---" * (len(sets) + 4) + "|",
+    ]
     for name, ledgers in s.rules.items():
         cells = [
             f"{ledgers[x].right_alone} / {ledgers[x].wrong_alone}" if x in ledgers else "0 / 0" for x in sets
         ]
         t = _total(ledgers)
         total = f"{t.right_alone} / {t.wrong_alone}"
-        lines.append(f"| `{name}` | {decides[name]} | {' | '.join(cells)} | {total} |")
+        read = f"{t.right_abstained_alone} / {t.wrong_abstained_alone}"
+        lines.append(f"| `{name}` | {decides[name]} | {' | '.join(cells)} | {total} | {read} |")
     return "\n".join(lines) + "\n"
 
 
