@@ -18,7 +18,8 @@ from ragmend.settings import Settings, load_settings
 
 SHARED_DATA = Path("../shared/data")
 out = Console()
-err = Console(stderr=True)
+# Messages unwrapped: a path or a file:line cut at the terminal's width could not be copied whole.
+err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 
 

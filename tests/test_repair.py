@@ -157,9 +157,8 @@ def test_an_uncertain_failure_keeps_the_answer_marked_and_runs_no_repair(
     """Over HTTP: with the replace point above any score the verdict gives, a failed answer to a
     question the sources answer is uncertain; it is what the user reads, each unsupported
     sentence marked, with how sure the check is. The abstain action, which would replace it, is
-    not offered. Sources that do not answer the question are a finding about the evidence, not
-    the answer: that failure is confident whatever the verdict, and the user reads that they do
-    not answer."""
+    not offered. Sources that do not answer the question are graded the same way (the
+    answerability model can be wrong too): unsure, the answer stays, marked."""
     from ragmend.engine.presentation import UNSUPPORTED_MARK, UNSURE
     from ragmend.server.app import create_app
 
@@ -171,8 +170,8 @@ def test_an_uncertain_failure_keeps_the_answer_marked_and_runs_no_repair(
     eng.close()
     assert r.status_code == 200 and unanswered.status_code == 200, (r.text, unanswered.text)
     other = unanswered.json()
-    assert other["diagnosis"]["failure"] == "IE" and other["diagnosis"]["grade"] == "confident"
-    assert other["abstained_by"] is not None
+    assert other["diagnosis"]["failure"] == "IE" and other["diagnosis"]["grade"] == "uncertain"
+    assert other["abstained_by"] is None and other["answer_policy"] == "marked"
     body = r.json()
     d = body["diagnosis"]
     assert d["failure"] == "WR" and d["grade"] == "uncertain", (d["decided_by"], body["generated"])
