@@ -1,23 +1,25 @@
 """Whether the evidence holds incompatible answers to the question, and which passages hold which.
 
-Passages that merely differ (one says more, or speaks of something else) do not count: the
-evidence is in conflict on the asked fact when, for one claim of the answer, some passage entails
-it and another contradicts it, each at `conflict_threshold` or more (a bar above the diagnosis's
-entail and contradict thresholds: a conflict changes what the user reads), and the contradicting
-passage answers the question about as well as the entailing one: its cross-encoder relevance to
-the question (a logit) within `relevance_margin` of the best of the answer's side. The NLI model
-reads "Marie Curie died in Passy" as contradicting "Marie Curie was born in Warsaw"; the
-cross-encoder scores it 4 logits below the passage that says where she was born, where a passage
-naming another acquirer, or another winner, scores within one. Without a reranker every
-contradicting passage counts. The answer's side is
-the passages that entail its claim; the other side is those that contradict it. What each side
-says is quoted from its own passages, never the answer's words: the answer's side by its sentence
-that entails the claim most, the other side by its sentence that contradicts it most (one small NLI
-batch). A conflict stands only where those quotes themselves entail and contradict the claim at the
-same bar: read whole, a long passage draws contradictions that none of its sentences holds, and the
-user would read two quotes that agree presented as a disagreement. Each side also carries the sum
-of its passages' trust levels, where every one of them has one (a document's "trust" at ingest).
-Nothing is generated.
+Passages that merely differ (one says more, or speaks of something else) do not count: the evidence
+is in conflict on the asked fact when, for one claim of the answer, some passage entails it and
+another contradicts it, each at `conflict_threshold` or more (a bar above the diagnosis's entail
+and contradict thresholds: a conflict changes what the user reads), and the contradicting passage
+answers the question about as well as the entailing one: its cross-encoder relevance to the
+question (a logit) within `relevance_margin` of the best of the answer's side. The NLI model reads
+"Marie Curie died in Passy" as contradicting "Marie Curie was born in Warsaw"; the cross-encoder
+scores it 4 logits below the passage that says where she was born, where a passage naming another
+acquirer, or another winner, scores within one. Without a reranker every contradicting passage
+counts. Nor does a passage the answer follows for another of its claims (it entails one at the
+bar): the answer and that passage tell one account (the steps of one recipe, the parts of one
+description), and what NLI reads as a contradiction is between two parts of it, not two answers to
+the question. The answer's side is the passages that entail its claim; the other side is those that
+contradict it. What each side says is quoted from its own passages, never the answer's words: the
+answer's side by its sentence that entails the claim most, the other side by its sentence that
+contradicts it most (one small NLI batch). A conflict stands only where those quotes themselves
+entail and contradict the claim at the same bar: read whole, a long passage draws contradictions
+that none of its sentences holds, and the user would read two quotes that agree presented as a
+disagreement. Each side also carries the sum of its passages' trust levels, where every one of them
+has one (a document's "trust" at ingest). Nothing is generated.
 """
 
 from __future__ import annotations
@@ -49,10 +51,15 @@ def conflict_on_claims(
     each passage's cross-encoder logit for the question, None without a reranker; `trust`: the
     trust level of each passage whose source has one), or None."""
     candidates: list[tuple[float, HypothesisVerdict, list[str], list[str]]] = []
-    for claim in claims:
+    for i, claim in enumerate(claims):
         scores = [s for s in claim.scores if s.passage != JOINT]
         pro = [s.passage for s in scores if s.entail >= threshold]
-        con = [s.passage for s in scores if s.contradict >= threshold and s.passage not in pro]
+        followed = _followed([*claims[:i], *claims[i + 1 :]], threshold)
+        con = [
+            s.passage
+            for s in scores
+            if s.contradict >= threshold and s.passage not in pro and s.passage not in followed
+        ]
         if pro and con and relevance is not None:
             bar = max(relevance.get(p, 0.0) for p in pro) - relevance_margin
             con = [p for p in con if relevance.get(p, bar) >= bar]
@@ -79,6 +86,11 @@ def conflict_on_claims(
             strength=round(strength, 4),
         )
     return None
+
+
+def _followed(others: Sequence[HypothesisVerdict], threshold: float) -> set[str]:
+    """The passages that entail another claim of the answer at the bar: the answer follows them."""
+    return {s.passage for c in others for s in c.scores if s.passage != JOINT and s.entail >= threshold}
 
 
 def _trusted(ids: Sequence[str], trust: Mapping[str, float] | None) -> float | None:

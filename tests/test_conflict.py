@@ -37,6 +37,22 @@ ONLY_DIFFER = [
     "Marie Curie died in Passy, France, in 1934.",  # the NLI model reads it as contradicting
 ]
 
+NUC = "How do I install a nuc of bees?"
+# Two passages of one procedure, which the answer follows step by step: the NLI model reads the
+# second passage's "Move the frames ..." as contradicting the first's "move the nuc to the side".
+ONE_PROCEDURE = [
+    "Place the nuc in its permanent location and remove the block from its entrance. Wait 24 hours for "
+    "the bees to orient. Then move the nuc to the side and put the empty hive box in its place.",
+    "Move the frames from the nuc into the hive box in the same order. If the nuc is packed with bees, "
+    "add a second box on top of the hive box. Add the hive top and reduce the entrance.",
+]
+ITS_STEPS = (
+    "Place the nuc in its permanent location and remove the block from its entrance. Wait 24 hours for "
+    "the bees to orient. Move the nuc to the side and put the empty hive box in its place. Move the "
+    "frames into the hive box in the same order. If the nuc is packed with bees, add a second box on "
+    "top. Add the hive top and reduce the entrance."
+)
+
 
 def diagnose(server: LiveServer, question: str, answer: str, passages: list[str]) -> dict[str, Any]:
     body = {"question": question, "answer": answer, "passages": [{"text": t} for t in passages]}
@@ -74,6 +90,12 @@ def test_each_side_of_a_conflict_weighs_its_sources_trust_over_http(live_server:
 def test_passages_that_merely_differ_are_no_conflict_over_http(live_server: LiveServer) -> None:
     d = diagnose(live_server, BORN, "Marie Curie was born in Warsaw.", ONLY_DIFFER)
     assert not d["evidence_conflict"] and d["conflict"] is None and d["failure"] == "NoFailure"
+
+
+def test_the_steps_of_one_procedure_are_no_conflict_over_http(live_server: LiveServer) -> None:
+    d = diagnose(live_server, NUC, ITS_STEPS, ONE_PROCEDURE)
+    assert d["conflict"] is None and not d["evidence_conflict"]
+    assert "evidence_conflict" not in [step["step"] for step in d["failure_steps"]]
 
 
 def test_the_user_reads_both_sides_with_their_citations(engine: Engine) -> None:

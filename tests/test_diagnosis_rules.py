@@ -68,6 +68,12 @@ def test_a_conflict_needs_one_passage_for_and_another_against_the_same_claim() -
     # other side, so there is no conflict to show.
     whole_only = [("a", "Paris is the capital."), ("b", "It is old. It is large."), ("c", "Lyon.")]
     assert conflict_on_claims([claim], whole_only, 0.6, negations) is None
+    # A passage the answer follows for another of its claims tells the answer's own account: what
+    # it contradicts is one part of that account against another, not the other side.
+    from_b = hypothesis_state("It is old.", [s("a", 0.1, 0.0), s("b", 0.9, 0.0)], T)
+    assert conflict_on_claims([claim, from_b], passages, 0.6, negations) is None
+    unrelated = hypothesis_state("It is old.", [s("a", 0.1, 0.0), s("b", 0.5, 0.0)], T)
+    assert conflict_on_claims([claim, unrelated], passages, 0.6, negations) is not None
 
 
 def test_egc_features_on_a_hand_graph() -> None:
