@@ -172,7 +172,7 @@ def verdict_score(
     """The figures of `ragmend bench detect` under another verdict model, from the features its
     rows recorded: no diagnosis runs again, so a refitted verdict is scored on the same test cases
     in seconds (its claim model, answer model and threshold; the failure as the diagnoser derives
-    it, with the configured diagnosis.relevance_threshold and support_floor).
+    it, with the configured diagnosis.relevance_threshold and refute_threshold).
 
     Example: ragmend verdict score --rows var/detect/detect-test-hotpotqa+unanswerable-rows.jsonl --verdict F
     """
@@ -209,6 +209,7 @@ def verdict_score(
                     model,
                     relevance_threshold=d.relevance_threshold,
                     cases=cases,
+                    refute_threshold=d.refute_threshold,
                     support_floor=d.support_floor,
                 )
                 for k, v in by_set.items()
@@ -218,6 +219,7 @@ def verdict_score(
             "verdict": verdict,
             "rows": [str(p) for p in rows],
             "threshold": model.threshold,
+            "refute_threshold": d.refute_threshold,
             "support_floor": d.support_floor,
             "text_features": "computed afresh from the cases" if refresh else "as recorded",
         }

@@ -41,21 +41,31 @@ from ragmend.diagnosis.types import (
 
 @dataclass(frozen=True, kw_only=True)
 class Support:
-    """What the verdict's decision reads: the score and its operating point, and the claim signal
-    that overrules it (verdict.backing), with its setting."""
+    """What the verdict's decision reads: the score and its operating point, and the two claim
+    signals that overrule it (verdict.refutation, verdict.backing), with their settings."""
 
     p_unsupported: float
     threshold: float
+    refutation: float = 0.0  # the strongest contradiction of a claim nothing entails more
     backing: float | None = None  # the best support of a claim one window could settle; None: not read
+    refute_at: float | None = None  # diagnosis.refute_threshold (None: off)
     support_floor: float | None = None  # diagnosis.support_floor (None: off)
 
     @staticmethod
-    def of(p: float, threshold: float, features: Mapping[str, float], support_floor: float | None) -> Support:
-        """From the verdict's named features (`backing` where it was recorded)."""
+    def of(
+        p: float,
+        threshold: float,
+        features: Mapping[str, float],
+        refute_at: float | None,
+        support_floor: float | None,
+    ) -> Support:
+        """From the verdict's named features (`refuted`, and `backing` where it was recorded)."""
         return Support(
             p_unsupported=p,
             threshold=threshold,
+            refutation=features.get("refuted", 0.0),
             backing=features.get("backing"),
+            refute_at=refute_at,
             support_floor=support_floor,
         )
 
@@ -84,6 +94,12 @@ VERDICT_RULES: tuple[VerdictRule, ...] = (
         lambda s: s.p_unsupported >= s.threshold,
         "P(unsupported) is at or above the operating point",
         "the calibrated score over every signal (diagnosis/verdict.py)",
+    ),
+    VerdictRule(
+        "refuted",
+        lambda s: s.refute_at is not None and s.refutation >= s.refute_at,
+        "a claim is contradicted at `diagnosis.refute_threshold` and nothing entails it more",
+        "a linear score weighs one decisive contradiction against all that speaks for the answer",
     ),
     VerdictRule(
         "unbacked",

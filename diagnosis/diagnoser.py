@@ -579,7 +579,9 @@ class Diagnoser:
             replace(v, p_unsupported=round(p_c, 4)) for v, p_c in zip(e_r.hypotheses, p_claims, strict=True)
         )
         o = self.options
-        why = unsupported_by(Support.of(p, threshold, features, support_floor=o.support_floor))
+        why = unsupported_by(
+            Support.of(p, threshold, features, refute_at=o.refute_threshold, support_floor=o.support_floor)
+        )
         sure = verdict_sure(p, o.replace_threshold, why)
         profile = model.profile_for(features)
         verdict = Verdict(

@@ -35,6 +35,7 @@ class DiagnosisOptions:
     premise_words: int
     verdict: VerdictModel | None  # None: Algorithm 1's rule alone decides
     unsupported_threshold: float | None  # None: the verdict model's own operating point
+    refute_threshold: float | None  # a claim contradicted at this fails the answer (decision.py "refuted")
     support_floor: float | None  # an answer nothing entails at this fails (decision.py "unbacked")
     replace_threshold: float | None  # a failure this sure replaces the answer (decision.py "grade")
     contradiction_needs_name: bool  # adjust.py
@@ -72,6 +73,7 @@ def diagnosis_options(d: DiagnosisSettings, nli_max_length: int) -> DiagnosisOpt
         premise_words=nli_max_length // 2 if d.premise_words is None else d.premise_words,
         verdict=open_verdict(d.verdict),
         unsupported_threshold=d.unsupported_threshold,
+        refute_threshold=d.refute_threshold,
         conflict_threshold=d.conflict_threshold,
         support_floor=d.support_floor,
         replace_threshold=d.replace_threshold,

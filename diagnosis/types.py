@@ -140,10 +140,10 @@ class EGCFeatures:
     score: float  # (coverage + support_density + connectivity - isolation) / 3, in [-1/3, 1]
 
 
-# Why a verdict calls an answer unsupported: its P(unsupported) at the operating point, or nothing
-# that supports it (diagnosis.support_floor).
-UnsupportedBy = Literal["score", "unbacked"]
-UNSUPPORTED_BY: tuple[UnsupportedBy, ...] = ("score", "unbacked")
+# Why a verdict calls an answer unsupported: its P(unsupported) at the operating point, a claim a
+# passage refutes (diagnosis.refute_threshold), nothing that supports it (diagnosis.support_floor).
+UnsupportedBy = Literal["score", "refuted", "unbacked"]
+UNSUPPORTED_BY: tuple[UnsupportedBy, ...] = ("score", "refuted", "unbacked")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,7 +152,7 @@ class Verdict:
 
     p_unsupported: float
     threshold: float  # the operating point: unsupported when p_unsupported >= threshold
-    unsupported: bool  # that, or nothing supports it (unsupported_by)
+    unsupported: bool  # that, or a claim refuted, or nothing supports it (unsupported_by)
     rule_failure: FailureType  # what Algorithm 1 over the discrete NLI states alone would say
     features: dict[str, float]  # every signal the verdict read, by name
     # Whose operating point: "generated" (the generator's own answers, with its log-probabilities),

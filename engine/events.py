@@ -43,12 +43,13 @@ FAILURE_STAGES = (*STAGES, UNDIAGNOSED, NOT_JUDGED)
 # The diagnosis' checks that can find against an answer beside its scores (docs/diagnosis.md): what
 # of the question it does not address (OFF_QUESTION), a comparison in time or a choice of
 # attribute the passages decide the other way, a conflict with the knowledge graph, and a graph
-# conflict the passage of its triple entails (not a conflict: the graph's false alarm). unbacked:
-# the verdict's rule that fails an answer whatever its score.
+# conflict the passage of its triple entails (not a conflict: the graph's false alarm). refuted and
+# unbacked: the verdict's rules that fail an answer whatever its score.
 CHECKS = (
     *OFF_QUESTION,
     "comparison",
     "alternatives",
+    "refuted",
     "unbacked",
     "graph_conflict",
     "graph_entailed",

@@ -368,6 +368,13 @@ class DiagnosisSettings(_Section):
         "another contradict it for the evidence to hold incompatible answers to the question (a conflict: "
         "the answer is not reported as supported, and the user reads both sides).",
     )
+    refute_threshold: float | None = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="With a verdict: an answer with a claim that a window contradicts at this probability "
+        "(and none entails as strongly) fails whatever its P(unsupported); null: the score alone decides.",
+    )
     contradiction_needs_name: bool = Field(
         True,
         description=(

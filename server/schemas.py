@@ -272,8 +272,10 @@ class Verdict(BaseModel):
     p_unsupported: float = Field(description="the answer's calibrated probability of being unsupported")
     threshold: float = Field(description="the operating point: unsupported when p_unsupported >= threshold")
     unsupported: bool = Field(
-        description="p_unsupported >= threshold, or an answer to a question no passage window entails "
-        "at diagnosis.support_floor (features.backing)"
+        description="p_unsupported >= threshold, or a claim a passage contradicts at "
+        "diagnosis.refute_threshold or more (features.refuted) and none entails as strongly, or "
+        "an answer to a question no passage window entails at diagnosis.support_floor "
+        "(features.backing)"
     )
     rule_failure: FailureType = Field(description="what Algorithm 1 over the discrete NLI states alone says")
     features: dict[str, float] = Field(description="every signal the verdict read, by name")
@@ -282,10 +284,10 @@ class Verdict(BaseModel):
         description="whose operating point (intercept and threshold) scored it: generated (the "
         "generator's own answers), claim (a claim given to check), response, or default",
     )
-    unsupported_by: list[Literal["score", "unbacked"]] = Field(
+    unsupported_by: list[Literal["score", "refuted", "unbacked"]] = Field(
         default_factory=list,
-        description="what made it unsupported: score (p_unsupported >= threshold), unbacked "
-        "(features.backing); empty when supported",
+        description="what made it unsupported: score (p_unsupported >= threshold), refuted "
+        "(features.refuted), unbacked (features.backing); empty when supported",
     )
 
 

@@ -70,21 +70,6 @@ CASES = [
     ),
 ]
 IDS = ["elko", "australia", "curie", "jaspan", "jaspan-born", "elko-airport", "herring", "ivanovsky"]
-# Wrong answers the shipped verdict passes, kept as known misses: strict, so a fix shows.
-KNOWN_MISSES = {
-    "elko": "a passage contradicts a claim, yet the score passes the answer; a rule failing such an "
-    "answer whatever its score flagged more right answers than it caught wrong ones on DEV "
-    '(docs/diagnosis.md, "The calibrated verdict")',
-}
-WITH_KNOWN_MISSES = [
-    pytest.param(
-        q,
-        r,
-        id=i,
-        marks=[pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[i])] if i in KNOWN_MISSES else [],
-    )
-    for (q, r), i in zip(CASES, IDS, strict=True)
-]
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +90,7 @@ def _with_options(base: Diagnoser, **changes: Any) -> Diagnoser:
     return Diagnoser(base.nli, base.embed, replace(base.options, **changes), reranker=base.reranker)
 
 
-@pytest.mark.parametrize(("question", "response"), WITH_KNOWN_MISSES)
+@pytest.mark.parametrize(("question", "response"), CASES, ids=IDS)
 def test_wrong_answers_fail_on_the_bundled_corpus(
     bundled_engine: Engine, question: str, response: str
 ) -> None:
@@ -123,6 +108,25 @@ def test_wrong_answers_fail_under_the_rule_too(bundled_engine: Engine, question:
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     d = rule.diagnose(question, passages, response)
     assert d.verdict is None and d.failure != "NoFailure", (d.e_q, d.e_r)
+
+
+def test_a_contradicted_claim_fails_whatever_its_score(bundled_engine: Engine) -> None:
+    """The Elko answer scores a low P(unsupported) (its names are all in the evidence, it is
+    relevant); the passage that contradicts it decides (diagnosis.refute_threshold)."""
+    question, response = CASES[0]
+    base = bundled_engine.diagnoser
+    passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
+    decided = {}
+    for bar in (None, base.options.refute_threshold):
+        diagnoser = _with_options(base, verdict=open_verdict("bundled"), refute_threshold=bar)
+        d = diagnoser.diagnose(question, passages, response)
+        assert d.verdict is not None
+        decided[bar] = d
+    alone, with_bar = decided.values()
+    assert alone.verdict is not None and with_bar.verdict is not None
+    assert alone.verdict.p_unsupported < alone.verdict.threshold  # the score alone passes it
+    assert with_bar.verdict.features["refuted"] >= (base.options.refute_threshold or 1.0)
+    assert with_bar.verdict.unsupported and with_bar.failure == "WR"
 
 
 def test_a_passage_about_someone_else_does_not_contradict_a_claim(bundled_engine: Engine) -> None:
@@ -165,9 +169,9 @@ def test_a_passage_about_someone_else_does_not_contradict_a_claim(bundled_engine
 
 def test_a_window_about_another_edition_neither_supports_nor_refutes(bundled_engine: Engine) -> None:
     """Asked through the server: "When were the 31st Golden Globe Awards held?" -> "January 26,
-    1974", right and cited: the window about the 51st Golden Globe Awards contradicted it at 0.96
-    (the NLI model reads two editions as one subject), and entailed the 51st's date for the 31st
-    at 0.69. A window about another edition now says nothing of it
+    1974", right and cited, failed as refuted: the window about the 51st Golden Globe Awards
+    contradicted it at 0.96 (the NLI model reads two editions as one subject), and entailed the
+    51st's date for the 31st at 0.69. A window about another edition now says nothing of it
     (diagnosis.other_edition_is_neutral)."""
     question = "When were the 31st Golden Globe Awards held?"
     right = "The 31st Golden Globe Awards were held on January 26, 1974."
@@ -178,8 +182,7 @@ def test_a_window_about_another_edition_neither_supports_nor_refutes(bundled_eng
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     assert {"31st Golden Globe Awards", "51st Golden Globe Awards"} <= {p.title for p in passages}
     as_is = read_as_is.diagnose(question, passages, right)
-    misread = {s.passage: s for s in as_is.e_r.hypotheses[0].scores}["51st Golden Globe Awards#0"]
-    assert misread.contradict > 0.9  # the defect: another edition read as the asked one
+    assert as_is.verdict is not None and as_is.verdict.unsupported_by == ("refuted",)  # the defect
     d = base.diagnose(question, passages, right)
     assert d.failure == "NoFailure", d.verdict
     other = {s.passage: s for s in d.e_r.hypotheses[0].scores}["51st Golden Globe Awards#0"]
@@ -192,8 +195,7 @@ def test_a_cast_list_crediting_the_role_to_another_refutes(bundled_engine: Engin
     Captain Jack in Drum Beat." passed: its window ("Ladd stars along with Audrey Dalton, Charles
     Bronson as Captain Jack, ...") entails it at 0.95, as it does with any of its names in the
     slot (docs/nli.md "Names in another role"). A window crediting the role to someone else now
-    contradicts the claim (diagnosis.role_of_another_refutes), a contradiction the verdict's score
-    weighs (it does not fail the answer alone); the right performer still passes."""
+    contradicts the claim (diagnosis.role_of_another_refutes); the right performer still passes."""
     question = "Who played Captain Jack in Drum Beat?"
     wrong = "Audrey Dalton played Captain Jack in Drum Beat."
     right = "Charles Bronson played Captain Jack in Drum Beat."
@@ -202,11 +204,9 @@ def test_a_cast_list_crediting_the_role_to_another_refutes(bundled_engine: Engin
     read_as_is = _with_options(base, role_of_another_refutes=False)
     passages, _ = bundled_engine.pipeline.retrieve(question, bundled_engine.config())
     assert "Drum Beat#0" in {p.id for p in passages}
-    as_is = read_as_is.diagnose(question, passages, wrong)
-    misread = {s.passage: s for s in as_is.e_r.hypotheses[0].scores}["Drum Beat#0"]
-    assert misread.entail > 0.9  # the defect: the cast list entails any of its names in the role
+    assert read_as_is.diagnose(question, passages, wrong).failure == "NoFailure"  # the defect
     d = base.diagnose(question, passages, wrong)
-    assert d.verdict is not None and d.verdict.features["refuted"] > 0.8
+    assert d.failure != "NoFailure" and d.verdict is not None and "refuted" in d.verdict.unsupported_by
     cast = {s.passage: s for s in d.e_r.hypotheses[0].scores}["Drum Beat#0"]
     assert cast.entail == 0.0 and cast.contradict > 0.8
     assert base.diagnose(question, passages, right).failure == "NoFailure"
@@ -422,8 +422,10 @@ def test_rescoring_recorded_rows_gives_the_diagnosers_verdict(bundled_engine: En
         rows,
         model,
         settings.relevance_threshold,
+        refute_threshold=settings.refute_threshold,
         support_floor=settings.support_floor,
     )
+    assert rows[0]["features"]["refuted"] >= (settings.refute_threshold or 1.0)  # Elko: refuted
     for again, d in zip(rescored, verdicts, strict=True):
         assert d.verdict is not None
         assert d.verdict.profile == "response"  # given responses, no log-probabilities

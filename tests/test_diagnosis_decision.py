@@ -150,14 +150,15 @@ def test_the_table_always_decides_and_names_are_unique() -> None:
 
 def test_an_answer_is_unsupported_by_its_score_or_an_overrule() -> None:
     def why(p: float, **features: float) -> tuple[str, ...]:
-        return unsupported_by(Support.of(p, 0.46, features, 0.1))
+        return unsupported_by(Support.of(p, 0.46, features, 0.8, 0.1))
 
     assert why(0.2, backing=0.03) == ("unbacked",)
-    assert why(0.2, backing=0.5, refuted=0.99) == ()  # a contradiction is the score's to weigh
-    assert why(0.5) == ("score",) and why(0.9, backing=0.0) == ("score", "unbacked")
+    assert why(0.2, backing=0.5, refuted=0.5) == ()
+    assert why(0.2, refuted=0.9) == ("refuted",) and why(0.5) == ("score",)
+    assert why(0.9, refuted=0.86, backing=0.0) == ("score", "refuted", "unbacked")
     # No bar, or no backing recorded (a claim given to check, a task over given text): the score.
-    assert unsupported_by(Support.of(0.2, 0.46, {"backing": 0.03}, None)) == ()
-    assert unsupported_by(Support.of(0.2, 0.46, {}, 0.1)) == ()
+    assert unsupported_by(Support.of(0.2, 0.46, {"backing": 0.03, "refuted": 0.99}, None, None)) == ()
+    assert unsupported_by(Support.of(0.2, 0.46, {}, 0.8, 0.1)) == ()
 
 
 def test_label_gate_abstains_only_in_claim_mode_on_ie_and_lem() -> None:
@@ -192,7 +193,7 @@ def test_a_failure_is_confident_where_a_sure_rule_or_a_sure_verdict_decides_it()
 
 def test_the_verdict_is_sure_at_the_replace_point_or_by_a_sure_rule() -> None:
     assert verdict_sure(0.7, 0.6, ("score",)) and not verdict_sure(0.5, 0.6, ("score",))
-    # No verdict rule is sure: each is graded.
+    # No verdict rule is sure today (a refuted claim flagged right answers on DEV): each is graded.
     assert not any(rule.sure for rule in VERDICT_RULES)
-    assert not verdict_sure(0.3, 0.6, ("unbacked",))
+    assert not verdict_sure(0.3, 0.6, ("refuted", "unbacked"))
     assert verdict_sure(0.2, None, ("score",))  # no replace point: every flag replaces

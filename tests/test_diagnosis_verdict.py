@@ -802,6 +802,13 @@ def test_cross_validation_scores_each_case_by_a_verdict_fitted_without_its_sourc
         assert result["sets"][name]["n"] == 60
         assert result["sets"][name]["auroc"] > 0.85 and result["sets"][name]["f1"] > 0.7
     assert source_group(cases[("ragtruth", "0")]) == source_group(cases[("ragtruth", "2")])
+    # No claim is contradicted beyond 0.1: a bar above it changes nothing; one below it fails
+    # every answer whose claim is entailed less than it is contradicted.
+    for name in ("ragtruth", "fever"):
+        refute = result["sets"][name]["refute"]
+        assert refute["None"]["f1"] == refute["0.95"]["f1"] == result["sets"][name]["f1"]
+    low = cross_validate(exs, cases, folds=4, refute_bars=(0.05,))
+    assert low["sets"]["ragtruth"]["refute"]["0.05"]["recall"] == 1.0
 
 
 def test_a_claim_contradicted_more_than_entailed_refutes_the_answer() -> None:

@@ -385,6 +385,7 @@ def test_the_checks_that_found_against_an_answer_are_counted(metrics: Metrics) -
         assert value(text, "ragmend_diagnosis_checks_total", **{"pass": "first", "check": check}) == 1, check
     assert value(text, "ragmend_diagnosis_checks_total", **{"pass": "final", "check": "subject"}) == 0
     assert value(text, "ragmend_diagnosis_checks_total", check="comparison") == 0
+    assert value(text, "ragmend_diagnosis_checks_total", check="refuted") == 0
     assert value(text, "ragmend_diagnosis_checks_total", check="other") == 0  # "score" not counted
 
 

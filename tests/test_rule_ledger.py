@@ -37,7 +37,7 @@ def test_each_rule_is_counted_where_it_decides_and_where_it_alone_flags(tmp_path
     rows = [
         _row("1", True, "NoFailure", []),  # right, passes
         _row("2", False, "WR", ["score"]),  # wrong, caught by the score alone
-        _row("3", True, "WR", ["score", "unbacked"]),  # right, flagged by two verdict rules
+        _row("3", True, "WR", ["score", "refuted"]),  # right, flagged by two verdict rules
         _row("4", False, "WR", [], off_question="subject"),  # wrong, caught by off-question alone
         _row("5", True, "WR", ["unbacked"], off_question="kind"),  # right, two rules flag it
     ]
@@ -50,9 +50,8 @@ def test_each_rule_is_counted_where_it_decides_and_where_it_alone_flags(tmp_path
     assert _counts(rules["off_question"]["all"]) == (1, 1, 0, 1)
     assert rules["off_question:subject"]["all"]["wrong_alone"] == 1
     assert _counts(rules["off_question:kind"]["all"]) == (1, 0, 0, 0)
-    # Left out, "unbacked" changes nothing (the score still flags 3, off-question 5); the score
-    # alone flags 2.
-    assert rules["verdict:unbacked"]["all"]["right_alone"] == 0
+    # Left out, "refuted" changes nothing (the score still flags answer 3); the score alone flags 2.
+    assert rules["verdict:refuted"]["all"]["right_alone"] == 0
     assert _counts(rules["verdict:score"]["all"]) == (1, 1, 0, 1)
     # Without the verdict's "supported", answer 1 would fall to the catch-all: it passes alone.
     assert rules["supported"]["all"]["right_decided"] == 1

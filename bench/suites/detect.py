@@ -298,6 +298,7 @@ def rescore(
     model: VerdictModel,
     relevance_threshold: float,
     cases: Mapping[tuple[str, str], Case] | None = None,
+    refute_threshold: float | None = None,
     support_floor: float | None = None,
 ) -> list[dict[str, Any]]:
     """The rows as another verdict model decides them, from the features they recorded (no
@@ -307,10 +308,10 @@ def rescore(
     not abstain, as Diagnoser._answerability decides with a reranker loaded; an answer off the
     question, as recorded, is WR). With `cases`, the text features and whether the answer
     addresses the question are computed afresh from each row's case (case_text_features,
-    off_question.unaddressed), so rows recorded before a change to either are scored with it. An
-    answer to a question whose recorded `backing` is under `support_floor` is unsupported whatever
-    its score (decision.VERDICT_RULES; the answer model reads `refuted` from the claims the row
-    recorded)."""
+    off_question.unaddressed), so rows recorded before a change to either are scored with it. A claim
+    contradicted at `refute_threshold` makes a row unsupported (decision.VERDICT_RULES; its `refuted`
+    feature is read from the claims the row recorded), and so does an answer to a question whose
+    recorded `backing` is under `support_floor` (the same table)."""
     out = []
     for r in rows:
         if not r.get("features"):
@@ -354,7 +355,9 @@ def rescore(
                 e_r=e_r,
                 label_matches=matches,
                 off_question=r.get("off_question"),  # rows recorded before the check: unknown
-                unsupported=bool(unsupported_by(Support.of(p, threshold, x, support_floor))),
+                unsupported=bool(
+                    unsupported_by(Support.of(p, threshold, x, refute_threshold, support_floor))
+                ),
                 abstained=x.get("abstained", 0.0) > 0,
                 grounded=grounded(x),
                 answerable=answerable,

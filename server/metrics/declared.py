@@ -194,8 +194,8 @@ DIAGNOSIS_CHECKS = Declared(
     doc="Answers each diagnosis check found against, per pass: what of the question the answer "
     "does not address (subject, relation, kind, year, restated, choice), a "
     "comparison in time or a choice of attribute the passages decide the other way "
-    "(comparison, alternatives), an answer no passage supports, whatever its score "
-    "(unbacked), a knowledge-graph conflict "
+    "(comparison, alternatives), a claim a passage refutes or an answer no passage "
+    "supports, whatever its score (refuted, unbacked), a knowledge-graph conflict "
     "(graph_conflict), and graph conflicts the "
     "passage of their triple entails (graph_entailed: not conflicts; the graph's false alarms).",
     labels=(PASS, Label("check", answered.CHECKS)),
