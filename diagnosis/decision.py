@@ -47,6 +47,7 @@ class Support:
     p_unsupported: float
     threshold: float
     refutation: float = 0.0  # the strongest contradiction of a claim nothing entails more
+    sentences: int = 1  # the answer's sentences (one may hold several claims)
     backing: float | None = None  # the best support of a claim one window could settle; None: not read
     refute_at: float | None = None  # diagnosis.refute_threshold (None: off)
     support_floor: float | None = None  # diagnosis.support_floor (None: off)
@@ -58,12 +59,15 @@ class Support:
         features: Mapping[str, float],
         refute_at: float | None,
         support_floor: float | None,
+        sentences: int = 1,
     ) -> Support:
-        """From the verdict's named features (`refuted`, and `backing` where it was recorded)."""
+        """From the verdict's named features (`refuted`, and `backing` where it was recorded) and
+        the answer's number of sentences."""
         return Support(
             p_unsupported=p,
             threshold=threshold,
             refutation=features.get("refuted", 0.0),
+            sentences=sentences,
             backing=features.get("backing"),
             refute_at=refute_at,
             support_floor=support_floor,
@@ -97,9 +101,12 @@ VERDICT_RULES: tuple[VerdictRule, ...] = (
     ),
     VerdictRule(
         "refuted",
-        lambda s: s.refute_at is not None and s.refutation >= s.refute_at,
-        "a claim is contradicted at `diagnosis.refute_threshold` and nothing entails it more",
-        "a linear score weighs one decisive contradiction against all that speaks for the answer",
+        lambda s: s.refute_at is not None and s.sentences == 1 and s.refutation >= s.refute_at,
+        "an answer of one sentence has a claim contradicted at `diagnosis.refute_threshold` that nothing "
+        "entails more",
+        "a linear score weighs one decisive contradiction against all that speaks for the answer; in a "
+        "longer answer the NLI model reads one step or section as contradicting another (on DEV every "
+        "right answer of several sentences the rule alone flagged was of this kind)",
     ),
     VerdictRule(
         "unbacked",

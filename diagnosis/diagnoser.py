@@ -59,6 +59,7 @@ from ragmend.diagnosis.hypotheses import (
     negate,
     parse_claim_label,
     split_claims,
+    split_sentences,
 )
 from ragmend.diagnosis.kg_crosscheck import crosscheck
 from ragmend.diagnosis.language import LANGUAGE_NAMES, check_language
@@ -580,7 +581,14 @@ class Diagnoser:
         )
         o = self.options
         why = unsupported_by(
-            Support.of(p, threshold, features, refute_at=o.refute_threshold, support_floor=o.support_floor)
+            Support.of(
+                p,
+                threshold,
+                features,
+                refute_at=o.refute_threshold,
+                support_floor=o.support_floor,
+                sentences=len(split_sentences(response)),
+            )
         )
         sure = verdict_sure(p, o.replace_threshold, why)
         profile = model.profile_for(features)

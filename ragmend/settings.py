@@ -372,8 +372,9 @@ class DiagnosisSettings(_Section):
         0.8,
         gt=0,
         le=1,
-        description="With a verdict: an answer with a claim that a window contradicts at this probability "
-        "(and none entails as strongly) fails whatever its P(unsupported); null: the score alone decides.",
+        description="With a verdict: an answer of one sentence with a claim that a window contradicts at "
+        "this probability (and none entails as strongly) fails whatever its P(unsupported); null: the "
+        "score alone decides.",
     )
     contradiction_needs_name: bool = Field(
         True,

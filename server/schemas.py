@@ -272,8 +272,9 @@ class Verdict(BaseModel):
     p_unsupported: float = Field(description="the answer's calibrated probability of being unsupported")
     threshold: float = Field(description="the operating point: unsupported when p_unsupported >= threshold")
     unsupported: bool = Field(
-        description="p_unsupported >= threshold, or a claim a passage contradicts at "
-        "diagnosis.refute_threshold or more (features.refuted) and none entails as strongly, or "
+        description="p_unsupported >= threshold, or, in an answer of one sentence, a claim a passage "
+        "contradicts at diagnosis.refute_threshold or more (features.refuted) and none entails as "
+        "strongly, or "
         "an answer to a question no passage window entails at diagnosis.support_floor "
         "(features.backing)"
     )

@@ -156,6 +156,8 @@ def test_an_answer_is_unsupported_by_its_score_or_an_overrule() -> None:
     assert why(0.2, backing=0.5, refuted=0.5) == ()
     assert why(0.2, refuted=0.9) == ("refuted",) and why(0.5) == ("score",)
     assert why(0.9, refuted=0.86, backing=0.0) == ("score", "refuted", "unbacked")
+    # An answer of several sentences: the contradiction of one claim is the score's to weigh.
+    assert unsupported_by(Support.of(0.2, 0.46, {"refuted": 0.99}, 0.8, 0.1, sentences=3)) == ()
     # No bar, or no backing recorded (a claim given to check, a task over given text): the score.
     assert unsupported_by(Support.of(0.2, 0.46, {"backing": 0.03, "refuted": 0.99}, None, None)) == ()
     assert unsupported_by(Support.of(0.2, 0.46, {}, 0.8, 0.1)) == ()
