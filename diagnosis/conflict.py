@@ -51,10 +51,11 @@ def conflict_on_claims(
     each passage's cross-encoder logit for the question, None without a reranker; `trust`: the
     trust level of each passage whose source has one), or None."""
     candidates: list[tuple[float, HypothesisVerdict, list[str], list[str]]] = []
+    entailed = _entailed_by_passage(claims, threshold)
     for i, claim in enumerate(claims):
         scores = [s for s in claim.scores if s.passage != JOINT]
         pro = [s.passage for s in scores if s.entail >= threshold]
-        followed = _followed([*claims[:i], *claims[i + 1 :]], threshold)
+        followed = {p for p, which in entailed.items() if which - {i}}  # for another claim
         con = [
             s.passage
             for s in scores
@@ -88,9 +89,14 @@ def conflict_on_claims(
     return None
 
 
-def _followed(others: Sequence[HypothesisVerdict], threshold: float) -> set[str]:
-    """The passages that entail another claim of the answer at the bar: the answer follows them."""
-    return {s.passage for c in others for s in c.scores if s.passage != JOINT and s.entail >= threshold}
+def _entailed_by_passage(claims: Sequence[HypothesisVerdict], threshold: float) -> dict[str, set[int]]:
+    """Which claims (by index) each passage entails at the bar: the answer follows it for those."""
+    entailed: dict[str, set[int]] = {}
+    for i, claim in enumerate(claims):
+        for s in claim.scores:
+            if s.passage != JOINT and s.entail >= threshold:
+                entailed.setdefault(s.passage, set()).add(i)
+    return entailed
 
 
 def _trusted(ids: Sequence[str], trust: Mapping[str, float] | None) -> float | None:

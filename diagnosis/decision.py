@@ -59,6 +59,7 @@ class Support:
         features: Mapping[str, float],
         refute_at: float | None,
         support_floor: float | None,
+        *,
         sentences: int = 1,
     ) -> Support:
         """From the verdict's named features (`refuted`, and `backing` where it was recorded) and

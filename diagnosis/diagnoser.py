@@ -58,8 +58,8 @@ from ragmend.diagnosis.hypotheses import (
     is_abstention,
     negate,
     parse_claim_label,
+    sentence_count,
     split_claims,
-    split_sentences,
 )
 from ragmend.diagnosis.kg_crosscheck import crosscheck
 from ragmend.diagnosis.language import LANGUAGE_NAMES, check_language
@@ -587,7 +587,7 @@ class Diagnoser:
                 features,
                 refute_at=o.refute_threshold,
                 support_floor=o.support_floor,
-                sentences=len(split_sentences(response)),
+                sentences=sentence_count(response),
             )
         )
         sure = verdict_sure(p, o.replace_threshold, why)

@@ -59,11 +59,21 @@ def split_claims(text: str, max_claims: int = 8, keep: str = "") -> list[str]:
     A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing, nor
     does a lead-in before a colon ("The answer is: ...").
     `keep`: the question, whose spans are not split (split_sentences)."""
-    text = _LIST_MARKER.sub("", CITATION_MARK.sub("", text)).strip()
+    text = _without_marks(text)
     claims = [_without_lead_in(p) for p in split_sentences(text, keep) if not p.endswith(":")]
     return [p for p in claims if len(p.split()) >= 2 or any(c.isdigit() for c in p)][:max_claims] or (
         [text] if text else []
     )
+
+
+def sentence_count(response: str) -> int:
+    """How many sentences a response makes, read as its claims are (citations and list markers
+    left out): a sentence may hold several claims, a list item is one sentence."""
+    return len(split_sentences(_without_marks(response)))
+
+
+def _without_marks(text: str) -> str:
+    return _LIST_MARKER.sub("", CITATION_MARK.sub("", text)).strip()
 
 
 def _without_lead_in(sentence: str) -> str:

@@ -35,7 +35,7 @@ from ragmend.corpora.cases import Case
 from ragmend.diagnosis.comparison import check_comparison, only_the_pick
 from ragmend.diagnosis.decision import Support, decide, unsupported_by
 from ragmend.diagnosis.diagnoser import Diagnoser, case_text_features
-from ragmend.diagnosis.hypotheses import split_sentences
+from ragmend.diagnosis.hypotheses import sentence_count
 from ragmend.diagnosis.off_question import asks_question, unaddressed
 from ragmend.diagnosis.premises import premise_text
 from ragmend.diagnosis.types import DecisionSignals, Diagnosis, NLIState
@@ -79,7 +79,7 @@ def record(case: Case, d: Diagnosis) -> dict[str, Any]:
         "ms": d.timings.get("total_s", 0.0) * 1000,
         "timings_ms": {k.removesuffix("_s"): round(v * 1000, 1) for k, v in d.timings.items()},
         "claims": [h.hypothesis for h in d.e_r.hypotheses],
-        "sentences": len(split_sentences(case.response)),
+        "sentences": sentence_count(case.response),
         # With a verdict: Algorithm 1's own decision beside it and every feature it read, so the
         # rule's figures come from the same run and another verdict can be scored on these rows.
         "rule_failure": d.verdict.rule_failure if d.verdict else d.failure,
@@ -327,7 +327,7 @@ def rescore(
                 raise InputError(f"row {r['set']}/{r['id']}: no such case in the data to refresh it from")
             fresh, fresh_claims = case_text_features(case.query, case.passages, case.response, r["claims"])
             query = case.query
-            sentences = len(split_sentences(case.response))
+            sentences = sentence_count(case.response)
             x = {**x, **_rounded(fresh)}
             claims = [{**c, **_rounded(f)} for c, f in zip(claims, fresh_claims, strict=True)]
             if "comparison" not in r:  # rows from before the check; recorded ones may read the corpus
@@ -360,7 +360,16 @@ def rescore(
                 label_matches=matches,
                 off_question=r.get("off_question"),  # rows recorded before the check: unknown
                 unsupported=bool(
-                    unsupported_by(Support.of(p, threshold, x, refute_threshold, support_floor, sentences))
+                    unsupported_by(
+                        Support.of(
+                            p,
+                            threshold,
+                            x,
+                            refute_at=refute_threshold,
+                            support_floor=support_floor,
+                            sentences=sentences,
+                        )
+                    )
                 ),
                 abstained=x.get("abstained", 0.0) > 0,
                 grounded=grounded(x),
