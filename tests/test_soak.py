@@ -87,22 +87,27 @@ def test_bad_options_exit_2_with_a_message_before_any_server_starts(args: list[s
 
 
 @pytest.mark.slow
-def test_a_short_soak_with_every_fault_loses_nothing(tmp_path: Path) -> None:
+def test_a_short_soak_with_every_fault_loses_nothing(tmp_path: Path, small_corpus: Path) -> None:
     pytest.importorskip("pgserver", reason="the soak's replicas share a PostgreSQL from the pgserver wheel")
     out = tmp_path / "soak.json"
+    # The suite's small corpus: the first replica builds its index in seconds, not the sample's.
+    config = tmp_path / "ragmend.yaml"
+    config.write_text(f"sources: [{json.dumps(str(small_corpus))}]\n")
     result = runner.invoke(
         app,
         [
+            "--config",
+            str(config),
             "--profile",
             "tiny",
             "bench",
             "soak",
             "--minutes",
-            "1.5",
-            "--rate",
-            "0.5",
+            "1",
+            "--rate",  # below the replicas' capacity: a probe after a fault waits for no backlog
+            "0.35",
             "--bucket-s",
-            "30",
+            "20",
             "--admin-every-s",
             "15",
             "--workdir",

@@ -24,8 +24,10 @@ from ragmend.corpora.readers import (
     NLI_LABELS,
     NLI_SETS,
     FeverClaim,
+    HotpotItem,
     NLIPair,
     load_fever_claims,
+    load_hotpotqa,
     load_nli,
     load_sufficient_facts,
 )
@@ -36,7 +38,9 @@ from ragmend.fileio import atomic_write_text
 class SuiteSet:
     name: str
     title: str
-    load: Callable[[Path], list[NLIPair]]
+    # (data root, limit): the set's pairs; with a limit, a loader that builds its pairs (parsing
+    # every item) may read only the items that many pairs need.
+    load: Callable[[Path, int | None], list[NLIPair]]
     target: tuple[str, float] | None = None  # (metric, bound): at least, or at most (`direction`)
     two_way: bool = False  # score entailment vs contradiction only (support vs refute)
     direction: Literal["at_least", "at_most"] = "at_least"  # how `target`'s bound reads
@@ -49,9 +53,13 @@ class SuiteSet:
     paired: bool = False
 
 
-def _shared(name: str) -> Callable[[Path], list[NLIPair]]:
+def _shared(name: str) -> Callable[[Path, int | None], list[NLIPair]]:
     relpath = {s.name: s.relpath for s in NLI_SETS}[name]
-    return lambda root: load_nli(root / relpath)
+
+    def load(root: Path, limit: int | None = None) -> list[NLIPair]:
+        return load_nli(root / relpath)  # read whole: reading it parses nothing
+
+    return load
 
 
 def _fever_test(root: Path) -> tuple[list[FeverClaim], list[FeverClaim]]:
@@ -60,9 +68,10 @@ def _fever_test(root: Path) -> tuple[list[FeverClaim], list[FeverClaim]]:
     return claims, load_sufficient_facts(root / "fever" / "sufficientfacts_fever.jsonl", split="test")
 
 
-def fever_claim_evidence_test(root: Path) -> list[NLIPair]:
+def fever_claim_evidence_test(root: Path, limit: int | None = None) -> list[NLIPair]:
     """FEVER TEST-split claims against their evidence (SUPPORTS/REFUTES), plus SufficientFacts
-    NOT ENOUGH versions of TEST-split claims (evidence with a fact removed -> neutral)."""
+    NOT ENOUGH versions of TEST-split claims (evidence with a fact removed -> neutral). Read
+    whole whatever the `limit`: reading them parses nothing."""
     claims, nei = _fever_test(root)
     pairs = [
         NLIPair(premise=c.evidence_text, hypothesis=c.claim, label=FEVER_TO_NLI[c.label], id=f"fever-{i}")
@@ -75,26 +84,41 @@ def fever_claim_evidence_test(root: Path) -> list[NLIPair]:
     return pairs
 
 
-def hotpot_statement_test(root: Path) -> list[NLIPair]:
+def hotpot_statement_test(root: Path, limit: int | None = None) -> list[NLIPair]:
     """The diagnosis' own query signal on HotpotQA TEST items: both gold paragraphs against the
     question as a statement with the gold answer (entailment), with a wrong answer in its slot
     (contradiction), and a distractor paragraph against it (neutral). Built as `ragmend nli
-    pairs` builds its DEV-split training files (corpora/nli_pairs.py), never trained on."""
-    built = _hotpot_statements(root)
-    # Item by item (ids end in the item's id), so that --limit N still mixes the three labels.
-    pairs = [p for rows in built.values() for p in rows]
-    return sorted(pairs, key=lambda p: (p.id.rsplit("-", 1)[1], p.id))
+    pairs` builds its DEV-split training files (corpora/nli_pairs.py), never trained on. With a
+    `limit`, only as many items are read as give that many pairs (many items give none)."""
+    read = limit
+    while True:
+        built = _hotpot_statements(root, read)
+        # Item by item (ids end in the item's id), so that --limit N still mixes the three labels.
+        pairs = sorted(
+            (p for rows in built.values() for p in rows), key=lambda p: (p.id.rsplit("-", 1)[1], p.id)
+        )
+        if read is None or len(pairs) >= read or read >= len(_hotpot_test_items(root)):
+            return pairs
+        read *= 4
+
+
+def _by_item(p: NLIPair) -> tuple[str, str]:
+    return p.id.rsplit("-", 1)[1], p.id
+
+
+@lru_cache(maxsize=1)
+def _hotpot_test_items(root: Path) -> tuple[HotpotItem, ...]:
+    return tuple(load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test"))
 
 
 def _hotpot_statements(root: Path, limit: int | None = None, **kw: Any) -> dict[str, list[NLIPair]]:
     """corpora.nli_pairs.hotpot_statement_pairs on the first `limit` HotpotQA TEST items; `kw`
     goes to it (premise length, distractor count)."""
     from ragmend.corpora.nli_pairs import EntitySwapper, hotpot_statement_pairs
-    from ragmend.corpora.readers import load_hotpotqa
     from ragmend.models.spacy_model import load_spacy
     from ragmend.settings import ModelsSettings
 
-    items = load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")[:limit]
+    items = list(_hotpot_test_items(root)[:limit])
     # The wrong answers come from the gold paragraphs' entities (a smaller pool parses faster).
     pool = [p for i in items for t, p in i.context if t in i.supporting_titles]
     swapper = EntitySwapper(load_spacy(ModelsSettings()), pool, seed=0)
@@ -149,11 +173,10 @@ def swap_within_test(root: Path, limit: int | None = None) -> list[NLIPair]:
 @lru_cache(maxsize=1)
 def _swap_within_test(root: Path, limit: int | None) -> tuple[NLIPair, ...]:
     from ragmend.corpora.nli_pairs import EntitySwapper, swap_within_pairs
-    from ragmend.corpora.readers import load_hotpotqa
     from ragmend.models.spacy_model import load_spacy
     from ragmend.settings import ModelsSettings
 
-    items = load_hotpotqa(root / "hotpotqa" / "hotpot_dev_distractor_merged.json", split="test")[:limit]
+    items = list(_hotpot_test_items(root)[:limit])
     claims = _fever_test(root)[0][:limit]
     swaps = swap_within_pairs(items, claims, EntitySwapper(load_spacy(ModelsSettings()), []), seed=0)
     # The true sentence each swap was made from, by the ids swap_within_pairs gives.
@@ -364,7 +387,7 @@ def run_suite(
     for s in SUITE:
         if sets and s.name not in sets:
             continue
-        pairs = s.load(data_root)
+        pairs = s.load(data_root, limit)
         pairs = [p for p in pairs if p.label in NLI_LABELS][:limit]
         out[s.name] = {"title": s.title} | evaluate_set(model, s, pairs)
         r = out[s.name]
