@@ -27,7 +27,20 @@ from ragmend.errors import InputError
 from ragmend.settings import PolicySettings
 
 
-class ContextBuilder:
+class NamedFeatures:
+    """A context layout: its features' names, in order (a stored state records them)."""
+
+    _names: tuple[str, ...]
+
+    @property
+    def dim(self) -> int:
+        return len(self._names)
+
+    def feature_names(self) -> tuple[str, ...]:
+        return self._names
+
+
+class ContextBuilder(NamedFeatures):
     """Builds x from a query embedding, a Diagnosis and the budgets left (the embedding's part:
     `Projection`)."""
 
@@ -48,13 +61,6 @@ class ContextBuilder:
         self.memory_budget_bytes = float(memory_budget_bytes)
         self._projection = Projection(context_dim, projection_seed)
         self._names = self._feature_names()
-
-    @property
-    def dim(self) -> int:
-        return len(self._names)
-
-    def feature_names(self) -> tuple[str, ...]:
-        return self._names
 
     def pooled_from(self) -> Mapping[str, tuple[str, ...]]:
         """No feature of this layout pools an older one's."""

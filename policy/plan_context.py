@@ -31,7 +31,7 @@ import numpy as np
 
 from ragmend.diagnosis.question_form import QUESTION_KINDS, QuestionForm
 from ragmend.errors import InputError
-from ragmend.policy.context import Projection
+from ragmend.policy.context import NamedFeatures, Projection
 from ragmend.settings import PolicySettings
 
 WORDS_SCALE = 40.0
@@ -47,7 +47,7 @@ POOLED_FROM: Mapping[str, tuple[str, ...]] = {
 }
 
 
-class PlanContextBuilder:
+class PlanContextBuilder(NamedFeatures):
     def __init__(
         self,
         context_dim: int = 16,
@@ -71,13 +71,6 @@ class PlanContextBuilder:
         names += self._kind_names
         names += ["words", "names", "follow_up", "time_left", "bias"]
         self._names = tuple(names)
-
-    @property
-    def dim(self) -> int:
-        return len(self._names)
-
-    def feature_names(self) -> tuple[str, ...]:
-        return self._names
 
     def pooled_from(self) -> Mapping[str, tuple[str, ...]]:
         """The features of this layout that sum features of the fine one (a stored state of that

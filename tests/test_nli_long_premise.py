@@ -85,7 +85,12 @@ def test_windowed_scoring_takes_the_most_decisive_window() -> None:
     ]
     target = ("false_entailment_rate", 0.10)
     windowed = SuiteSet(
-        name="w", title="windows", load=lambda _: pairs, target=target, direction="at_most", windows=2
+        name="w",
+        title="windows",
+        load=lambda _root, _limit: pairs,
+        target=target,
+        direction="at_most",
+        windows=2,
     )
     model = FakeNLIForWindowing()
     r = evaluate_set(model, windowed, pairs)
@@ -98,7 +103,9 @@ def test_windowed_scoring_takes_the_most_decisive_window() -> None:
 
     whole = evaluate_set(
         FakeNLIForWindowing(),
-        SuiteSet(name="m", title="model", load=lambda _: pairs, target=target, direction="at_most"),
+        SuiteSet(
+            name="m", title="model", load=lambda _root, _limit: pairs, target=target, direction="at_most"
+        ),
         pairs,
     )
     assert whole["false_entailment_rate"] == pytest.approx(2 / 3, abs=1e-4) and "windows" not in whole

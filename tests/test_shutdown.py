@@ -36,7 +36,11 @@ def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(
         "data_dir": str(s.data_dir),
         "cache_dir": str(s.cache_dir),
         "sources": [str(small_corpus)],
-        "models": {"generator": {"profile": "tiny", "max_tokens": 48}},
+        # The stronger generator tiny too, as in the session engine: the default would load the 1.5B.
+        "models": {
+            "generator": {"profile": "tiny", "max_tokens": 48},
+            "escalation": {"profile": "tiny", "max_tokens": 48},
+        },
         "policy": {
             "latency_budget_s": 120.0,
             "request_latency_budget_s": 600.0,
