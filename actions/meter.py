@@ -37,14 +37,14 @@ class Cost:
     torch_cuda_peak_bytes: int | None = None  # torch.cuda.max_memory_allocated during the pass
     # Of latency_s, the recorded duration of generations served from the cache (ragmend.clock).
     replayed_s: float = 0.0
-    # Of latency_s, the generator calls' time outside the model's work for this pass: the wait for
-    # an in-process generator other requests held (the server's load, which every plan waits
-    # through alike), and a call's few milliseconds around the model.
+    # Of latency_s, the waits for the cores other requests' work held (an in-process generation's
+    # turn, a retrieval's or a diagnosis' turn): the server's load, which every plan waits
+    # through alike.
     waited_s: float = 0.0
 
     @property
     def service_s(self) -> float:
-        """What the pass itself took: its latency less the wait for a generator others held."""
+        """What the pass itself took: its latency less its waits for the cores others held."""
         return max(0.0, self.latency_s - self.waited_s)
 
 
@@ -67,9 +67,18 @@ class CostMeter:
     """Measures one pass at a time per `measure()` call; safe to share between threads (each
     measurement has its own sampler). NVML is initialised once, lazily."""
 
-    def __init__(self, device_index: int = 0, interval_s: float = 0.005, nvml: Any | None = None):
+    def __init__(
+        self,
+        device_index: int = 0,
+        interval_s: float = 0.005,
+        nvml: Any | None = None,
+        waited: Callable[[], float] | None = None,
+    ):
         # `nvml` is the pynvml module (or a stand-in with its interface, in tests on machines
-        # without a GPU); None imports pynvml.
+        # without a GPU); None imports pynvml. `waited`: the calling thread's seconds so far of
+        # waiting for the cores other requests' work held (ModelRegistry.cores_waited_s); what a
+        # measured block adds to it is the cost's `waited_s`.
+        self.waited = waited
         self.device_index = device_index
         self.interval_s = interval_s
         self._nvml_module = nvml
@@ -127,7 +136,7 @@ class CostMeter:
     @contextmanager
     def measure(self) -> Iterator[_Measurement]:
         probe = self._probe()
-        m = _Measurement(probe=probe, interval_s=self.interval_s, nvml=self.nvml_status)
+        m = _Measurement(probe=probe, interval_s=self.interval_s, nvml=self.nvml_status, waited=self.waited)
         m.start()
         try:
             yield m
@@ -140,8 +149,10 @@ class _Measurement:
     probe: _Probe | None
     interval_s: float
     nvml: str
+    waited: Callable[[], float] | None = None
     cost: Cost | None = None
     _t0: float = 0.0
+    _waited0: float = 0.0
     _before: int | None = None
     _peak: int | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -158,6 +169,7 @@ class _Measurement:
             self._thread.start()
         self._t0 = clock.now()
         self._replayed0 = clock.replayed()
+        self._waited0 = self.waited() if self.waited is not None else 0.0
 
     def _sample(self) -> None:
         assert self.probe is not None
@@ -169,6 +181,7 @@ class _Measurement:
     def stop(self) -> None:
         latency = clock.now() - self._t0
         replayed = clock.replayed() - self._replayed0
+        waited = self.waited() - self._waited0 if self.waited is not None else 0.0
         after: int | None = None
         if self.probe is not None:
             self._stop.set()
@@ -191,6 +204,7 @@ class _Measurement:
             device_peak=self._peak if nvml else None,
             torch_cuda_peak_bytes=torch_peak,
             replayed_s=replayed,
+            waited_s=waited,
         )
 
 

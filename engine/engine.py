@@ -49,19 +49,6 @@ BASE_PASS_S = 2.0
 TunablesListener = Callable[[Settings, Collection[str]], None]
 
 
-@dataclasses.dataclass
-class GeneratorWait:
-    """A block's generator tallies, read once it is done."""
-
-    tallies: tuple[GeneratorTally, ...] = ()
-
-    def seconds(self, replayed_s: float) -> float:
-        """The calls' seconds that were neither the model's work for this thread nor a replay of
-        a cached generation (`replayed_s`, which a tally counts as seconds, not as work)."""
-        waited = sum(t.seconds - t.busy_s for t in self.tallies) - replayed_s
-        return max(0.0, waited)
-
-
 @contextlib.contextmanager
 def _tally(generator: Generator | None) -> Iterator[GeneratorTally]:
     """The generator's tally of this thread's calls, or an empty one where there is none."""
@@ -105,7 +92,10 @@ class Engine:
         self._owns_policy = policy is None  # a shared one is closed by its owner
         self._router: Router | None = router
         self._owns_router = router is None
-        self._meter = CostMeter()  # the first pass's cost, which the router learns from
+        # The first pass's cost, which the router learns from: its own seconds, its waits for the
+        # cores other requests' work held apart (under load they are the load, alike for every
+        # plan; learned as a plan's cost they would steer the router by how busy the server is).
+        self._meter = CostMeter(waited=self.models.cores_waited_s)
         self._tunables_listeners: list[TunablesListener] = []
         # Guards building the policy and replacing the settings (apply_tunables), so a change can
         # never land between a policy's construction from the old settings and its publication.
@@ -258,7 +248,7 @@ class Engine:
                     answer=functools.partial(self.pipeline.answer, purpose="repair"),
                     diagnose=self.diagnose,
                     embed=self._embed,
-                    meter=CostMeter(),
+                    meter=CostMeter(waited=self.models.cores_waited_s),
                     refresh_cooldown_s=self.settings.policy.refresh_cooldown_s,
                     missing=self._missing_parts(),
                 )
@@ -326,10 +316,10 @@ class Engine:
         request = cancel.current()  # checked between the stages (ragmend/cancel.py)
         request.check("retrieval")
         route = self._route(query, overrides, follow_up)
-        with self._meter.measure() as metered, self._generator_wait() as waited:
+        with self._meter.measure() as metered:
             answer = self.answer(query, route.overrides(overrides), on_text)
         assert metered.cost is not None
-        cost = dataclasses.replace(metered.cost, waited_s=waited.seconds(metered.cost.replayed_s))
+        cost = metered.cost
         if not self.settings.diagnosis.enabled:
             seconds = clock.now() - started
             route = self._learned_route(route, None, cost, learn)
@@ -373,14 +363,6 @@ class Engine:
             second_repair=second,
             route=route,
         )
-
-    @contextlib.contextmanager
-    def _generator_wait(self) -> Iterator[GeneratorWait]:
-        """The block's wait for an in-process generator another request held (both roles'),
-        read from this thread's tallies once the block is done."""
-        with self.models.generator.tally() as generated, _tally(self.models.escalation) as escalated:
-            yield (wait := GeneratorWait())
-        wait.tallies = (generated, escalated)
 
     def _learned_route(self, route: Route, diagnosis: Diagnosis | None, cost: Cost, learn: bool) -> Route:
         """The first pass's route with its cost and, where the router chose and may learn from

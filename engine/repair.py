@@ -271,10 +271,11 @@ class Repairer:
         assert cost is not None
         if learn:
             self.costs.observe(
-                action.name, cost.latency_s, cost.memory_bytes, base_pass_s=answer.timings.total_s
+                action.name, cost.service_s, cost.memory_bytes, base_pass_s=answer.timings.total_s
             )
         after = self._diagnose(second)
-        reward = self.policy.reward(after, cost.latency_s, cost.memory_bytes, cost.memory_source)
+        # The pass's own seconds: its waits for the cores other requests held are the load.
+        reward = self.policy.reward(after, cost.service_s, cost.memory_bytes, cost.memory_source)
         learned = learn and self.policy.update(action.name, x, reward)
         over = [f"action_{v}" for v in reward.violated]
         if clock.now() - started > cfg.request_latency_budget_s:

@@ -474,8 +474,9 @@ class Cost(BaseModel):
     replayed_s: float = Field(description="of latency_s, generations served from the cache")
     waited_s: float = Field(
         0.0,
-        description="of latency_s, the wait for an in-process generator other requests held (the "
-        "server's load; the router learns a plan's cost without it)",
+        description="of latency_s, the waits for the cores other requests' work held (an in-process "
+        "generation, a retrieval's or a diagnosis' turn: the server's load; the router learns a "
+        "plan's cost without it)",
     )
 
 

@@ -5,10 +5,12 @@ the earliest deadline first, and the repairer skips a repair the deadline has no
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,44 @@ def test_a_child_ends_at_its_own_deadline_or_its_parents_cancellation() -> None:
     assert capped.cancelled and capped.reason == "disconnect"
 
 
+@contextlib.contextmanager
+def held_by_another_thread(hold: Callable[[], AbstractContextManager[object]]) -> Iterator[threading.Event]:
+    """`hold()` entered on another thread (another request's generation) until the block ends or
+    the event it yields is set."""
+    holding, release = threading.Event(), threading.Event()
+
+    def run() -> None:
+        with hold():
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=run)
+    holder.start()
+    assert holding.wait(10)
+    try:
+        yield release
+    finally:
+        release.set()
+        holder.join(30)
+
+
+def test_each_thread_counts_its_own_wait_in_line_and_none_for_its_own_hold() -> None:
+    gate = ModelGate()
+    with held_by_another_thread(lambda: gate.held(NEVER)) as release:
+        threading.Timer(0.3, release.set).start()
+        before = gate.waited_s()
+        gate.acquire(NEVER, math.inf)
+        gate.acquire(NEVER, math.inf)  # again, holding it: no wait
+        gate.release()
+        gate.release()
+    assert gate.waited_s() - before >= 0.25
+    seen: list[float] = []
+    other = threading.Thread(target=lambda: seen.append(gate.waited_s()))
+    other.start()
+    other.join(10)
+    assert seen == [0.0]  # another thread's count is its own
+
+
 def test_the_model_serves_the_request_with_the_earliest_deadline_first() -> None:
     gate = ModelGate()
     now = time.monotonic()
@@ -101,25 +141,15 @@ def test_the_model_serves_the_request_with_the_earliest_deadline_first() -> None
 
 
 def test_a_waiter_cancelled_or_out_of_time_leaves_the_line_and_the_next_goes() -> None:
-    gate, holding, release = ModelGate(), threading.Event(), threading.Event()
-
-    def hold() -> None:  # another request's generation (the holder itself may take it again)
-        with gate.held(NEVER):
-            holding.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert holding.wait(10)
-    leaving = Cancellation(time.monotonic() + 60, "test")
-    threading.Timer(0.1, leaving.cancel, args=("disconnect",)).start()
-    with pytest.raises(GateTimeout, match="cancelled"):
-        gate.acquire(leaving, math.inf)
-    with pytest.raises(GateTimeout, match="deadline"):
-        gate.acquire(NEVER, time.monotonic() + 0.1)
-    assert gate.waiting == 0
-    release.set()
-    holder.join(10)
+    gate = ModelGate()
+    with held_by_another_thread(lambda: gate.held(NEVER)):
+        leaving = Cancellation(time.monotonic() + 60, "test")
+        threading.Timer(0.1, leaving.cancel, args=("disconnect",)).start()
+        with pytest.raises(GateTimeout, match="cancelled"):
+            gate.acquire(leaving, math.inf)
+        with pytest.raises(GateTimeout, match="deadline"):
+            gate.acquire(NEVER, time.monotonic() + 0.1)
+        assert gate.waiting == 0
     with gate.held(NEVER):  # the model is free again: nothing was left holding it
         pass
 

@@ -6,6 +6,7 @@ both roles), real HTTP, and the router's state in SQLite."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,7 @@ from ragmend.policy.plan_context import PlanContextBuilder
 from ragmend.policy.store import MemoryStore
 from ragmend.settings import Settings, settings_with
 from tests.conftest import LiveServer, sample_questions
+from tests.test_cancel import held_by_another_thread
 from tests.test_policy import diagnosis
 from tests.test_repair import UNANSWERABLE
 
@@ -91,6 +93,26 @@ def test_a_plan_is_rewarded_for_its_own_seconds_not_for_the_queue_it_waited_in()
     assert queued.service_s == pytest.approx(2.0)
     assert plan_reward(cfg, answers, queued).total == pytest.approx(plan_reward(cfg, answers, alone).total)
     assert dataclasses.replace(alone, waited_s=5.0).service_s == 0.0  # never below nothing
+
+
+def test_a_pass_whose_retrieval_waited_for_another_requests_turn_learns_only_its_own_seconds(
+    tmp_path: Path, engine: Engine
+) -> None:
+    """Under load a request's retrieval waits for the cores while other generations hold them
+    (models.take_turns): that wait is the load, counted in `waited_s`, not the plan's seconds."""
+    eng = router_engine(tmp_path, engine)
+    question = sample_questions(2)[1]["question"]
+    try:
+        with held_by_another_thread(lambda: eng.models.turn_on_the_cores("generation")) as release:
+            threading.Timer(1.5, release.set).start()
+            route = eng.respond(question).route
+    finally:
+        eng.close()
+    assert route is not None and route.cost is not None and route.reward is not None
+    assert route.cost.waited_s >= 1.4  # the turn it waited for, from the first to the last moment
+    assert route.cost.service_s == pytest.approx(route.cost.latency_s - route.cost.waited_s)
+    factor = 1 - route.cost.service_s / eng.settings.policy.request_latency_budget_s
+    assert route.reward.latency_factor == pytest.approx(factor)
 
 
 def test_the_question_form_names_its_kind_before_any_answer() -> None:

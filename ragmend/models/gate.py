@@ -41,6 +41,12 @@ class ModelGate:
         self._depth = 0
         self._line: list[tuple[float, int]] = []  # a heap: (the request's deadline, arrival)
         self._arrivals = itertools.count()
+        self._thread = threading.local()  # each thread's seconds waiting in line
+
+    def waited_s(self) -> float:
+        """Seconds the calling thread has waited in line while others held the gate (a cost of
+        the load, not of the work the thread then did)."""
+        return float(getattr(self._thread, "waited", 0.0))
 
     @property
     def waiting(self) -> int:
@@ -56,6 +62,7 @@ class ModelGate:
                 self._depth += 1
                 return
             heapq.heappush(self._line, place)
+            queued = time.monotonic()
             try:
                 while self._held or self._line[0] != place:
                     if request.cancelled:
@@ -68,6 +75,8 @@ class ModelGate:
                 heapq.heapify(self._line)
                 self._cond.notify_all()  # the next in line may be able to go now
                 raise
+            finally:
+                self._thread.waited = self.waited_s() + time.monotonic() - queued
             heapq.heappop(self._line)
             self._held, self._owner = True, me
 

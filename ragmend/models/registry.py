@@ -85,6 +85,11 @@ class ModelRegistry:
                     new._load_seconds[role] = other._load_seconds.get(role, 0.0)
         return new
 
+    def cores_waited_s(self) -> float:
+        """Seconds the calling thread has waited for the cores while other requests' work held
+        them: for an in-process generation, or for a turn (`turn_on_the_cores`)."""
+        return self._in_process.gate.waited_s()
+
     @contextmanager
     def turn_on_the_cores(self, stage: str) -> Iterator[None]:
         """The block runs while no in-process generation does, in the generators' order (the
