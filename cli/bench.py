@@ -583,6 +583,12 @@ def bench_load(
     capacity_clients: Annotated[
         int, typer.Option(min=1, max=256, help="With --sweep: closed-loop clients of the capacity phase.")
     ] = 4,
+    single_requests: Annotated[
+        int,
+        typer.Option(
+            min=1, max=1000, help="With --sweep: requests of one client alone, the phases' yardstick."
+        ),
+    ] = 6,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
     """Load: N concurrent clients, M /v1/answer requests; throughput, p50/p99, overhead share, RSS.
@@ -616,6 +622,7 @@ def bench_load(
                 deadline_s=deadline_s,
                 capacity_requests=capacity_requests,
                 capacity_clients=capacity_clients,
+                single_requests=single_requests,
                 url=url,
                 log=lambda m: err.print(m),
             )

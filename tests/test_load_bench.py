@@ -83,3 +83,15 @@ def test_a_small_run_against_a_live_server(live_server: LiveServer) -> None:
     assert result["throughput_rps"] > 0 and 0 < result["p50_s"] <= result["p99_s"]
     assert 0 <= result["overhead_share"] < 1 and result["generator_seconds"] > 0
     assert result["rss_start_bytes"] > 0 and result["rss_end_bytes"] > 0 and result["server"] == "given"
+
+
+def test_each_phase_is_read_against_one_client_alone_and_against_1x() -> None:
+    from ragmend.bench.speed.overload import relative_goodput
+
+    phases = [{"factor": 1.0, "goodput_rps": 0.30}, {"factor": 2.0, "goodput_rps": 0.27}]
+    relative_goodput(phases, one_client_rps=0.36)
+    assert [p["goodput_vs_1x"] for p in phases] == [1.0, 0.9]
+    assert [p["goodput_vs_one_client"] for p in phases] == [0.833, 0.75]
+    without_1x = [{"factor": 2.0, "goodput_rps": 0.27}]
+    relative_goodput(without_1x, one_client_rps=0.0)
+    assert without_1x[0]["goodput_vs_1x"] is None and without_1x[0]["goodput_vs_one_client"] is None

@@ -1,8 +1,10 @@
 """`ragmend bench load --sweep 1,2,4`: the server under 1x, 2x and 4x the load it can serve.
 
-First the capacity: `--capacity-requests` questions from as many closed-loop clients as the
-server has slots (server.max_concurrency), answers per second of wall time; this phase also warms
-the server up (RSS is read after it). Then, for each factor k, an open loop: requests arrive at
+First one client alone: `--single-requests` questions one after the other, its answers per second
+(`one_client_rps`: what the server does for one user, the yardstick of the phases; it also warms
+the server up). Then the capacity: `--capacity-requests` questions from as many closed-loop
+clients as the server has slots (server.max_concurrency), answers per second of wall time (RSS is
+read after it). Then, for each factor k, an open loop: requests arrive at
 k x capacity per second (Poisson arrivals, seeded) for `--phase-s` seconds, each with the deadline
 `--deadline-s` sent as X-Request-Timeout, whatever the server does with the earlier ones; the
 phase ends when its last request has its response.
@@ -11,6 +13,8 @@ Per phase (docs/benchmarks.md, "Overload"):
   goodput_rps          answers within the deadline per second, from the phase's first arrival
                        to its last response
   goodput_vs_1x        goodput over the 1x phase's
+  goodput_vs_one_client  goodput over one client's alone (a capacity measured under contention
+                       would hide a server that does less work together than apart)
   wasted_share         generator seconds whose answer nobody received (cancelled or abandoned
                        work) over all the generator seconds spent for requests, from the
                        server's ragmend_generator_request_seconds_total
@@ -140,6 +144,14 @@ def phase_summary(
     }
 
 
+def relative_goodput(phases: list[dict[str, Any]], one_client_rps: float) -> None:
+    """Each phase's goodput over the 1x phase's (None without a 1x phase) and over one client's."""
+    at_1x = next((p["goodput_rps"] for p in phases if p["factor"] == 1), None)
+    for p in phases:
+        p["goodput_vs_1x"] = round(p["goodput_rps"] / at_1x, 3) if at_1x else None
+        p["goodput_vs_one_client"] = round(p["goodput_rps"] / one_client_rps, 3) if one_client_rps else None
+
+
 def run_overload_sweep(
     config: Path | None,
     overrides: dict[str, Any],
@@ -149,6 +161,7 @@ def run_overload_sweep(
     deadline_s: float,
     capacity_requests: int,
     capacity_clients: int,
+    single_requests: int = 6,
     url: str | None = None,
     seed: int = 0,
     log: Callable[[str], None] = print,
@@ -159,6 +172,12 @@ def run_overload_sweep(
     with served(config, overrides, url, log) as (base, proc):
         port = urlsplit(base).port or 80
         pid = proc.pid if proc is not None else pid_listening_on(port)
+        log(f"one client: {single_requests} requests, one after the other")
+        alone, alone_wall_s = asyncio.run(
+            drive(base, questions, 1, single_requests, deadline_s + 600, 3600.0)
+        )
+        one_client = sum(r.status == 200 for r in alone) / alone_wall_s
+        log(f"one client {one_client:.3f} answers/s")
         log(f"capacity: {capacity_requests} requests from {capacity_clients} clients")
         results, wall_s = asyncio.run(
             drive(base, questions, capacity_clients, capacity_requests, deadline_s + 600, 3600.0)
@@ -190,10 +209,10 @@ def run_overload_sweep(
             log(f"{factor:g}x: {summary}")
             phases.append(summary)
         rss_end = proc_status(pid, "VmRSS")
-    base_goodput = phases[0]["goodput_rps"] if phases[0]["factor"] == 1 else None
-    for p in phases:
-        p["goodput_vs_1x"] = round(p["goodput_rps"] / base_goodput, 3) if base_goodput else None
+    relative_goodput(phases, one_client)
     return {
+        "one_client_rps": round(one_client, 4),
+        "one_client_phase": {"requests": single_requests, "wall_s": round(alone_wall_s, 1)},
         "capacity_rps": round(capacity, 4),
         "capacity_phase": {
             "requests": capacity_requests,
