@@ -329,11 +329,11 @@ class Repairer:
         cost = m.cost
         assert cost is not None
         if learn:
-            self.costs.observe(action.name, cost.latency_s, cost.memory_bytes)
+            self.costs.observe(action.name, cost.service_s, cost.memory_bytes)
         abstained, presented = action.effect == "abstain", action.effect == "conflict"
         reward = self.policy.reward(
             diagnosis,
-            cost.latency_s,
+            cost.service_s,
             cost.memory_bytes,
             cost.memory_source,
             abstained=abstained,

@@ -94,15 +94,14 @@ def hotpot_statement_test(root: Path, limit: int | None = None) -> list[NLIPair]
     while True:
         built = _hotpot_statements(root, read)
         # Item by item (ids end in the item's id), so that --limit N still mixes the three labels.
-        pairs = sorted(
-            (p for rows in built.values() for p in rows), key=lambda p: (p.id.rsplit("-", 1)[1], p.id)
-        )
+        pairs = sorted((p for rows in built.values() for p in rows), key=_by_item)
         if read is None or len(pairs) >= read or read >= len(_hotpot_test_items(root)):
             return pairs
         read *= 4
 
 
 def _by_item(p: NLIPair) -> tuple[str, str]:
+    """A pair's order: its item's id (the id's last part), then its own."""
     return p.id.rsplit("-", 1)[1], p.id
 
 
