@@ -171,6 +171,27 @@ def _decisive(s: PassageScores) -> float:
     return max(s.entail, s.contradict)
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EvidenceReading:
+    """What the diagnosis reads of a question and its passages alone, before any answer exists:
+    each passage's cross-encoder relevance and whether the evidence answers the question. Taken
+    first where the router chooses on it, then handed to `diagnose` so nothing is read twice."""
+
+    query: str
+    passage_ids: tuple[str, ...]
+    relevance: np.ndarray | None
+    rerank_s: float
+    answerability: NLISignal
+
+    @property
+    def p_answerable(self) -> float:
+        """The answerability model's P(answerable) (or the construction's graded support)."""
+        return float(self.answerability.support or 0.0)
+
+    def fits(self, query: str, passages: Sequence[EvidencePassage]) -> bool:
+        return query == self.query and tuple(p.id for p in passages) == self.passage_ids
+
+
 class Diagnoser:
     def __init__(
         self,
@@ -207,6 +228,35 @@ class Diagnoser:
         # models' runs interleave).
         self._beside = ThreadPoolExecutor(1, thread_name_prefix="ragmend-relevance")
 
+    def read_evidence(
+        self, query: str, passages: Sequence[EvidencePassage], reranked: bool = False
+    ) -> EvidenceReading:
+        """The question's evidence read before any answer: relevance, then answerability."""
+        relevance, rerank_s = self._timed_relevance(query, passages, reranked)
+        evidence = list(self._premises(passages).evidence)
+        qv = self.embed([query])[0]
+        q_sims = self._evidence_vectors(passages, evidence, len(qv)) @ qv if passages else np.zeros(0)
+        answerability = self._answerability(
+            query, passages, evidence=evidence, relevance=relevance, q_sims=q_sims
+        )
+        return EvidenceReading(
+            query=query,
+            passage_ids=tuple(p.id for p in passages),
+            relevance=relevance,
+            rerank_s=rerank_s,
+            answerability=answerability,
+        )
+
+    def _premises(self, passages: Sequence[EvidencePassage]) -> Premises:
+        o = self.options
+        return build_premises(
+            passages,
+            o.window_sentences,
+            premise_words=o.premise_words,
+            joint_premise=o.joint_premise,
+            window_top=o.window_top,
+        )
+
     def diagnose(
         self,
         query: str,
@@ -215,9 +265,11 @@ class Diagnoser:
         mode: Mode = "qa",
         reranked: bool = False,
         token_logprobs: Sequence[float] | None = None,
+        reading: EvidenceReading | None = None,
     ) -> Diagnosis:
         """`token_logprobs`: the generator's log-probability of each answer token, where its
-        engine reports them (a verdict feature: how sure the generator was)."""
+        engine reports them (a verdict feature: how sure the generator was); `reading`: the
+        evidence read already (`read_evidence`), used where it read this question's passages."""
         o, t = self.options, self.options.thresholds
         timings: dict[str, float] = {}
         t_start = time.perf_counter()
@@ -230,15 +282,11 @@ class Diagnoser:
         # -- claims, premises, and the relevance started beside the NLI pass ------------------
         hyp = self._hypotheses(query, response, mode)
         relevance_job: Future[tuple[np.ndarray | None, float]] | None = None
-        if not hyp.nli_reads_query or with_verdict:
+        if reading is not None and not reading.fits(query, passages):
+            reading = None
+        if (not hyp.nli_reads_query or with_verdict) and reading is None:
             relevance_job = self._beside.submit(self._timed_relevance, query, passages, reranked)
-        premises = build_premises(
-            passages,
-            o.window_sentences,
-            premise_words=o.premise_words,
-            joint_premise=o.joint_premise,
-            window_top=o.window_top,
-        )
+        premises = self._premises(passages)
         evidence = list(premises.evidence)
 
         # -- NLI with its checks, aggregated per hypothesis -----------------------------------
@@ -281,6 +329,8 @@ class Diagnoser:
         if relevance_job is not None:
             # Its own duration: it overlapped the NLI pass, so the stages add up to more than total.
             relevance, timings["rerank_s"] = relevance_job.result()
+        elif reading is not None:
+            relevance = reading.relevance  # its seconds were spent before the answer
         if e_q is None:
             e_q = self._answerability(query, passages, evidence=evidence, relevance=relevance, q_sims=q_sims)
         # Algorithm 1 reads e_q as it stands here: the statement built from the answer, or
@@ -715,14 +765,26 @@ def _response_signal(
     claim_verdicts: Sequence[HypothesisVerdict],
     e_q: NLISignal | None,
 ) -> NLISignal:
-    """e_r: the claims' states aggregated; claim mode with a bare label, what the label asserts
-    against e_q; no claim, an abstention or an empty response."""
-    if mode == "claim" and not hyp.claims:
+    """e_r: the claims' states aggregated; claim mode, what the label asserts against e_q, which
+    its reasons fail only where the evidence contradicts one (`_labelled_reasons`); no claim, an
+    abstention or an empty response."""
+    if mode == "claim" and (not hyp.claims or hyp.label is not None):
         assert e_q is not None  # claim mode reads the claim itself by NLI
-        return _label_signal(hyp.label, e_q)
+        label = _label_signal(hyp.label, e_q)
+        return _labelled_reasons(label, claim_verdicts) if hyp.claims else label
     if not hyp.claims:
         return NLISignal("neutral", (), ABSTAINED if response.strip() else "empty")
     return NLISignal(signal_state(claim_verdicts), tuple(claim_verdicts), "claims")
+
+
+def _labelled_reasons(label: NLISignal, reasons: Sequence[HypothesisVerdict]) -> NLISignal:
+    """A verdict on a claim with its reasons: what the user asked is the label, so a label the
+    evidence agrees with stands unless the evidence contradicts a reason. A reason the passages
+    merely do not state (a restatement of the refutation, "..., not a gorilla", which NLI reads as
+    neutral) does not fail a right label; a wrong label fails whatever its reasons say."""
+    contradicted = signal_state(reasons) == "contradict"
+    state: NLIState = "contradict" if label.state == "entail" and contradicted else label.state
+    return NLISignal(state, (*label.hypotheses, *reasons), "label")
 
 
 def _language(query: str, response: str, mode: Mode) -> tuple[str, str | None]:

@@ -16,7 +16,7 @@ from ragmend import cancel, clock
 from ragmend.actions.catalogue import ACTION_NAMES
 from ragmend.actions.meter import Cost, CostMeter
 from ragmend.diagnosis.answerability import open_answerability
-from ragmend.diagnosis.diagnoser import Diagnoser
+from ragmend.diagnosis.diagnoser import Diagnoser, EvidenceReading
 from ragmend.diagnosis.hypotheses import split_sentences
 from ragmend.diagnosis.options import options_from_settings
 from ragmend.diagnosis.types import Diagnosis, Mode
@@ -35,7 +35,7 @@ from ragmend.models.generator import Generator, GeneratorTally
 from ragmend.models.registry import ModelRegistry
 from ragmend.policy import Policy, PolicyStore
 from ragmend.policy.facade import make_store
-from ragmend.rag.pipeline import Pipeline
+from ragmend.rag.pipeline import Pipeline, Retrieved
 from ragmend.rag.types import Answer, RAGConfig, Turn
 from ragmend.settings import Settings, settings_with
 from ragmend.text import validate_query
@@ -198,13 +198,16 @@ class Engine:
         query: str,
         overrides: dict[str, Any] | None = None,
         on_text: Callable[[str], None] | None = None,
+        retrieved: Retrieved | None = None,
     ) -> Answer:
+        """One pass; `retrieved`: its retrieval read already (Pipeline.read), else read here."""
         if not self.ready:
             raise NotReady("ragmend is still loading its models and index")
         self.corpus.for_request()
-        return self.pipeline.answer(query, self.config(overrides), on_text=on_text)
+        return self.pipeline.answer(query, self.config(overrides), on_text=on_text, retrieved=retrieved)
 
-    def diagnose(self, answer: Answer) -> Diagnosis:
+    def diagnose(self, answer: Answer, reading: EvidenceReading | None = None) -> Diagnosis:
+        """`reading`: the answer's evidence read before it existed (the router's), not read again."""
         mode: Mode = "claim" if answer.config.prompt == "claim" else "qa"
         with self.models.turn_on_the_cores("diagnosis"):
             return self.diagnoser.diagnose(
@@ -214,7 +217,23 @@ class Engine:
                 mode=mode,
                 reranked=answer.config.rerank,
                 token_logprobs=answer.token_logprobs,
+                reading=reading,
             )
+
+    def read_shared_evidence(
+        self, query: str, overrides: Mapping[str, Any] | None
+    ) -> tuple[Retrieved | None, EvidenceReading | None]:
+        """The retrieval every plan the router may offer shares, and its evidence read, where the
+        router reads evidence before choosing (Router.shared_retrieval); (None, None) otherwise."""
+        shared = self.router.shared_retrieval(overrides)
+        if shared is None or not self.settings.diagnosis.enabled:
+            return None, None
+        self.corpus.for_request()
+        config = self.config(shared)
+        retrieved = self.pipeline.read(query, config)
+        with self.models.turn_on_the_cores("diagnosis"):
+            reading = self.diagnoser.read_evidence(query, retrieved.passages, reranked=config.rerank)
+        return retrieved, reading
 
     @property
     def policy(self) -> Policy:
@@ -315,9 +334,10 @@ class Engine:
         started = clock.now()
         request = cancel.current()  # checked between the stages (ragmend/cancel.py)
         request.check("retrieval")
-        route = self._route(query, overrides, follow_up)
         with self._meter.measure() as metered:
-            answer = self.answer(query, route.overrides(overrides), on_text)
+            retrieved, reading = self.read_shared_evidence(query, overrides)
+            route = self._route(query, overrides, follow_up, reading)
+            answer = self.answer(query, route.overrides(overrides), on_text, retrieved=retrieved)
         assert metered.cost is not None
         cost = metered.cost
         if not self.settings.diagnosis.enabled:
@@ -325,7 +345,7 @@ class Engine:
             route = self._learned_route(route, None, cost, learn)
             return Outcome(answer=answer, diagnosis=None, seconds=seconds, first_pass_s=seconds, route=route)
         request.check("diagnosis")
-        diagnosis = self.diagnose(answer)
+        diagnosis = self.diagnose(answer, reading)
         first_pass_s = clock.now() - started
         route = self._learned_route(route, diagnosis, cost, learn)
         if not diagnosis.failed or not self.settings.policy.repair:
@@ -379,27 +399,43 @@ class Engine:
             raise NotReady("ragmend is still loading its models and index")
         router = self.router
         outcomes = []
+        retrieved, reading = self.read_shared_evidence(query, overrides)
+        p_answerable = reading.p_answerable if reading is not None else None
         for plan in router.policy.config.enabled_actions:
             if router.plan(plan).requires in router.missing:
                 continue
-            route = router.forced(query, overrides, plan, self.settings.policy.request_latency_budget_s)
+            budget = self.settings.policy.request_latency_budget_s
+            route = router.forced(query, overrides, plan, budget, p_answerable=p_answerable)
             with self._meter.measure() as metered:
-                answer = self.answer(query, route.overrides(overrides))
+                answer = self.answer(query, route.overrides(overrides), retrieved=retrieved)
             assert metered.cost is not None
-            diagnosis = self.diagnose(answer) if self.settings.diagnosis.enabled else None
+            diagnosis = self.diagnose(answer, reading) if self.settings.diagnosis.enabled else None
             route = router.learn(route, diagnosis, metered.cost)
             outcomes.append(
                 Outcome(answer=answer, diagnosis=diagnosis, seconds=metered.cost.latency_s, route=route)
             )
         return outcomes
 
-    def _route(self, query: str, overrides: dict[str, Any] | None, follow_up: bool) -> Route:
+    def _route(
+        self,
+        query: str,
+        overrides: dict[str, Any] | None,
+        follow_up: bool,
+        reading: EvidenceReading | None,
+    ) -> Route:
         """The first pass's plan (engine/router.py), within what the request's deadline and
-        budget leave."""
+        budget leave, knowing what `reading` says of the shared retrieval's evidence."""
         router = self.router
         time_left = min(cancel.current().remaining(), self.settings.policy.request_latency_budget_s)
         base = router.costs.expected_named(DEFAULT_PLAN)[0] or BASE_PASS_S
-        return router.choose(query, overrides, follow_up=follow_up, time_left_s=time_left, base_pass_s=base)
+        return router.choose(
+            query,
+            overrides,
+            follow_up=follow_up,
+            time_left_s=time_left,
+            base_pass_s=base,
+            p_answerable=reading.p_answerable if reading is not None else None,
+        )
 
     def apply_tunables(self, new: Settings, live: Collection[str] = ()) -> list[str]:
         """Apply the tunable part of `new` to the running engine; returns the keys applied.

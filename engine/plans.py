@@ -51,6 +51,12 @@ class Plan:
             "generator": self.generator,
         }
 
+    @property
+    def retrieval(self) -> tuple[Any, ...]:
+        """What this plan's retrieval reads (two plans with equal values share one)."""
+        o = self.overrides
+        return tuple(o[k] for k in PLAN_KEYS if k != "generator")
+
     def config(self, base: RAGConfig) -> RAGConfig:
         return base.patch(**self.overrides)
 

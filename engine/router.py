@@ -2,9 +2,11 @@
 the diagnosis then says of the answer, at what it cost (and from users' votes).
 
     form = question_form(query)                  # its kind, length, names (or a claim to check)
-    x = context(embedding, form, follow-up, time left)
+    with router.read_evidence: the retrieval the plans share, read once, and its P(answerable)
+    x = context(embedding, form, follow-up, time left[, that P(answerable)])
     the enabled plans that fit the time left (engine/plans.py); the bandit picks ONE
-    ... the first pass runs on that plan, measured; it is diagnosed ...
+    ... the first pass runs on that plan (on that retrieval where it was read), measured; it is
+        diagnosed (the reading reused) ...
     reward = Eq. 2 of that diagnosis (its graded verdict), the pass's cost against the request's budgets
     update (persisted; replicas share it like the repair policy's)
 
@@ -153,7 +155,9 @@ class Router:
         self._namespace = namespace
         self._store = store
         cfg = router_policy_settings(settings)
-        self._builder = PlanContextBuilder(cfg.context_dim, cfg.projection_seed).with_budgets(cfg)
+        self._builder = PlanContextBuilder(
+            cfg.context_dim, cfg.projection_seed, evidence=settings.router.read_evidence
+        ).with_budgets(cfg)
         self._policy: Policy[PlanContextBuilder] | None = None
         self._embed = embed
         self.missing = missing
@@ -180,6 +184,19 @@ class Router:
     def enabled(self) -> bool:
         return self._enabled
 
+    def shared_retrieval(self, overrides: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The overrides of the retrieval every plan it may offer shares, where it reads the
+        evidence before choosing (router.read_evidence) and will choose for this request; None
+        otherwise (the plans then retrieve each their own, after the choice)."""
+        if not (self._enabled and self._builder.evidence) or pinned(overrides):
+            return None
+        plans = [PLANS_BY_NAME[p] for p in self.policy.config.enabled_actions]
+        plans = [p for p in plans if p.requires not in self.missing]
+        retrievals = {p.retrieval for p in plans}
+        if len(retrievals) != 1:
+            return None
+        return {**(overrides or {}), **plans[0].overrides}
+
     def choose(
         self,
         query: str,
@@ -187,10 +204,12 @@ class Router:
         follow_up: bool,
         time_left_s: float,
         base_pass_s: float,
+        p_answerable: float | None = None,
     ) -> Route:
         """The first pass of `query`. `time_left_s`: what the request's deadline and budget leave
         for the pass and its diagnosis; `base_pass_s`: what a pass of the configured kind is
-        expected to take (the prior of a plan not measured yet)."""
+        expected to take (the prior of a plan not measured yet); `p_answerable`: the shared
+        retrieval's, where it was read (`shared_retrieval`)."""
         form = question_form(query, claim=self._checks_claim(overrides))
         if pinned(overrides):
             return Route(plan=None, chosen_by="request", kind=form.kind)
@@ -208,7 +227,7 @@ class Router:
             return Route(plan=None, chosen_by="nothing_fits", kind=form.kind, masked=tuple(masked))
         builder = self.policy.builder
         assert isinstance(builder, PlanContextBuilder)
-        x = builder.build(self._embedding(query), form, follow_up, time_left_s)
+        x = builder.build(self._embedding(query), form, follow_up, time_left_s, p_answerable=p_answerable)
         # In the configured order, so a router that has learned nothing starts on the first plan.
         decision = self.policy.select(x, [p.name for p in ok], ties="first")
         plan = PLANS_BY_NAME[decision.arm]
@@ -222,13 +241,20 @@ class Router:
             expected_s=expected_s(plan, self.costs, base_pass_s),
         )
 
-    def forced(self, query: str, overrides: Mapping[str, Any] | None, plan: str, time_left_s: float) -> Route:
+    def forced(
+        self,
+        query: str,
+        overrides: Mapping[str, Any] | None,
+        plan: str,
+        time_left_s: float,
+        p_answerable: float | None = None,
+    ) -> Route:
         """`plan` as if the router had chosen it, with its context (a warm start that tries every
         plan on a labelled item, so each one learns from it: full information, not a bandit's)."""
         form = question_form(query, claim=self._checks_claim(overrides))
         builder = self.policy.builder
         assert isinstance(builder, PlanContextBuilder)
-        x = builder.build(self._embedding(query), form, False, time_left_s)
+        x = builder.build(self._embedding(query), form, False, time_left_s, p_answerable=p_answerable)
         return Route(
             plan=PLANS_BY_NAME[plan].name,
             chosen_by="router",

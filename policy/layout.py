@@ -4,13 +4,16 @@ When every feature of the new layout is one of the stored layout's or the sum of
 (each stored feature used once), x_new = M x_old for every context x, with M a 0/1 matrix. The
 stored sums then map exactly: sum x_new x_new^T = M (sum x_old x_old^T) M^T and sum r x_new =
 M (sum r x_old); counts and rewards are unchanged. So nothing learned is lost by the change, and
-a state that is not such a pooling is refused as before (policy/store.py).
+a state that is not such a pooling is refused as before (policy/store.py). A feature pooled from
+nothing (`()`) is new: it was 0 in every stored context, so its row of M is 0.
 
 >>> m = pooling_map(("a", "b", "c", "bias"), ("a", "bc", "bias"), {"bc": ("b", "c")})
 >>> m.astype(int).tolist()
 [[1, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1]]
 >>> pooling_map(("a", "b", "bias"), ("a", "bias"), {}) is None  # b would be dropped
 True
+>>> pooling_map(("a", "bias"), ("a", "new", "bias"), {"new": ()}).astype(int).tolist()
+[[1, 0], [0, 0], [0, 1]]
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ def pooling_map(
     stored: Sequence[str], wanted: Sequence[str], pooled_from: Mapping[str, tuple[str, ...]]
 ) -> np.ndarray | None:
     """M with x_wanted = M x_stored, or None where `wanted` is not a pooling of `stored`
-    (`pooled_from`: a wanted feature's stored sources; any other is its own source)."""
+    (`pooled_from`: a wanted feature's stored sources where the stored layout lacks it by name;
+    any other is its own source)."""
     index = {name: j for j, name in enumerate(stored)}
     m = np.zeros((len(wanted), len(stored)))
     for i, name in enumerate(wanted):
-        for source in pooled_from.get(name, (name,)):
+        for source in (name,) if name in index else pooled_from.get(name, (name,)):
             j = index.get(source)
             if j is None or m[:, j].any():
                 return None
@@ -73,9 +77,13 @@ def upgrade_layout(
     if m is None:
         return False
     store.import_state(remapped(state, m, wanted))
-    pooled = ", ".join(n for n in wanted if n in pooled_from and pooled_from[n] != (n,))
+    stored = set(state.feature_names)
+    pooled = [n for n in wanted if n not in stored and pooled_from.get(n)]
+    new = [n for n in wanted if n not in stored and pooled_from.get(n) == ()]
+    said = [f"{', '.join(pooled)} pooled"] if pooled else []
+    said += [f"{', '.join(new)} new, 0 in what it learned"] if new else []
     log.warning(
         f"policy state: learned with {state.dim} context features, read under the current "
-        f"{len(wanted)} ({pooled} pooled); its {state.total_pulls} updates kept"
+        f"{len(wanted)} ({'; '.join(said)}); its {state.total_pulls} updates kept"
     )
     return True

@@ -1,10 +1,13 @@
-"""answer(query, config): retrieve -> (rerank) -> generate, timed per stage."""
+"""answer(query, config): retrieve -> (rerank) -> generate, timed per stage; `read` alone is the
+retrieval and the evidence block, which a caller may take first and hand to `answer`."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from ragmend.errors import InputError
 from ragmend.models.generation import Purpose
@@ -19,6 +22,19 @@ from ragmend.text import validate_query
 
 # Passages a second retrieval hop adds (the rest of the k stay the first hop's best).
 HOP_PASSAGES = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retrieved:
+    """One pass's retrieval before any generation: the passages its prompt reads (what the
+    diagnosis judges against), their evidence block, and for which retrieval (RAGConfig.retrieval)."""
+
+    query: str
+    retrieval: tuple[Any, ...]
+    passages: tuple[Passage, ...]
+    context: str
+    timings: StageTimings
+    index_generation: str
 
 
 class IndexHandle:
@@ -160,25 +176,41 @@ class Pipeline:
             )
         return context, used
 
-    def answer(
-        self,
-        query: str,
-        config: RAGConfig | None = None,
-        purpose: Purpose = "answer",
-        on_text: Callable[[str], None] | None = None,
-    ) -> Answer:
-        """One pass: retrieve, generate. `purpose`: what its generator call is counted as (the
-        first pass's answer, or a repair pass's); `on_text`: each piece of the answer as the
-        generator makes it (a streamed request)."""
+    def read(self, query: str, config: RAGConfig) -> Retrieved:
+        """The retrieval of a pass of `config`, on one index snapshot, and its evidence block."""
         query = validate_query(query, self.settings.rag.max_query_chars)
-        config = config or self.default_config()
-        template = answer_prompt(config.prompt)
         retriever = self.index.retriever  # one snapshot for the whole request
         # The retrieval's encoders (query embedding, reranker) take their turn on the cores with
         # the generations, as the diagnosis does (ModelRegistry.turn_on_the_cores).
         with self.models.turn_on_the_cores("retrieval"):
             passages, timings = self.retrieve(query, config, retriever)
             context, used = self.context(query, passages, config)
+        return Retrieved(
+            query=query,
+            retrieval=config.retrieval(),
+            passages=tuple(used),
+            context=context,
+            timings=timings,
+            index_generation=retriever.snapshot.generation,
+        )
+
+    def answer(
+        self,
+        query: str,
+        config: RAGConfig | None = None,
+        purpose: Purpose = "answer",
+        on_text: Callable[[str], None] | None = None,
+        retrieved: Retrieved | None = None,
+    ) -> Answer:
+        """One pass: retrieve, generate. `purpose`: what its generator call is counted as (the
+        first pass's answer, or a repair pass's); `on_text`: each piece of the answer as the
+        generator makes it (a streamed request); `retrieved`: this pass's retrieval read already
+        (`read`), used where it is the same query's and the same retrieval's, else read again."""
+        query = validate_query(query, self.settings.rag.max_query_chars)
+        config = config or self.default_config()
+        template = answer_prompt(config.prompt)
+        if retrieved is None or retrieved.query != query or retrieved.retrieval != config.retrieval():
+            retrieved = self.read(query, config)
         generator = self.models.generator
         if config.generator == "escalation":
             escalation = self.models.escalation
@@ -190,7 +222,7 @@ class Pipeline:
                 template,
                 config.instructions,
                 focus=config.evidence == "focus",
-                context=context,
+                context=retrieved.context,
                 question=query,
             ),
             max_tokens=config.max_tokens,
@@ -203,15 +235,15 @@ class Pipeline:
         return Answer(
             query=query,
             response=out.text,
-            evidence=tuple(used),
+            evidence=retrieved.passages,
             config=config,
-            timings=timings.model_copy(
+            timings=retrieved.timings.model_copy(
                 update={"generate_s": out.seconds, "first_token_s": out.first_token_s}
             ),
             model=out.model,
             prompt_tokens=out.prompt_tokens,
             completion_tokens=out.completion_tokens,
-            index_generation=retriever.snapshot.generation,
+            index_generation=retrieved.index_generation,
             finish_reason=out.finish_reason,
             token_logprobs=out.token_logprobs,
         )

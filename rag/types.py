@@ -12,6 +12,8 @@ from ragmend.settings import CONTEXT_TOKENS, RAGSettings, RetrievalMode
 EvidenceMode = Literal["closest", "focus"]
 # Which generator answers a pass: the configured one, or the stronger one (models.escalation).
 GeneratorChoice = Literal["default", "escalation"]
+# The RAGConfig fields a pass's retrieval and evidence block read; the rest shape the generation.
+RETRIEVAL_FIELDS = ("query", "mode", "k", "rerank", "rerank_top_n", "hops", "evidence", "context_tokens")
 
 
 class RAGConfig(BaseModel):
@@ -59,6 +61,11 @@ class RAGConfig(BaseModel):
             prompt=rag.prompt,
             context_tokens=rag.context_tokens,
         )
+
+    def retrieval(self) -> tuple[Any, ...]:
+        """What this pass's retrieval and evidence block depend on (RETRIEVAL_FIELDS): two passes
+        with equal values read the same passages."""
+        return tuple(getattr(self, f) for f in RETRIEVAL_FIELDS)
 
     def patch(self, **changes: Any) -> RAGConfig:
         """A validated copy with some fields changed (unknown or invalid fields raise InputError)."""

@@ -614,6 +614,13 @@ class RouterSettings(_Section):
         "context (0: its form, length and conversation only, as chosen on DEV); changing it "
         "invalidates a learned state.",
     )
+    read_evidence: bool = Field(
+        False,
+        description="Read the retrieval the offered plans share before choosing (the pass then uses "
+        "it): its P(answerable) joins the router's context, and the diagnosis reuses the reading; "
+        "plans of different retrievals are chosen without it. Turning it on keeps a learned state; "
+        "turning it off invalidates one learned with it.",
+    )
     state_path: Path | None = Field(
         None, description="SQLite file of the router's learned state; unset: <data_dir>/router.sqlite."
     )

@@ -106,6 +106,28 @@ def test_claim_mode_gates_the_label(engine: Engine) -> None:
         assert d.final_label == "SUPPORTS"
 
 
+HUNGER_GAMES = passage(
+    "The Hunger Games (film series)#0",
+    "The Hunger Games (film series)",
+    "Gary Ross directed the first film, while Francis Lawrence directed the next three films.",
+)
+
+
+def test_a_right_label_is_not_failed_by_a_reason_the_passages_only_do_not_state(engine: Engine) -> None:
+    """The user asked whether the claim holds: a REFUTES the evidence agrees with, explained by a
+    restatement NLI cannot entail ("..., not a gorilla"), is left alone; a wrong label, or a right
+    one whose reason a passage contradicts, still fails."""
+    claim = "The Hunger Games film series' first film was directed by a gorilla."
+
+    def failure(response: str) -> str:
+        return engine.diagnoser.diagnose(claim, [HUNGER_GAMES], response, mode="claim").failure
+
+    assert failure("REFUTES") == "NoFailure"
+    assert failure("REFUTES\n\nThe first film was directed by Gary Ross, not a gorilla.") == "NoFailure"
+    assert failure("SUPPORTS\n\nThe first film was directed by a gorilla.") == "WR"
+    assert failure("REFUTES\n\nGary Ross directed none of the films.") == "WR"
+
+
 def test_empty_evidence_and_empty_response_are_defined(engine: Engine) -> None:
     d = engine.diagnoser.diagnose("Who?", [], "")
     assert d.failure == "IE" and d.e_r.construction == "empty" and d.egc.coverage == 0.0

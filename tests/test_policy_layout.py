@@ -1,6 +1,6 @@
 """A router state learned under the fine question kinds is read under the pooled layout exactly,
-in each store the server opens (SQLite, a real PostgreSQL), and a state of any other layout is
-still refused."""
+as is one learned before the evidence features under a layout with them, in each store the server
+opens (SQLite, a real PostgreSQL), and a state of any other layout is still refused."""
 
 from __future__ import annotations
 
@@ -75,6 +75,37 @@ def test_a_fine_kind_state_is_read_under_the_pooled_layout_with_every_update_kep
     again = open_store()
     assert not layout.upgrade_layout(again, pooled.feature_names(), pooled.pooled_from())
     again.close()
+
+
+def test_a_state_learned_before_the_evidence_features_is_read_with_them_as_zero(
+    open_store: Callable[[], PolicyStore],
+) -> None:
+    """Before the router read the evidence, nothing was read: both features were 0 in every
+    context it learned from, so the state maps exactly and decides as before where nothing is
+    read, while a reading now moves the scores."""
+    cfg = PolicySettings.model_validate({"kind": "linucb", "enabled_actions": list(PLANS)})
+    before, with_evidence = PlanContextBuilder(4), PlanContextBuilder(4, evidence=True)
+    old = Policy(cfg, open_store(), PLANS, builder=before)
+    learn(old, before)
+    form = question_form("Who painted it?")
+    unread = before.build(np.ones(384), form, False, 20.0)
+    scores_before = old.select(unread, PLANS).scores
+    old.close()
+
+    upgraded = Policy(cfg, open_store(), PLANS, builder=with_evidence)
+    state = upgraded.store.export_state()
+    assert state.feature_names == with_evidence.feature_names() and state.total_pulls == 40
+    x = with_evidence.build(np.ones(384), form, False, 20.0, p_answerable=None)
+    names = with_evidence.feature_names()
+    assert x[names.index("evidence_read")] == 0.0 and x[names.index("answerable")] == 0.0
+    assert upgraded.select(x, PLANS).scores == pytest.approx(scores_before, rel=1e-9)
+    read = with_evidence.build(np.ones(384), form, False, 20.0, p_answerable=0.9)
+    assert read[names.index("evidence_read")] == 1.0 and read[names.index("answerable")] == 0.9
+    assert upgraded.select(read, PLANS).scores != pytest.approx(scores_before, rel=1e-9)
+    upgraded.close()
+    # A state learned with them cannot be read without them: that would drop what it learned.
+    with pytest.raises(ConfigError, match="learned with 13 context features"):
+        Policy(cfg, open_store(), PLANS, builder=before)
 
 
 def test_a_state_of_another_layout_is_still_refused_and_kept(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -209,6 +210,45 @@ def test_a_request_is_answered_on_the_plan_the_router_chose_and_the_router_learn
         assert router_state_path(again_engine.settings) == tmp_path / "router.sqlite"
     finally:
         again_engine.close()
+
+
+def test_the_router_reads_the_shared_retrieval_first_and_the_pass_and_diagnosis_reuse_it(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With router.read_evidence, the retrieval both default plans share is read before the
+    choice: its P(answerable) is in the context the router decides and learns on, the chosen
+    pass answers from those passages without retrieving again, and the diagnosis's answerability
+    is the same reading (no second cross-encoder pass)."""
+    eng = router_engine(tmp_path, engine, read_evidence=True)
+    retrievals: list[str] = []
+    relevance_reads: list[str] = []
+    retrieve, timed_relevance = eng.pipeline.retrieve, eng.diagnoser._timed_relevance
+
+    def counted_retrieve(query: str, *args: Any, **kwargs: Any) -> Any:
+        retrievals.append(query)
+        return retrieve(query, *args, **kwargs)
+
+    def counted_relevance(query: str, *args: Any, **kwargs: Any) -> Any:
+        relevance_reads.append(query)
+        return timed_relevance(query, *args, **kwargs)
+
+    monkeypatch.setattr(eng.pipeline, "retrieve", counted_retrieve)
+    monkeypatch.setattr(eng.diagnoser, "_timed_relevance", counted_relevance)
+    try:
+        outcome = eng.respond(sample_questions(1)[0]["question"])
+        route, d = outcome.route, outcome.diagnosis
+        assert route is not None and route.chosen_by == "router" and route.learned
+        assert d is not None and d.e_q.construction == "answerability" and d.e_q.support is not None
+        names = eng.router.policy.builder.feature_names()
+        assert route.context[names.index("evidence_read")] == 1.0
+        assert route.context[names.index("answerable")] == pytest.approx(d.e_q.support, abs=1e-3)
+        assert len(retrievals) == 1 and len(relevance_reads) == 1
+        # A request that pins its own retrieval is not the router's to choose: nothing read first.
+        pinned_outcome = eng.respond(sample_questions(2)[1]["question"], {"mode": "bm25"})
+        assert pinned_outcome.route is not None and pinned_outcome.route.chosen_by == "request"
+        assert len(retrievals) == 2 and len(relevance_reads) == 2
+    finally:
+        eng.close()
 
 
 def test_a_pinned_request_or_a_router_turned_off_gets_the_configured_pass(

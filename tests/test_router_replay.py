@@ -85,6 +85,35 @@ def test_the_replayed_router_learns_the_stronger_plan_for_questions_and_the_chea
     assert fixed["hotpotqa default_hybrid"]["em"] == round(100 * 7 / 30, 2)  # k = 12, 16, ..., 36 of 10..39
 
 
+def test_with_the_evidence_read_first_the_router_sends_what_cannot_be_answered_to_the_cheap_plan(
+    tmp_path: Path,
+) -> None:
+    """Half the questions' evidence answers them (P(answerable) 0.9): only the stronger plan is
+    right there. The other half's does not (0.1): both plans abstain rightly, the default at a
+    third of the seconds. Without the reading the questions look alike and share one plan; with
+    it, each half gets its own."""
+    task = get_task("hotpotqa")
+    (tmp_path / task.name).mkdir(parents=True)
+    queries = {}
+    for plan in PLANS:
+        rows = []
+        for k in range(80):
+            answerable = k % 2 == 0
+            queries[f"q-{k}"] = f"Which city is item {k} in?"
+            right = (answerable and plan == "large_hybrid") or not answerable
+            row = record(f"q-{k}", right, 3.0 if plan == "large_hybrid" else 1.0, claim=False)
+            rows.append({**row, "first_p_answerable": 0.9 if answerable else 0.1})
+        text = "\n".join(json.dumps(r) for r in rows) + "\n"
+        (tmp_path / task.name / f"{ROW[plan]}.dev.jsonl").write_text(text)
+    items = load_items(tmp_path, [task], PLANS, queries)
+    primary = {task.name: task.primary}
+    blind = replay(items, Setting(), warm=20, primary=primary)["hotpotqa"]
+    reading = replay(items, Setting(evidence=True), warm=20, primary=primary)["hotpotqa"]
+    assert blind["plans"] == {"large_hybrid": 60} and blind["em"] == 100.0
+    assert reading["em"] == 100.0 and reading["plans"]["default_hybrid"] >= 27  # of the 30 unanswerable
+    assert reading["latency_s"] < 0.75 * blind["latency_s"]
+
+
 def test_a_frozen_router_keeps_the_warm_start_picture_where_a_learning_one_follows_the_stream(
     tmp_path: Path,
 ) -> None:

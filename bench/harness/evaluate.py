@@ -337,7 +337,6 @@ class Evaluation:
             "final_label": final_label,
             "scores": self.ws.task.score(item, self.scored_text(outcome), final_label),
             "abstained_read": read_abstention,
-            "p_answerable": None if d is None else d.e_q.support,
             "reply_quality": _reply_quality(d, read_abstention),
             "latency_s": round(latency, 4),
             "generator_s": round(outcome.generator_s, 4),
@@ -448,15 +447,18 @@ def _plan_reward(outcome: Outcome) -> float | None:
 
 
 def _signals(prefix: str, d: Diagnosis | None) -> dict[str, Any]:
-    """What the diagnosis said of an answer: its P(unsupported), kappa, Eq. 2's quality part (the
-    reward's, before the cost factors), the rule that decided (and the verdict's rules that found
-    it unsupported) and the failure's grade."""
+    """What the diagnosis said of an answer: its P(unsupported), its evidence's P(answerable),
+    kappa, Eq. 2's quality part (the reward's, before the cost factors), the rule that decided (and
+    the verdict's rules that found it unsupported) and the failure's grade."""
     if d is None:
-        keys = ("p_unsupported", "kappa", "quality", "decided_by", "unsupported_by", "grade")
+        keys = ("p_unsupported", "p_answerable", "kappa", "quality", "decided_by", "unsupported_by", "grade")
         return {f"{prefix}{k}": None for k in keys}
     quality = eq2_quality(d.failure, d.kappa, d.e_r.state)
     return {
         f"{prefix}p_unsupported": round(d.verdict.p_unsupported, 4) if d.verdict is not None else None,
+        # Whether its evidence answers the question, whatever the answer says (the router's
+        # retrieval signal reads the first pass's).
+        f"{prefix}p_answerable": d.e_q.support,
         f"{prefix}kappa": d.kappa,
         f"{prefix}quality": quality,
         # What decided, and how sure: what `ragmend study trust` counts the flags by.

@@ -60,6 +60,7 @@ class Setting:
     ridge_lambda: float = 1.0  # every plan's ridge prior
     online: bool = True  # false: frozen after the warm start (the plans it chooses teach it nothing)
     kinds: str = "pooled"  # pooled: the context as shipped; fine: one feature per question kind
+    evidence: bool = False  # the shared retrieval's P(answerable) in the context (router.read_evidence)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -107,14 +108,17 @@ def replay(
         }
     )
     kinds = cast(KindLayout, setting.kinds)  # the builder refuses any other
-    builder = PlanContextBuilder(setting.context_dim, kinds=kinds).with_budgets(cfg)
+    builder = PlanContextBuilder(setting.context_dim, kinds=kinds, evidence=setting.evidence)
+    builder = builder.with_budgets(cfg)
     policy: Policy[Any] = Policy(cfg, MemoryStore(), plans, builder=builder)
     budgets = plan_budgets(cfg, "unavailable")
     online: dict[str, list[tuple[float, float, str]]] = {}
     for n, item in enumerate(items):
         claim = item.records[plans[0]].get("question_kind") == "claim" or item.task == "fever"
         emb = embed([item.query])[0] if embed is not None and setting.context_dim else None
-        x = builder.build(emb, question_form(item.query, claim=claim), False, cfg.request_latency_budget_s)
+        form = question_form(item.query, claim=claim)
+        budget = cfg.request_latency_budget_s
+        x = builder.build(emb, form, False, budget, p_answerable=_answerable(item, plans[0]))
 
         if n < warm:
             for plan in plans:
@@ -125,16 +129,32 @@ def replay(
             right, seconds = _learn(policy, x, item, chosen, setting, budgets, primary[item.task], vote=False)
         else:
             right, seconds = _scored(item.records[chosen], primary[item.task])
-        online.setdefault(item.task, []).append((right, seconds, chosen))
+        for group in _groups(item):
+            online.setdefault(group, []).append((right, seconds, chosen))
     return {
         task: {
             "n": len(rows),
-            primary[task]: round(100 * float(np.mean([r for r, _, _ in rows])), 2),
+            primary[task.partition("/")[0]]: round(100 * float(np.mean([r for r, _, _ in rows])), 2),
             "latency_s": round(float(np.mean([s for _, s, _ in rows])), 3),
             "plans": dict(Counter(p for _, _, p in rows).most_common()),
         }
         for task, rows in online.items()
     }
+
+
+def _groups(item: Item) -> tuple[str, ...]:
+    """What an online item is counted in: its task, and in a task of several streams (the mixed
+    one's ids are `<stream>:<id>`) its stream too."""
+    stream, sep, _ = item.id.partition(":")
+    return (item.task, f"{item.task}/{stream}") if sep else (item.task,)
+
+
+def _answerable(item: Item, plan: str) -> float | None:
+    """The first pass's P(answerable), recorded by any plan of the item's shared retrieval (a
+    fixed plan's row repairs nothing: its final reading is its first)."""
+    r = item.records[plan]
+    p = r.get("first_p_answerable", r.get("p_answerable"))
+    return None if p is None else float(p)
 
 
 def _learn(
@@ -176,13 +196,15 @@ def _scored(record: Mapping[str, Any], metric: str) -> tuple[float, float]:
 def fixed_plans(items: Sequence[Item], warm: int, primary: Mapping[str, str]) -> dict[str, Any]:
     """Each plan fixed, over the same online items ("<task> <plan>", in replay's shape)."""
     out: dict[str, Any] = {}
-    for task in dict.fromkeys(i.task for i in items):
-        rows = [i for i in items[warm:] if i.task == task]
+    groups = dict.fromkeys(g for i in items for g in _groups(i))
+    for group in groups:
+        rows = [i for i in items[warm:] if group in _groups(i)]
+        key = primary[group.partition("/")[0]]
         for plan in rows[0].records:
-            metric = [i.records[plan]["scores"][primary[task]] for i in rows]
-            out[f"{task} {plan}"] = {
+            metric = [i.records[plan]["scores"][key] for i in rows]
+            out[f"{group} {plan}"] = {
                 "n": len(rows),
-                primary[task]: round(100 * float(np.mean(metric)), 2),
+                key: round(100 * float(np.mean(metric)), 2),
                 "latency_s": round(float(np.mean([i.records[plan]["latency_s"] for i in rows])), 3),
                 "plans": {plan: len(rows)},
             }
