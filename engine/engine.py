@@ -220,7 +220,7 @@ class Engine:
                 reading=reading,
             )
 
-    def read_shared_evidence(
+    def _read_shared_evidence(
         self, query: str, overrides: Mapping[str, Any] | None
     ) -> tuple[Retrieved | None, EvidenceReading | None]:
         """The retrieval every plan the router may offer shares, and its evidence read, where the
@@ -335,7 +335,7 @@ class Engine:
         request = cancel.current()  # checked between the stages (ragmend/cancel.py)
         request.check("retrieval")
         with self._meter.measure() as metered:
-            retrieved, reading = self.read_shared_evidence(query, overrides)
+            retrieved, reading = self._read_shared_evidence(query, overrides)
             route = self._route(query, overrides, follow_up, reading)
             answer = self.answer(query, route.overrides(overrides), on_text, retrieved=retrieved)
         assert metered.cost is not None
@@ -399,7 +399,7 @@ class Engine:
             raise NotReady("ragmend is still loading its models and index")
         router = self.router
         outcomes = []
-        retrieved, reading = self.read_shared_evidence(query, overrides)
+        retrieved, reading = self._read_shared_evidence(query, overrides)
         p_answerable = reading.p_answerable if reading is not None else None
         for plan in router.policy.config.enabled_actions:
             if router.plan(plan).requires in router.missing:
