@@ -19,10 +19,10 @@ STAGE_HELP = "ingest, embed, retrieval, rerank, generate (repeatable; default al
 
 @bench_app.command("pipeline")
 def bench_pipeline(
-    stage: Annotated[list[str] | None, typer.Option(help=STAGE_HELP)] = None,
     data: Annotated[
-        Path, typer.Option(help="HotpotQA distractor JSON (its paragraphs are the corpus).")
-    ] = Path("../shared/data/hotpotqa/hotpot_dev_distractor_merged.json"),
+        Path, typer.Option(help="HotpotQA distractor JSON (paragraphs: the corpus; questions: the load).")
+    ],
+    stage: Annotated[list[str] | None, typer.Option(help=STAGE_HELP)] = None,
     limit: Annotated[int | None, typer.Option(help="Paragraphs to ingest (default all 13,471).")] = None,
     queries: Annotated[int, typer.Option(help="Dev questions timed per retrieval setting.")] = 200,
     generations: Annotated[int, typer.Option(help="Questions generated per profile.")] = 10,
@@ -33,7 +33,7 @@ def bench_pipeline(
 ) -> None:
     """Pipeline speed: ingest throughput, retrieval p50/p95, rerank latency, generation tokens/s.
 
-    Example: ragmend bench pipeline --stage retrieval --json
+    Example: ragmend bench pipeline --data hotpot_dev_distractor_merged.json --stage retrieval --json
     """
     from ragmend.bench.speed.pipeline import run_pipeline_bench
 
@@ -509,7 +509,9 @@ def bench_judge(
 
 @bench_app.command("check")
 def bench_check(
-    data_root: Annotated[Path, typer.Option(help="The shared data directory.")] = SHARED_DATA,
+    data_root: Annotated[
+        Path, typer.Option(help="The data directory holding ragtruth/ (its TEST split is what is checked).")
+    ],
     limit: Annotated[
         int | None, typer.Option(help="RAGTruth TEST responses (a fixed sample; default all 2,598).")
     ] = None,
@@ -520,7 +522,7 @@ def bench_check(
     (bench detect's call), seconds per answer single and batched over a real server, and per task
     the verdicts' response-level and the spans' character-level F1 against the labels.
 
-    Example: ragmend bench check --limit 300 --json
+    Example: ragmend bench check --data-root ../shared/data --limit 300 --json
     """
     from ragmend.bench.speed.check import run_check_bench
 

@@ -43,6 +43,37 @@ def test_every_command_has_help_with_an_example(command: list[str]) -> None:
     assert "Example" in result.output
 
 
+# What an operator runs (the rest is evaluation and research).
+OPERATOR_COMMANDS = (
+    ("serve",),
+    ("ingest",),
+    ("ask",),
+    ("diagnose",),
+    ("models",),
+    ("feedback",),
+    ("db",),
+    ("policy",),
+    *(("bench", verb) for verb in ("load", "stream", "startup", "generator", "pipeline", "check", "soak")),
+)
+
+
+def test_no_operator_command_reads_the_projects_shared_data_unless_told() -> None:
+    """A deployed ragmend has no ../shared/data beside it: no option of what an operator runs
+    defaults to it, and the one that reads a data set asks for it by name."""
+    import typer.main
+
+    root = typer.main.get_command(app)
+    for path in OPERATOR_COMMANDS:
+        command = root
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        for sub in [command, *getattr(command, "commands", {}).values()]:
+            for param in sub.params:
+                assert "shared" not in str(param.default), (path, sub.name, param.name)
+    result = runner.invoke(app, ["bench", "check", "--limit", "3"])
+    assert result.exit_code == 2 and "--data-root" in result.output
+
+
 def test_ingest_missing_path_exits_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--data-dir", str(tmp_path), "ingest", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "does not exist" in result.output
