@@ -32,6 +32,18 @@ _LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*\u2022]|\d{1,2}[.)])[ \t]+")
 CITATION_MARK = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
 
 
+# A sentence reporting what the sources say ("Passage [1] clearly states that X", "According to
+# the passages, X"), and a comment on the claim checked (", which directly supports the claim"):
+# neither names a fact of the world, and NLI reads a passage as contradicting the frame.
+_REPORT_FRAME = re.compile(
+    r"^(?:according to (?:the )?(?:passages?|sources?|text|evidence)(?: \d+)?,\s*"
+    r"|(?:the |this )?(?:passages?|sources?|text|evidence)(?: \d+)? (?:\w+ly )?"
+    r"(?:states?|says?|mentions?|notes?|indicates?|shows?|confirms?|explains?|reports?)(?: that)?\s+)",
+    re.I,
+)
+_CLAIM_COMMENT = re.compile(r",?\s+which (?:\w+ly )?(?:supports|contradicts|refutes|confirms)\b.*$", re.I)
+
+
 def split_sentences(text: str, keep: str = "") -> list[str]:
     """The sentences of a text: split after . ! ? before a capital, digit or quote, and at line
     breaks (patterns.SENTENCE_END), but not after an initial or a common abbreviation
@@ -57,10 +69,11 @@ def _held_together(before: str, after: str, kept: str) -> bool:
 def split_claims(text: str, max_claims: int = 8, keep: str = "") -> list[str]:
     """Sentences of a response, without citations like [1], list markers and empty fragments.
     A line ending in ':' introduces what follows ("Here is an overview:"); it asserts nothing, nor
-    does a lead-in before a colon ("The answer is: ...").
+    does a lead-in before a colon ("The answer is: ..."); a sentence reporting what a passage says
+    claims what it reports (`_reported`).
     `keep`: the question, whose spans are not split (split_sentences)."""
     text = _without_marks(text)
-    claims = [_without_lead_in(p) for p in split_sentences(text, keep) if not p.endswith(":")]
+    claims = [_reported(_without_lead_in(p)) for p in split_sentences(text, keep) if not p.endswith(":")]
     return [p for p in claims if len(p.split()) >= 2 or any(c.isdigit() for c in p)][:max_claims] or (
         [text] if text else []
     )
@@ -74,6 +87,20 @@ def sentence_count(response: str) -> int:
 
 def _without_marks(text: str) -> str:
     return _LIST_MARKER.sub("", CITATION_MARK.sub("", text)).strip()
+
+
+def _reported(sentence: str) -> str:
+    """What a sentence reporting the sources says of the world: without the report's frame and
+    without a comment on the claim checked ("The passage states that X, which supports the
+    claim." -> "X."); any other sentence as it is."""
+    framed = _REPORT_FRAME.match(sentence)
+    if framed is None:
+        return sentence
+    rest = _CLAIM_COMMENT.sub("", sentence[framed.end() :]).strip()
+    if len(rest.split()) < 2:
+        return sentence
+    end = "" if rest[-1] in ".!?" else "."
+    return rest[0].upper() + rest[1:] + end
 
 
 def _without_lead_in(sentence: str) -> str:

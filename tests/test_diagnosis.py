@@ -124,6 +124,9 @@ def test_a_right_label_is_not_failed_by_a_reason_the_passages_only_do_not_state(
 
     assert failure("REFUTES") == "NoFailure"
     assert failure("REFUTES\n\nThe first film was directed by Gary Ross, not a gorilla.") == "NoFailure"
+    assert (
+        failure("REFUTES\nPassage [1] clearly states that Gary Ross directed the first film.") == "NoFailure"
+    )
     assert failure("SUPPORTS\n\nThe first film was directed by a gorilla.") == "WR"
     assert failure("REFUTES\n\nGary Ross directed none of the films.") == "WR"
 

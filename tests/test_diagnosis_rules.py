@@ -182,6 +182,16 @@ def test_claims_and_labels() -> None:
     assert split_claims("The answer is: Quenton Ltd was acquired by Halvard Group in 2015.") == [
         "Quenton Ltd was acquired by Halvard Group in 2015."
     ]
+    # A report of what a passage says claims what it reports; its frame and a comment on the
+    # checked claim name no fact (NLI read "Passage [1] states that X" as contradicted by X).
+    assert split_claims(
+        "Passage [1] clearly states that John Frusciante has an active solo career, which directly "
+        "supports the claim that he is a musician. According to the passages, he was born in 1970."
+    ) == ["John Frusciante has an active solo career.", "He was born in 1970."]
+    assert split_claims("The sources say nothing. Passages of the Bible are read aloud.") == [
+        "The sources say nothing.",
+        "Passages of the Bible are read aloud.",
+    ]
     assert split_claims("Phase 2: the trial ended in 2019. It opened at 10:30 am.") == [
         "Phase 2: the trial ended in 2019.",
         "It opened at 10:30 am.",
