@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragmend.actions.catalogue import CostModel, Masked
-from ragmend.rag.types import GeneratorChoice, RAGConfig
+from ragmend.rag.types import RETRIEVAL_FIELDS, GeneratorChoice, RAGConfig
 from ragmend.settings import RetrievalMode
 
 # The RAGConfig fields a plan decides.
@@ -53,9 +53,9 @@ class Plan:
 
     @property
     def retrieval(self) -> tuple[Any, ...]:
-        """What this plan's retrieval reads (two plans with equal values share one)."""
-        o = self.overrides
-        return tuple(o[k] for k in PLAN_KEYS if k != "generator")
+        """The retrieval fields this plan sets (RETRIEVAL_FIELDS): two plans with equal values
+        read the same passages."""
+        return tuple(v for k, v in self.overrides.items() if k in RETRIEVAL_FIELDS)
 
     def config(self, base: RAGConfig) -> RAGConfig:
         return base.patch(**self.overrides)
